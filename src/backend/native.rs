@@ -1,0 +1,203 @@
+//! The native backend: husk's own namespaces, mounts and confinement.
+
+use super::{Backend, RunIo};
+use crate::outcome::{ErrorReport, Outcome, Termination};
+use crate::plan::Plan;
+use crate::rootfs::MountKind;
+use crate::spawn::step::{Step, StepError};
+use crate::spawn::{ChildStdio, SpawnError, now_ns, open_sources, phase, spawn};
+use crate::supervise::{Watch, Watched, signal_fd};
+use crate::sys::process::ExitStatus;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+
+pub struct Native;
+
+impl Backend for Native {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn isolation(&self, plan: &Plan) -> serde_json::Value {
+        let caps: Vec<String> = (0..=plan.last_cap as u8)
+            .filter(|c| plan.process.caps_keep & (1u64 << c) != 0)
+            .filter_map(|c| caps::all().into_iter().find(|x| x.index() == c).map(|x| x.to_string()))
+            .collect();
+        json!({
+            "namespaces": plan.namespaces.names,
+            "user_mapping": {
+                "mode": match plan.ids.mode { crate::userns::IdMode::Privileged { .. } => "privileged", _ => "rootless" },
+                "uid_map": plan.ids.uid_map.trim(),
+                "gid_map": plan.ids.gid_map.trim(),
+                "sandbox_root_host_uid": plan.ids.host_uid_of(0),
+            },
+            "user": { "uid": plan.process.uid, "gid": plan.process.gid },
+            "network": match plan.network { crate::spec::NetworkMode::None => "none", crate::spec::NetworkMode::Host => "host" },
+            "rootfs": plan.mounts.report,
+            "capabilities": caps,
+            "no_new_privs": true,
+            "downgrades": [],
+        })
+    }
+
+    fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {
+        let mut outcome = match run_native(&mut plan, io) {
+            Ok(w) => outcome_of(&plan, w.0, w.1, io),
+            Err(e) => Outcome::setup_failed(e),
+        };
+        outcome.duration_ms = ms(io.t_start, now_ns());
+        outcome
+    }
+}
+
+fn ms(from: u64, to: u64) -> f64 {
+    crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
+}
+
+fn spawn_error(e: SpawnError) -> ErrorReport {
+    let (step, errno, hint) = match &e {
+        SpawnError::Clone { errno, hint, .. } => ("clone", Some(*errno), hint.clone()),
+        SpawnError::Source { errno, .. } => ("open_sources", Some(*errno), None),
+        SpawnError::Channel(errno) => ("sync_channel", Some(*errno), None),
+        SpawnError::IdMap(_) => ("write_id_maps", None, None),
+        SpawnError::Cgroup(_) => ("join_cgroup", None, None),
+    };
+    ErrorReport { step: step.into(), errno: errno.map(|e| format!("{e:?}")), message: e.to_string(), hint }
+}
+
+fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64), ErrorReport> {
+    open_sources(plan).map_err(spawn_error)?;
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+    let pipe_err = |e: nix::errno::Errno| ErrorReport {
+        step: "stdio".into(),
+        errno: Some(format!("{e:?}")),
+        message: format!("creating capture pipes: {e}"),
+        hint: None,
+    };
+    let (out, err) = match io.capture {
+        Some(_) => (Some(pipe().map_err(pipe_err)?), Some(pipe().map_err(pipe_err)?)),
+        None => (None, None),
+    };
+    let stdio = ChildStdio {
+        stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
+        stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
+    };
+    let signals = signal_fd().map_err(pipe_err)?;
+    let spawned = spawn(plan, stdio, None).map_err(spawn_error)?;
+    // Our copies of the write ends must go, or the reads never see EOF.
+    let limit = io.capture.unwrap_or(0);
+    let stdout = out.map(|(r, _w)| (r, limit));
+    let stderr = err.map(|(r, _w)| (r, limit));
+    let watched = Watch {
+        pidfd: &spawned.pidfd,
+        chan: &spawned.chan,
+        signals: &signals,
+        stdout,
+        stderr,
+        timeout: plan.timeout,
+        kill_grace: plan.kill_grace,
+        group: None,
+    }
+    .run();
+    Ok((watched, spawned.t_clone))
+}
+
+/// Human description of a failed step, naming the mount it was at.
+fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
+    let mut msg = format!("setup failed at {}: {:?} ({})", e.step.name(), e.errno, e.errno.desc());
+    let mut hint = None;
+    if e.step == Step::MountFilesystems
+        && let Some(op) = plan.mounts.ops.get(e.detail as usize)
+    {
+        let what = match &op.kind {
+            MountKind::Bind { .. } => "bind mount",
+            MountKind::Tmpfs { .. } => "tmpfs",
+            MountKind::Proc => "proc",
+            MountKind::Sysfs => "sysfs",
+            MountKind::Devpts { .. } => "devpts",
+            MountKind::Mqueue => "mqueue",
+            MountKind::Overlay(_) => "overlay",
+            MountKind::Mask => "mask",
+            MountKind::ReadOnly | MountKind::SetReadOnly => "read-only remount",
+            MountKind::Create(_) => "mount point creation",
+        };
+        msg.push_str(&format!(" [{what} at /{}]", op.target.to_string_lossy()));
+        if e.errno == nix::errno::Errno::EACCES {
+            hint = Some("the sandbox's host uid cannot read the source; check its permissions".into());
+        }
+    }
+    if e.step == Step::Exec {
+        let cmd = plan.process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+        msg = match e.errno {
+            nix::errno::Errno::ENOENT => {
+                format!("command not found: {cmd} (searched PATH inside the sandbox)")
+            }
+            errno => format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()),
+        };
+    }
+    if e.step == Step::AssembleRoot && e.errno == nix::errno::Errno::EINVAL {
+        hint = Some("overlayfs refused the layers; run `husk doctor` to check overlay support".into());
+    }
+    (msg, hint)
+}
+
+fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
+    let mut phases: BTreeMap<&'static str, f64> = BTreeMap::new();
+    phases.insert("plan", ms(io.t_start, t_clone));
+    if let Some(t) = w.times {
+        let pairs: [(&'static str, u64, u64); 6] = [
+            ("clone", t_clone, t[phase::CHILD_START]),
+            ("id_map", t[phase::CHILD_START], t[phase::RELEASED]),
+            ("namespaces", t[phase::RELEASED], t[phase::NAMESPACES]),
+            ("mounts", t[phase::NAMESPACES], t[phase::MOUNTS]),
+            ("pivot", t[phase::MOUNTS], t[phase::PIVOT]),
+            ("confine", t[phase::PIVOT], t[phase::CONFINED]),
+        ];
+        for (name, a, b) in pairs {
+            phases.insert(name, ms(a, b));
+        }
+        if w.t_exit > 0 {
+            phases.insert("run", ms(t[phase::CONFINED], w.t_exit));
+        }
+    }
+    let mut outcome =
+        Outcome::setup_failed(ErrorReport { step: String::new(), errno: None, message: String::new(), hint: None });
+    outcome.error = None;
+    outcome.phases_ms = phases;
+    outcome.stdout = w.stdout;
+    outcome.stderr = w.stderr;
+    if let Some(e) = w.failed {
+        let (message, hint) = describe(plan, &e);
+        outcome.termination = Termination::SetupFailed;
+        outcome.error =
+            Some(ErrorReport { step: e.step.name().into(), errno: Some(format!("{:?}", e.errno)), message, hint });
+    } else if w.timed_out {
+        outcome.termination = Termination::WallTimeout;
+        outcome.signal = Some(match w.command {
+            Some(ExitStatus::Signaled(s)) => s,
+            _ => libc::SIGKILL,
+        });
+    } else {
+        match w.command.or(w.init) {
+            Some(ExitStatus::Exited(code)) if w.command.is_some() => {
+                outcome.termination = Termination::Exited;
+                outcome.status = Some(code);
+            }
+            Some(ExitStatus::Signaled(sig)) => {
+                outcome.termination = Termination::Signaled;
+                outcome.signal = Some(sig);
+            }
+            _ => {
+                outcome.termination = Termination::SetupFailed;
+                outcome.error = Some(ErrorReport {
+                    step: "init".into(),
+                    errno: None,
+                    message: format!("the sandbox init ended without reporting the command's status ({:?})", w.init),
+                    hint: None,
+                });
+            }
+        }
+    }
+    outcome
+}

@@ -1,0 +1,147 @@
+//! Bounded capture of a stream: the first and last halves of `limit` bytes
+//! are kept, the middle is counted and dropped. Memory stays at `limit`
+//! whatever the command writes.
+
+use base64::Engine;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+#[derive(Debug)]
+pub struct Capture {
+    head_cap: usize,
+    tail_cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+/// A finished capture, as it appears in the verdict.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Captured {
+    /// The kept bytes as UTF-8 text; invalid sequences become U+FFFD.
+    pub text: String,
+    /// The exact kept bytes, base64, present only when `text` is lossy.
+    pub base64: Option<String>,
+    /// Everything the command wrote to this stream.
+    pub bytes: u64,
+    pub truncated: bool,
+}
+
+impl Capture {
+    pub fn new(limit: u64) -> Self {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX / 2);
+        let head_cap = limit.div_ceil(2);
+        Capture { head_cap, tail_cap: limit - head_cap, head: Vec::new(), tail: VecDeque::new(), total: 0 }
+    }
+
+    pub fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        let room = self.head_cap - self.head.len();
+        if room > 0 {
+            let n = room.min(data.len());
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        if self.tail_cap == 0 || data.is_empty() {
+            return;
+        }
+        if data.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail.extend(&data[data.len() - self.tail_cap..]);
+            return;
+        }
+        let excess = (self.tail.len() + data.len()).saturating_sub(self.tail_cap);
+        self.tail.drain(..excess);
+        self.tail.extend(data);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn finish(self) -> Captured {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let truncated = self.total > kept;
+        let mut head = self.head;
+        let mut tail: Vec<u8> = self.tail.into_iter().collect();
+        let bytes = if truncated {
+            // Cut on character boundaries so truncation alone never makes
+            // valid UTF-8 output lossy.
+            if let Err(e) = std::str::from_utf8(&head)
+                && e.error_len().is_none()
+            {
+                head.truncate(e.valid_up_to());
+            }
+            let skip = tail.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count();
+            tail.drain(..skip);
+            let dropped = self.total - (head.len() + tail.len()) as u64;
+            let mut out = head;
+            out.extend_from_slice(format!("\n[husk: {dropped} bytes truncated]\n").as_bytes());
+            out.extend_from_slice(&tail);
+            out
+        } else {
+            head.extend_from_slice(&tail);
+            head
+        };
+        let (text, base64) = match String::from_utf8(bytes) {
+            Ok(s) => (s, None),
+            Err(e) => {
+                let raw = e.into_bytes();
+                (
+                    String::from_utf8_lossy(&raw).into_owned(),
+                    Some(base64::engine::general_purpose::STANDARD.encode(&raw)),
+                )
+            }
+        };
+        Captured { text, base64, bytes: self.total, truncated }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_output_is_kept_whole() {
+        let mut c = Capture::new(100);
+        c.push(b"hello ");
+        c.push(b"world");
+        let r = c.finish();
+        assert_eq!(r.text, "hello world");
+        assert!(!r.truncated);
+        assert_eq!(r.bytes, 11);
+    }
+
+    #[test]
+    fn huge_output_keeps_head_and_tail_with_marker() {
+        let mut c = Capture::new(10);
+        for _ in 0..1000 {
+            c.push(b"abcdefghij");
+        }
+        c.push(b"END");
+        let r = c.finish();
+        assert!(r.truncated);
+        assert_eq!(r.bytes, 10003);
+        assert!(r.text.starts_with("abcde\n[husk: 9993 bytes truncated]\n"));
+        assert!(r.text.ends_with("hijEND"));
+    }
+
+    #[test]
+    fn invalid_utf8_stays_valid_json_with_exact_base64() {
+        let mut c = Capture::new(100);
+        c.push(&[b'a', 0xff, b'b']);
+        let r = c.finish();
+        assert_eq!(r.text, "a\u{fffd}b");
+        assert_eq!(r.base64.as_deref(), Some("Yf9i"));
+        assert!(serde_json::to_string(&r).is_ok());
+    }
+
+    #[test]
+    fn truncation_does_not_split_characters() {
+        let mut c = Capture::new(6);
+        c.push("ééééééééé".as_bytes());
+        let r = c.finish();
+        assert!(r.base64.is_none(), "{r:?}");
+        assert!(r.truncated);
+    }
+}

@@ -1,0 +1,172 @@
+//! Command-line structures (clap derive). No logic beyond value parsing:
+//! `cmd::*` turns these into a `Spec`.
+
+use crate::units::{parse_duration, parse_size};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "husk", version, about = "Disposable Linux sandboxes for one command, in milliseconds")]
+pub struct Cli {
+    /// Store directory (images, layers). Default: /var/lib/husk as root,
+    /// $XDG_DATA_HOME/husk otherwise.
+    #[arg(long, global = true, env = "HUSK_ROOT", value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// State directory (live sandboxes, runs). Default: /run/husk as root,
+    /// $XDG_RUNTIME_DIR/husk otherwise.
+    #[arg(long, global = true, env = "HUSK_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one command in a fresh sandbox and remove it afterwards.
+    Run(Box<RunArgs>),
+    /// Check what this host supports and how to fix what it does not.
+    Doctor(DoctorArgs),
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetworkArg {
+    /// Only loopback, in a fresh network namespace.
+    None,
+    /// The host's network (no network isolation).
+    Host,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeArg {
+    Native,
+    Runsc,
+    Auto,
+}
+
+/// How the sandbox is built: root filesystem, mounts, namespaces, identity.
+#[derive(Args, Debug, Clone)]
+pub struct SandboxArgs {
+    /// Use DIR as the read-only root filesystem.
+    #[arg(long, value_name = "DIR", conflicts_with = "image")]
+    pub rootfs: Option<PathBuf>,
+
+    /// Use an image (stored name or path to an OCI layout / archive) as root.
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+
+    /// Add a tmpfs upper layer over the image root, discarded at exit.
+    #[arg(long)]
+    pub writable: bool,
+
+    /// Working directory (a fresh tmpfs, and the command's cwd).
+    #[arg(long, value_name = "PATH")]
+    pub workdir: Option<String>,
+
+    /// Size of the workdir tmpfs.
+    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "256M")]
+    pub workdir_size: u64,
+
+    /// Size of the /tmp tmpfs.
+    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "64M")]
+    pub tmp_size: u64,
+
+    /// Bind a host path: SRC:DST[:ro|rw] (read-only unless rw).
+    #[arg(long, value_name = "SRC:DST[:ro|rw]")]
+    pub bind: Vec<String>,
+
+    /// Mount an extra tmpfs: DST[:SIZE] (default size 64M).
+    #[arg(long, value_name = "DST[:SIZE]")]
+    pub tmpfs: Vec<String>,
+
+    /// Network: none (only loopback) or host.
+    #[arg(long, value_enum, default_value = "none")]
+    pub network: NetworkArg,
+
+    /// Hostname inside the sandbox.
+    #[arg(long, default_value = "husk")]
+    pub hostname: String,
+
+    /// Keep a capability (e.g. CAP_NET_BIND_SERVICE); all others are dropped.
+    #[arg(long, value_name = "CAP")]
+    pub cap_add: Vec<String>,
+
+    /// Resource limit NAME=SOFT[:HARD] (nofile, nproc, core, fsize, stack,
+    /// cpu, as, memlock, ...); "unlimited" allowed.
+    #[arg(long, value_name = "NAME=SOFT[:HARD]")]
+    pub rlimit: Vec<String>,
+
+    /// Host id range for the sandbox's ids when running as root: BASE:COUNT.
+    #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
+    pub id_range: Option<String>,
+
+    /// Isolation backend.
+    #[arg(long, value_enum, default_value = "native")]
+    pub runtime: RuntimeArg,
+}
+
+/// How one command is run and reported (shared by run and exec).
+#[derive(Args, Debug, Clone)]
+pub struct ProcessArgs {
+    /// Wall-clock limit (500ms, 30s, 2m); on expiry every process dies, exit 124.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub timeout: Option<Duration>,
+
+    /// On timeout, send SIGTERM and wait this long before SIGKILL.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub kill_grace: Option<Duration>,
+
+    /// Print one JSON verdict on stdout, with the command's output captured.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep stdio passthrough and write the verdict (without output) to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub verdict_file: Option<PathBuf>,
+
+    /// Bound on captured bytes per stream (head and tail kept).
+    #[arg(long, value_name = "BYTES", value_parser = size, default_value = "1M")]
+    pub output_limit: u64,
+
+    /// Set KEY=VALUE (or KEY, copied from husk's environment).
+    #[arg(long, short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Read KEY=VALUE lines from a file.
+    #[arg(long, value_name = "FILE")]
+    pub env_file: Vec<PathBuf>,
+
+    /// Run as UID[:GID] (or a user name from the root's /etc/passwd).
+    #[arg(long, short = 'u', value_name = "UID[:GID]")]
+    pub user: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+
+    #[command(flatten)]
+    pub process: ProcessArgs,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Machine-readable report.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,171 @@
+//! `husk doctor`: what this host supports, and the exact fix for what it
+//! does not. The decisive check runs a real sandbox with husk's defaults.
+
+use crate::backend::{Backend, RunIo, native::Native};
+use crate::cli::DoctorArgs;
+use crate::host::{HostFacts, sysctl_int};
+use crate::outcome::Termination;
+use crate::plan::{Plan, RootInput};
+use crate::spec::{OutputSpec, Spec};
+use serde::Serialize;
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    /// Required for native isolation with husk's defaults.
+    pub required: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Report {
+    pub native_ok: bool,
+    pub checks: Vec<Check>,
+}
+
+fn check(name: &'static str, required: bool, ok: bool, detail: String, fix: Option<&str>) -> Check {
+    Check { name, ok, required, detail, fix: if ok { None } else { fix.map(str::to_string) } }
+}
+
+fn kernel_release() -> String {
+    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Runs `/bin/true`-like work in a real sandbox to prove the whole chain.
+fn sandbox_check(host: &HostFacts) -> Check {
+    let mut spec = Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
+    spec.output = OutputSpec::Capture { limit: 4096 };
+    let root = match crate::cmd::run::root_input(&spec) {
+        Ok(r) => r,
+        Err(e) => return check("sandbox", true, false, e, None),
+    };
+    let plan = match Plan::build(spec, host, RootInput { ..root }) {
+        Ok(p) => p,
+        Err(e) => {
+            return check("sandbox", true, false, format!("planning a sandbox: {e}"), None);
+        }
+    };
+    let o = Native.run(plan, RunIo { capture: Some(4096), t_start: crate::spawn::now_ns() });
+    match o.termination {
+        Termination::Exited if o.status == Some(0) => {
+            check("sandbox", true, true, format!("a default sandbox ran in {:.1} ms", o.duration_ms), None)
+        }
+        _ => {
+            let e = o.error.as_ref();
+            let detail = e.map(|e| e.message.clone()).unwrap_or_else(|| format!("{:?}", o.termination));
+            let fix = e.and_then(|e| e.hint.clone());
+            Check { name: "sandbox", ok: false, required: true, detail, fix }
+        }
+    }
+}
+
+pub fn collect() -> Report {
+    let host = HostFacts::probe();
+    let mut checks = Vec::new();
+    checks.push(check("kernel", false, true, kernel_release(), None));
+
+    let max_userns = sysctl_int("user/max_user_namespaces");
+    checks.push(check(
+        "user_namespaces",
+        true,
+        max_userns != Some(0),
+        format!("user.max_user_namespaces = {}", max_userns.map(|v| v.to_string()).unwrap_or("unknown".into())),
+        Some("sysctl -w user.max_user_namespaces=15000"),
+    ));
+    if let Some(v) = sysctl_int("kernel/apparmor_restrict_unprivileged_userns") {
+        checks.push(check(
+            "apparmor_userns",
+            !host.privileged,
+            v == 0 || host.privileged,
+            format!("kernel.apparmor_restrict_unprivileged_userns = {v}"),
+            Some("sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (or run husk as root)"),
+        ));
+    }
+    if let Some(v) = sysctl_int("kernel/unprivileged_userns_clone") {
+        checks.push(check(
+            "unprivileged_userns_clone",
+            !host.privileged,
+            v == 1 || host.privileged,
+            format!("kernel.unprivileged_userns_clone = {v}"),
+            Some("sysctl -w kernel.unprivileged_userns_clone=1"),
+        ));
+    }
+    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    checks.push(check(
+        "overlayfs",
+        true,
+        fs.contains("\toverlay\n"),
+        "overlay in /proc/filesystems".into(),
+        Some("modprobe overlay"),
+    ));
+    let seccomp = std::fs::read_to_string("/proc/self/status").unwrap_or_default().contains("Seccomp:");
+    checks.push(check(
+        "seccomp",
+        true,
+        seccomp,
+        "Seccomp field in /proc/self/status".into(),
+        Some("a kernel built with CONFIG_SECCOMP_FILTER"),
+    ));
+    let pidfd = crate::sys::process::pidfd_open(nix::unistd::getpid()).is_ok();
+    checks.push(check("pidfd", true, pidfd, "pidfd_open(2)".into(), Some("Linux 5.3 or newer")));
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let v2 = mountinfo.lines().any(|l| l.contains(" - cgroup2 "));
+    let v1 = mountinfo.lines().any(|l| l.contains(" - cgroup "));
+    let mode = match (v1, v2) {
+        (true, true) => "hybrid (v1 controllers + v2)",
+        (false, true) => "v2 (unified)",
+        (true, false) => "v1",
+        _ => "none mounted",
+    };
+    checks.push(check("cgroups", false, v1 || v2, mode.into(), Some("mount cgroup2 at /sys/fs/cgroup")));
+    let runsc = which("runsc");
+    checks.push(check(
+        "runsc",
+        false,
+        runsc.is_some(),
+        runsc.map(|p| p.display().to_string()).unwrap_or_else(|| "not found in PATH".into()),
+        Some("apt-get install runsc (for --runtime runsc)"),
+    ));
+    checks.push(sandbox_check(&host));
+    let native_ok = checks.iter().all(|c| c.ok || !c.required);
+    Report { native_ok, checks }
+}
+
+pub fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(name)).find(|p| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    })
+}
+
+pub fn doctor(args: DoctorArgs) -> i32 {
+    let report = collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        for c in &report.checks {
+            let tag = if c.ok {
+                "OK  "
+            } else if c.required {
+                "FAIL"
+            } else {
+                "WARN"
+            };
+            println!("{tag} {:<26} {}", c.name, c.detail);
+            if let Some(f) = &c.fix {
+                println!("     fix: {f}");
+            }
+        }
+        println!(
+            "{}",
+            if report.native_ok {
+                "native isolation: available"
+            } else {
+                "native isolation: NOT available (see FAIL lines)"
+            }
+        );
+    }
+    if report.native_ok { 0 } else { 1 }
+}

@@ -1,0 +1,235 @@
+//! `husk run`: one command in a fresh sandbox.
+
+use crate::backend::{self, RunIo};
+use crate::cli::{NetworkArg, ProcessArgs, RunArgs, RuntimeArg, SandboxArgs};
+use crate::host::HostFacts;
+use crate::outcome::{ErrorReport, Outcome, Termination, Verdict};
+use crate::plan::{ImageDefaults, Plan, RootInput};
+use crate::rootfs::RootSource;
+use crate::spec::{Access, BindSpec, NetworkMode, OutputSpec, RootSpec, RuntimeChoice, Spec, TmpfsSpec};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Turns the sandbox-shaping flags into the spec (shared with `create`).
+pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String> {
+    spec.root = match (&a.rootfs, &a.image) {
+        (Some(dir), _) => RootSpec::Rootfs(dir.clone()),
+        (None, Some(r)) => RootSpec::Image(r.clone()),
+        (None, None) => RootSpec::Host,
+    };
+    if a.writable && spec.root == RootSpec::Host {
+        return Err("--writable needs --image or --rootfs (host mode is always read-only)".into());
+    }
+    spec.writable = a.writable;
+    spec.workdir = a.workdir.clone();
+    spec.workdir_size = a.workdir_size;
+    spec.tmp_size = a.tmp_size;
+    spec.binds = a.bind.iter().map(|b| parse_bind(b)).collect::<Result<_, _>>()?;
+    spec.tmpfs = a.tmpfs.iter().map(|t| parse_tmpfs(t)).collect::<Result<_, _>>()?;
+    spec.network = match a.network {
+        NetworkArg::None => NetworkMode::None,
+        NetworkArg::Host => NetworkMode::Host,
+    };
+    spec.hostname = a.hostname.clone();
+    spec.cap_add = a.cap_add.clone();
+    spec.rlimits =
+        a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    spec.id_range = a.id_range.as_deref().map(crate::userns::parse_range).transpose().map_err(|e| e.to_string())?;
+    spec.runtime = match a.runtime {
+        RuntimeArg::Native => RuntimeChoice::Native,
+        RuntimeArg::Runsc => RuntimeChoice::Runsc,
+        RuntimeArg::Auto => RuntimeChoice::Auto,
+    };
+    Ok(())
+}
+
+/// Applies per-command flags (shared with `exec`).
+pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), String> {
+    spec.timeout = p.timeout;
+    spec.kill_grace = p.kill_grace;
+    spec.output = if p.json { OutputSpec::Capture { limit: p.output_limit } } else { OutputSpec::Passthrough };
+    spec.user = p.user.clone();
+    for f in &p.env_file {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("--env-file {}: {e}", f.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (k, v) = line.split_once('=').ok_or_else(|| {
+                format!("--env-file {} line {}: expected KEY=VALUE, got {line:?}", f.display(), n + 1)
+            })?;
+            spec.env.push((k.trim().to_string(), v.to_string()));
+        }
+    }
+    for e in &p.env {
+        match e.split_once('=') {
+            Some((k, v)) => spec.env.push((k.to_string(), v.to_string())),
+            None => {
+                if let Ok(v) = std::env::var(e) {
+                    spec.env.push((e.clone(), v));
+                }
+            }
+        }
+    }
+    if let Some((k, _)) = spec.env.iter().find(|(k, _)| k.is_empty() || k.contains('\0')) {
+        return Err(format!("invalid --env name {k:?}: names must be non-empty"));
+    }
+    Ok(())
+}
+
+pub fn parse_bind(s: &str) -> Result<BindSpec, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (src, dst, access) = match parts.as_slice() {
+        [src, dst] => (*src, *dst, Access::ReadOnly),
+        [src, dst, "ro"] => (*src, *dst, Access::ReadOnly),
+        [src, dst, "rw"] => (*src, *dst, Access::ReadWrite),
+        [_, _, mode] => {
+            return Err(format!("invalid --bind {s:?}: mode {mode:?} must be ro or rw"));
+        }
+        _ => {
+            return Err(format!("invalid --bind {s:?}: expected SRC:DST[:ro|rw], e.g. ./data:/data:rw"));
+        }
+    };
+    if src.is_empty() || dst.is_empty() {
+        return Err(format!("invalid --bind {s:?}: SRC and DST must be non-empty"));
+    }
+    let source =
+        std::fs::canonicalize(src).map_err(|e| format!("--bind source {src:?}: {e}; give an existing host path"))?;
+    Ok(BindSpec { source, target: dst.to_string(), access })
+}
+
+pub fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, String> {
+    let (dst, size) = match s.split_once(':') {
+        Some((d, z)) => (d, crate::units::parse_size(z).map_err(|e| format!("--tmpfs {s:?}: {e}"))?),
+        None => (s, crate::spec::DEFAULT_TMP_SIZE),
+    };
+    Ok(TmpfsSpec { target: dst.to_string(), size })
+}
+
+/// Reads a small file at `path` inside `root` without following any
+/// symlink out of it (the root is untrusted content).
+pub fn read_in_root(root: &Path, path: &str) -> Option<String> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
+    use nix::sys::stat::Mode;
+    let dir = open(root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(&dir, path, how).ok()?;
+    let mut text = String::new();
+    std::io::Read::take(std::fs::File::from(fd), 1 << 20).read_to_string_lossy(&mut text)?;
+    Some(text)
+}
+
+trait ReadLossy {
+    fn read_to_string_lossy(self, out: &mut String) -> Option<()>;
+}
+
+impl<R: std::io::Read> ReadLossy for R {
+    fn read_to_string_lossy(mut self, out: &mut String) -> Option<()> {
+        let mut buf = Vec::new();
+        self.read_to_end(&mut buf).ok()?;
+        *out = String::from_utf8_lossy(&buf).into_owned();
+        Some(())
+    }
+}
+
+/// A failure before the sandbox exists, as a verdict (for --json callers)
+/// and a message on stderr.
+pub fn early_failure(step: &str, message: String, hint: Option<String>) -> Outcome {
+    Outcome::setup_failed(ErrorReport { step: step.into(), errno: None, message, hint })
+}
+
+/// Prints the verdict / writes the verdict file / explains a failure.
+pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json::Value, p: &ProcessArgs) -> i32 {
+    let code = outcome.exit_code();
+    if let Some(path) = &p.verdict_file {
+        let v = Verdict::new(id, backend, outcome, isolation, false);
+        if let Err(e) = write_atomic(path, &serde_json::to_vec_pretty(&v).unwrap_or_default()) {
+            eprintln!("husk: writing --verdict-file {}: {e}", path.display());
+        }
+    }
+    if p.json {
+        let v = Verdict::new(id, backend, outcome, isolation, true);
+        let mut out = std::io::stdout().lock();
+        let _ = serde_json::to_writer(&mut out, &v);
+        let _ = out.write_all(b"\n");
+    }
+    if outcome.termination == Termination::SetupFailed
+        && let Some(e) = &outcome.error
+    {
+        eprintln!("husk: {}", e.message);
+        if let Some(h) = &e.hint {
+            eprintln!("husk: hint: {h}");
+        }
+    }
+    code
+}
+
+/// Writes `data` to a temp file beside `path`, then renames it into place.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp: PathBuf = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("verdict"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Resolves the root source for the spec (host, rootfs; images via the store).
+pub fn root_input(spec: &Spec) -> Result<RootInput<'static>, String> {
+    match &spec.root {
+        RootSpec::Host => Ok(RootInput {
+            source: RootSource::Host,
+            image: ImageDefaults::default(),
+            passwd: std::fs::read_to_string("/etc/passwd").ok(),
+        }),
+        RootSpec::Rootfs(dir) => {
+            let dir = std::fs::canonicalize(dir)
+                .map_err(|e| format!("--rootfs {}: {e}; give an existing directory", dir.display()))?;
+            let passwd = read_in_root(&dir, "etc/passwd");
+            Ok(RootInput { source: RootSource::Dir(dir), image: ImageDefaults::default(), passwd })
+        }
+        RootSpec::Image(r) => Err(format!("--image {r}: images are not supported by this build yet")),
+    }
+}
+
+pub fn run(args: RunArgs, t_start: u64) -> i32 {
+    let p = args.process.clone();
+    let fail = |step: &str, msg: String| {
+        let o = early_failure(step, msg, None);
+        report(&o, "", "none", &serde_json::Value::Null, &p)
+    };
+    let mut spec = Spec::new(args.command.clone());
+    if let Err(e) =
+        apply_sandbox_args(&mut spec, &args.sandbox).and_then(|_| apply_process_args(&mut spec, &args.process))
+    {
+        return fail("arguments", e);
+    }
+    let host = HostFacts::probe();
+    let root = match root_input(&spec) {
+        Ok(r) => r,
+        Err(e) => return fail("root", e),
+    };
+    let backend = match backend::select(spec.runtime) {
+        Ok(b) => b,
+        Err(e) => return fail("backend", e),
+    };
+    let capture = match spec.output {
+        OutputSpec::Capture { limit } => Some(limit),
+        OutputSpec::Passthrough => None,
+    };
+    let plan = match Plan::build(spec, &host, root) {
+        Ok(p) => p,
+        Err(e) => return fail("plan", e.to_string()),
+    };
+    let id = plan.id.clone();
+    let isolation = backend.isolation(&plan);
+    let outcome = backend.run(plan, RunIo { capture, t_start });
+    report(&outcome, &id, backend.name(), &isolation, &p)
+}

@@ -1,0 +1,76 @@
+//! Facts about this host, probed once per command and then passed down, so
+//! no call site has to re-discover (or guess) what the kernel supports.
+
+use crate::spec::IdRange;
+use nix::unistd::{Gid, Uid};
+use std::path::Path;
+
+/// Default host id range for privileged runs when /etc/subuid has no `husk`
+/// entry: high enough that no real account owns it.
+pub const DEFAULT_ID_RANGE: IdRange = IdRange { base: 1_000_000_000, count: 65536 };
+
+#[derive(Clone, Debug)]
+pub struct HostFacts {
+    /// Effective uid/gid of husk on the host.
+    pub uid: u32,
+    pub gid: u32,
+    /// husk runs as host root (maps the sandbox onto an unprivileged range).
+    pub privileged: bool,
+    /// Highest capability number this kernel knows.
+    pub last_cap: u32,
+    /// `husk` entries of /etc/subuid and /etc/subgid, when both exist.
+    pub subid: Option<(IdRange, IdRange)>,
+}
+
+impl HostFacts {
+    pub fn probe() -> HostFacts {
+        let uid = Uid::effective().as_raw();
+        let gid = Gid::effective().as_raw();
+        let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(40);
+        let subid = match (read_subid("/etc/subuid", "husk"), read_subid("/etc/subgid", "husk")) {
+            (Some(u), Some(g)) => Some((u, g)),
+            _ => None,
+        };
+        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid }
+    }
+}
+
+/// First `name:start:count` line for `name` in a subordinate-id file.
+pub fn read_subid(path: impl AsRef<Path>, name: &str) -> Option<IdRange> {
+    let text = std::fs::read_to_string(path).ok()?;
+    parse_subid(&text, name)
+}
+
+pub fn parse_subid(text: &str, name: &str) -> Option<IdRange> {
+    text.lines().find_map(|line| {
+        let mut it = line.trim().split(':');
+        let (who, base, count) = (it.next()?, it.next()?, it.next()?);
+        if who != name {
+            return None;
+        }
+        let range = IdRange { base: base.parse().ok()?, count: count.parse().ok()? };
+        (range.count > 0).then_some(range)
+    })
+}
+
+/// Reads one integer sysctl under /proc/sys (for diagnosis messages).
+pub fn sysctl_int(path: &str) -> Option<i64> {
+    std::fs::read_to_string(Path::new("/proc/sys").join(path)).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subid_entry_for_husk_is_found() {
+        let text = "alice:100000:65536\nhusk:300000:65536\n";
+        assert_eq!(parse_subid(text, "husk"), Some(IdRange { base: 300000, count: 65536 }));
+        assert_eq!(parse_subid(text, "bob"), None);
+        assert_eq!(parse_subid("husk:1:0\n", "husk"), None);
+        assert_eq!(parse_subid("husk:x:5\n", "husk"), None);
+    }
+}

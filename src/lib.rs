@@ -1,0 +1,25 @@
+//! husk: disposable Linux sandboxes for one command.
+//!
+//! The library holds everything testable; `main.rs` only parses, dispatches
+//! and exits. A run flows: `cli` -> `spec::Spec` -> `host::HostFacts` ->
+//! `plan::Plan::build` -> `backend::select` -> spawn + supervise ->
+//! `outcome::Outcome` -> verdict.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod backend;
+pub mod capture;
+pub mod cli;
+pub mod cmd;
+pub mod host;
+pub mod outcome;
+pub mod plan;
+pub mod rootfs;
+pub mod spawn;
+pub mod spec;
+pub mod supervise;
+pub mod sync;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod units;
+pub mod userns;

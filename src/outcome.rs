@@ -1,0 +1,205 @@
+//! How a run ended (`Outcome`), the exit code that follows from it, and the
+//! JSON verdict (schema: docs/verdict.schema.json).
+
+use crate::capture::Captured;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+pub const EXIT_TIMEOUT: i32 = 124;
+pub const EXIT_HUSK_FAILED: i32 = 125;
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+pub const EXIT_NOT_FOUND: i32 = 127;
+pub const VERDICT_VERSION: u32 = 1;
+
+/// The closed set of reasons a run ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    /// The command exited on its own; `exit_code` is its status.
+    Exited,
+    /// The command was killed by a signal (not by husk's timeout).
+    Signaled,
+    /// husk killed the sandbox at `--timeout`.
+    WallTimeout,
+    /// The kernel's OOM killer killed a process at the memory limit.
+    OomKilled,
+    /// husk could not build the sandbox or start the command.
+    SetupFailed,
+}
+
+/// Where and why setup failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ErrorReport {
+    /// Named step (e.g. `pivot_root`, `exec`, `plan`).
+    pub step: String,
+    /// Symbolic errno (e.g. `EINVAL`) when a syscall failed.
+    pub errno: Option<String>,
+    pub message: String,
+    /// How to fix the host or the invocation, when known.
+    pub hint: Option<String>,
+}
+
+/// Result of one run, independent of the backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub termination: Termination,
+    /// The command's own exit status, when it exited.
+    pub status: Option<i32>,
+    pub signal: Option<i32>,
+    pub error: Option<ErrorReport>,
+    /// Phase name -> milliseconds.
+    pub phases_ms: BTreeMap<&'static str, f64>,
+    pub duration_ms: f64,
+    pub stdout: Option<Captured>,
+    pub stderr: Option<Captured>,
+    /// Facility reports filled by the backend (cgroup limits and usage,
+    /// seccomp denials); JSON values so each facility owns its shape.
+    pub limits: Option<serde_json::Value>,
+    pub resources: Option<serde_json::Value>,
+    pub seccomp: Option<serde_json::Value>,
+}
+
+impl Outcome {
+    pub fn setup_failed(error: ErrorReport) -> Self {
+        Outcome {
+            termination: Termination::SetupFailed,
+            status: None,
+            signal: None,
+            error: Some(error),
+            phases_ms: BTreeMap::new(),
+            duration_ms: 0.0,
+            stdout: None,
+            stderr: None,
+            limits: None,
+            resources: None,
+            seccomp: None,
+        }
+    }
+
+    /// The exit code husk itself returns (the contract in the README).
+    pub fn exit_code(&self) -> i32 {
+        match self.termination {
+            Termination::Exited => self.status.unwrap_or(0),
+            Termination::Signaled => 128 + self.signal.unwrap_or(0),
+            Termination::WallTimeout => EXIT_TIMEOUT,
+            Termination::OomKilled => 128 + libc::SIGKILL,
+            Termination::SetupFailed => match &self.error {
+                Some(e) if e.step == "exec" && e.errno.as_deref() == Some("ENOENT") => EXIT_NOT_FOUND,
+                Some(e) if e.step == "exec" => EXIT_NOT_EXECUTABLE,
+                _ => EXIT_HUSK_FAILED,
+            },
+        }
+    }
+}
+
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("SIG{sig}"))
+}
+
+/// One captured stream in the verdict.
+#[derive(Serialize, Debug)]
+pub struct StreamReport<'a> {
+    pub text: &'a str,
+    pub base64: Option<&'a str>,
+    pub bytes: u64,
+    pub truncated: bool,
+}
+
+/// The verdict document. Every key is always present (null when it does
+/// not apply), so consumers can rely on the shape.
+#[derive(Serialize, Debug)]
+pub struct Verdict<'a> {
+    pub verdict_version: u32,
+    pub husk_version: &'static str,
+    pub id: &'a str,
+    pub backend: &'a str,
+    pub termination: Termination,
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    pub signal_name: Option<String>,
+    pub duration_ms: f64,
+    pub phases_ms: &'a BTreeMap<&'static str, f64>,
+    pub isolation: &'a serde_json::Value,
+    pub limits: Option<&'a serde_json::Value>,
+    pub resources: Option<&'a serde_json::Value>,
+    pub seccomp: Option<&'a serde_json::Value>,
+    pub error: Option<&'a ErrorReport>,
+    pub stdout: Option<StreamReport<'a>>,
+    pub stderr: Option<StreamReport<'a>>,
+    /// Extra keys of long-lived sandboxes (sandbox id, lease), flattened.
+    #[serde(flatten)]
+    pub extra: BTreeMap<&'static str, serde_json::Value>,
+}
+
+impl<'a> Verdict<'a> {
+    pub fn new(
+        id: &'a str,
+        backend: &'a str,
+        outcome: &'a Outcome,
+        isolation: &'a serde_json::Value,
+        with_output: bool,
+    ) -> Self {
+        let stream = |c: &'a Option<Captured>| {
+            c.as_ref().filter(|_| with_output).map(|c| StreamReport {
+                text: &c.text,
+                base64: c.base64.as_deref(),
+                bytes: c.bytes,
+                truncated: c.truncated,
+            })
+        };
+        Verdict {
+            verdict_version: VERDICT_VERSION,
+            husk_version: env!("CARGO_PKG_VERSION"),
+            id,
+            backend,
+            termination: outcome.termination,
+            exit_code: outcome.exit_code(),
+            signal: outcome.signal,
+            signal_name: outcome.signal.map(signal_name),
+            duration_ms: round3(outcome.duration_ms),
+            phases_ms: &outcome.phases_ms,
+            isolation,
+            limits: outcome.limits.as_ref(),
+            resources: outcome.resources.as_ref(),
+            seccomp: outcome.seccomp.as_ref(),
+            error: outcome.error.as_ref(),
+            stdout: stream(&outcome.stdout),
+            stderr: stream(&outcome.stderr),
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(termination: Termination, status: Option<i32>, signal: Option<i32>) -> Outcome {
+        Outcome { termination, status, signal, ..Outcome::setup_failed(err("x", None)) }
+    }
+
+    fn err(step: &str, errno: Option<&str>) -> ErrorReport {
+        ErrorReport { step: step.into(), errno: errno.map(str::to_string), message: String::new(), hint: None }
+    }
+
+    #[test]
+    fn exit_codes_follow_the_documented_contract() {
+        assert_eq!(ended(Termination::Exited, Some(3), None).exit_code(), 3);
+        assert_eq!(ended(Termination::Signaled, None, Some(9)).exit_code(), 137);
+        assert_eq!(ended(Termination::WallTimeout, None, Some(9)).exit_code(), 124);
+        assert_eq!(ended(Termination::OomKilled, None, Some(9)).exit_code(), 137);
+        assert_eq!(Outcome::setup_failed(err("pivot_root", Some("EINVAL"))).exit_code(), 125);
+        assert_eq!(Outcome::setup_failed(err("exec", Some("ENOENT"))).exit_code(), 127);
+        assert_eq!(Outcome::setup_failed(err("exec", Some("EACCES"))).exit_code(), 126);
+    }
+
+    #[test]
+    fn signal_names_are_symbolic() {
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(15), "SIGTERM");
+    }
+}

@@ -1,0 +1,394 @@
+//! `Plan::build`: the one place where a `Spec` is validated against the
+//! host and turned into pre-built, absolute data (CStrings, id maps, mount
+//! ops, limits) so nothing in the child can discover a missing option.
+
+use crate::host::HostFacts;
+use crate::rootfs::{self, MountPlan, RootSource, plan::RootInputs};
+use crate::spec::{NetworkMode, RlimitSpec, RootSpec, Spec};
+use crate::sys::fd::CStrArray;
+use crate::userns::{IdMap, IdMapError};
+use std::ffi::CString;
+use std::str::FromStr;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("no command given: put it after `--`, e.g. husk run -- sh -c 'echo hi'")]
+    NoCommand,
+    #[error("{what} contains a NUL byte: {value:?}")]
+    Nul { what: &'static str, value: String },
+    #[error("invalid --env {value:?}: the name must be non-empty and contain no '='")]
+    BadEnv { value: String },
+    #[error("invalid --user {value:?}: {why}")]
+    BadUser { value: String, why: String },
+    #[error("unknown capability {value:?} in --cap-add (e.g. CAP_NET_BIND_SERVICE; see capabilities(7))")]
+    BadCap { value: String },
+    #[error("invalid --rlimit {value:?}: {why}")]
+    BadRlimit { value: String, why: String },
+    #[error("invalid --hostname: {0}")]
+    BadHostname(String),
+    #[error(transparent)]
+    IdMap(#[from] IdMapError),
+    #[error(transparent)]
+    Mounts(#[from] rootfs::MountPlanError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One resource limit, ready for setrlimit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rlimit {
+    pub resource: libc::__rlimit_resource_t,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// How the command itself is started (pid 2 in the sandbox).
+#[derive(Debug)]
+pub struct ProcessPlan {
+    pub argv: CStrArray,
+    pub envp: CStrArray,
+    /// Absolute paths to try with execve, in order (PATH search done here,
+    /// against the sandbox's PATH, so the child only loops over execve).
+    pub candidates: Vec<CString>,
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    /// Capabilities kept (bit N = capability N); 0 unless --cap-add.
+    pub caps_keep: u64,
+    pub rlimits: Vec<Rlimit>,
+}
+
+/// Namespaces a run creates (CLONE_NEW* bits) and their names for the verdict.
+#[derive(Clone, Debug)]
+pub struct Namespaces {
+    pub clone_flags: libc::c_int,
+    pub names: Vec<&'static str>,
+}
+
+#[derive(Debug)]
+pub struct Plan {
+    pub id: String,
+    pub spec: Spec,
+    pub ids: IdMap,
+    pub namespaces: Namespaces,
+    pub hostname: CString,
+    pub network: NetworkMode,
+    pub mounts: MountPlan,
+    pub process: ProcessPlan,
+    pub last_cap: u32,
+    pub timeout: Option<Duration>,
+    pub kill_grace: Option<Duration>,
+}
+
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Default rlimits: no core dumps (they could land anywhere and leak
+/// memory contents), a conventional fd limit.
+const DEFAULT_RLIMITS: &[(&str, u64, u64)] = &[("core", 0, 0), ("nofile", 1024, 1024)];
+
+pub fn cstr(what: &'static str, s: &str) -> Result<CString, PlanError> {
+    CString::new(s).map_err(|_| PlanError::Nul { what, value: s.to_string() })
+}
+
+/// A random 12-hex-digit id (run / sandbox names).
+pub fn new_id() -> String {
+    let mut b = [0u8; 6];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        b.copy_from_slice(&(t.as_nanos() as u64 ^ std::process::id() as u64).to_le_bytes()[..6]);
+    }
+    hex::encode(b)
+}
+
+/// Parses `UID[:GID]` (numeric). Names are resolved by the caller against
+/// the root's /etc/passwd before this.
+pub fn parse_user(value: &str) -> Result<(u32, Option<u32>), PlanError> {
+    let bad = |why: &str| PlanError::BadUser { value: value.to_string(), why: why.to_string() };
+    let (u, g) = match value.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (value, None),
+    };
+    let uid = u.parse::<u32>().map_err(|_| bad("expected UID[:GID] with numeric ids, or a user name"))?;
+    let gid = g.map(|g| g.parse::<u32>().map_err(|_| bad("GID must be numeric"))).transpose()?;
+    Ok((uid, gid))
+}
+
+/// Looks a user name up in passwd-format text: (uid, gid, home).
+pub fn lookup_passwd(text: &str, name: &str) -> Option<(u32, u32, String)> {
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?, f[5].to_string())))?
+    })
+}
+
+/// Home directory of `uid` in passwd-format text.
+pub fn home_of(text: &str, uid: u32) -> Option<String> {
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[2].parse::<u32>().ok() == Some(uid)).then(|| f[5].to_string())
+    })
+}
+
+pub fn parse_cap(name: &str) -> Result<u8, PlanError> {
+    let upper = name.trim().to_ascii_uppercase();
+    let full = if upper.starts_with("CAP_") { upper } else { format!("CAP_{upper}") };
+    caps::Capability::from_str(&full).map(|c| c.index()).map_err(|_| PlanError::BadCap { value: name.to_string() })
+}
+
+pub fn rlimit_resource(name: &str) -> Option<libc::__rlimit_resource_t> {
+    Some(match name.to_ascii_lowercase().trim_start_matches("rlimit_") {
+        "as" => libc::RLIMIT_AS,
+        "core" => libc::RLIMIT_CORE,
+        "cpu" => libc::RLIMIT_CPU,
+        "data" => libc::RLIMIT_DATA,
+        "fsize" => libc::RLIMIT_FSIZE,
+        "locks" => libc::RLIMIT_LOCKS,
+        "memlock" => libc::RLIMIT_MEMLOCK,
+        "msgqueue" => libc::RLIMIT_MSGQUEUE,
+        "nice" => libc::RLIMIT_NICE,
+        "nofile" => libc::RLIMIT_NOFILE,
+        "nproc" => libc::RLIMIT_NPROC,
+        "rss" => libc::RLIMIT_RSS,
+        "rtprio" => libc::RLIMIT_RTPRIO,
+        "rttime" => libc::RLIMIT_RTTIME,
+        "sigpending" => libc::RLIMIT_SIGPENDING,
+        "stack" => libc::RLIMIT_STACK,
+        _ => return None,
+    })
+}
+
+/// Parses `NAME=SOFT[:HARD]` ("unlimited" allowed; HARD defaults to SOFT).
+pub fn parse_rlimit(value: &str) -> Result<RlimitSpec, PlanError> {
+    let bad = |why: &str| PlanError::BadRlimit { value: value.to_string(), why: why.to_string() };
+    let (name, rest) = value.split_once('=').ok_or_else(|| bad("expected NAME=SOFT[:HARD], e.g. nofile=4096"))?;
+    rlimit_resource(name).ok_or_else(|| bad("unknown name (use nofile, nproc, core, fsize, stack, cpu, as, ...)"))?;
+    let num = |s: &str| -> Result<Option<u64>, PlanError> {
+        match s.trim() {
+            "unlimited" | "-1" => Ok(None),
+            n => crate::units::parse_size(n).map(Some).map_err(|_| bad("limits are numbers or 'unlimited'")),
+        }
+    };
+    let (soft, hard) = match rest.split_once(':') {
+        Some((s, h)) => (num(s)?, num(h)?),
+        None => (num(rest)?, num(rest)?),
+    };
+    if let (Some(s), Some(h)) = (soft, hard)
+        && s > h
+    {
+        return Err(bad("soft limit is above the hard limit"));
+    }
+    Ok(RlimitSpec { name: name.to_string(), soft, hard })
+}
+
+fn rlimits(specs: &[RlimitSpec]) -> Vec<Rlimit> {
+    let mut out: Vec<Rlimit> = DEFAULT_RLIMITS
+        .iter()
+        .filter_map(|(n, s, h)| Some(Rlimit { resource: rlimit_resource(n)?, soft: *s, hard: *h }))
+        .collect();
+    for s in specs {
+        let Some(resource) = rlimit_resource(&s.name) else {
+            continue;
+        };
+        let r = Rlimit {
+            resource,
+            soft: s.soft.unwrap_or(libc::RLIM_INFINITY),
+            hard: s.hard.unwrap_or(libc::RLIM_INFINITY),
+        };
+        match out.iter_mut().find(|x| x.resource == resource) {
+            Some(x) => *x = r,
+            None => out.push(r),
+        }
+    }
+    out
+}
+
+/// Image-derived defaults for a run (filled by the image store; empty in
+/// host and rootfs modes).
+#[derive(Clone, Debug, Default)]
+pub struct ImageDefaults {
+    pub env: Vec<(String, String)>,
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    pub workdir: Option<String>,
+    pub user: Option<String>,
+}
+
+/// The root as the plan builder sees it (resolved by the caller: host,
+/// rootfs dir, or the image store's layers).
+pub struct RootInput<'a> {
+    pub source: RootSource<'a>,
+    pub image: ImageDefaults,
+    /// The root's /etc/passwd text, for user names and HOME.
+    pub passwd: Option<String>,
+}
+
+impl Plan {
+    pub fn build(spec: Spec, host: &HostFacts, root: RootInput<'_>) -> Result<Plan, PlanError> {
+        crate::rootfs::etc::validate_hostname(&spec.hostname).map_err(PlanError::BadHostname)?;
+
+        // Command: explicit, else the image's Entrypoint + Cmd.
+        let mut argv = spec.command.clone();
+        if argv.is_empty() {
+            argv = root.image.entrypoint.iter().chain(&root.image.cmd).cloned().collect();
+        } else if !root.image.entrypoint.is_empty() && matches!(spec.root, RootSpec::Image(_)) {
+            // Docker semantics would prepend Entrypoint; husk runs exactly
+            // what the caller typed (agents pass full command lines).
+        }
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err(PlanError::NoCommand);
+        }
+
+        // Identity.
+        let user = spec.user.clone().or(root.image.user.clone());
+        let (uid, gid, home) = match &user {
+            None => (0, 0, None),
+            Some(u) => match parse_user(u) {
+                Ok((uid, gid)) => {
+                    let home = root.passwd.as_deref().and_then(|p| home_of(p, uid));
+                    (uid, gid.unwrap_or(uid), home)
+                }
+                Err(e) => {
+                    let name = u.split(':').next().unwrap_or(u);
+                    let found = root.passwd.as_deref().and_then(|p| lookup_passwd(p, name));
+                    let (uid, gid, home) = found.ok_or(e)?;
+                    let gid = match u.split_once(':') {
+                        Some((_, g)) => g
+                            .parse()
+                            .map_err(|_| PlanError::BadUser { value: u.clone(), why: "GID must be numeric".into() })?,
+                        None => gid,
+                    };
+                    (uid, gid, Some(home))
+                }
+            },
+        };
+        let ids = IdMap::plan(host, spec.id_range, uid, gid)?;
+        let home = home.unwrap_or_else(|| if uid == 0 { "/root".into() } else { "/".into() });
+
+        // Environment: defaults < image < --env.
+        let mut env: Vec<(String, String)> =
+            vec![("PATH".into(), DEFAULT_PATH.into()), ("HOME".into(), home), ("LANG".into(), "C.UTF-8".into())];
+        if nix::unistd::isatty(std::io::stdout()).unwrap_or(false)
+            || nix::unistd::isatty(std::io::stdin()).unwrap_or(false)
+        {
+            env.push(("TERM".into(), std::env::var("TERM").unwrap_or_else(|_| "xterm".into())));
+        }
+        let mut set = |k: &str, v: &str| match env.iter_mut().find(|(ek, _)| ek == k) {
+            Some(e) => e.1 = v.to_string(),
+            None => env.push((k.to_string(), v.to_string())),
+        };
+        for (k, v) in root.image.env.iter().chain(&spec.env) {
+            if k.is_empty() || k.contains('=') {
+                return Err(PlanError::BadEnv { value: format!("{k}={v}") });
+            }
+            set(k, v);
+        }
+        let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
+        let envp = env.iter().map(|(k, v)| cstr("--env", &format!("{k}={v}"))).collect::<Result<Vec<_>, _>>()?;
+
+        let candidates: Vec<CString> = if argv[0].contains('/') {
+            vec![cstr("command", &argv[0])?]
+        } else {
+            path_var
+                .split(':')
+                .filter(|d| d.starts_with('/'))
+                .map(|d| cstr("PATH", &format!("{}/{}", d.trim_end_matches('/'), argv[0])))
+                .collect::<Result<_, _>>()?
+        };
+        let argv_c = argv.iter().map(|a| cstr("command", a)).collect::<Result<Vec<_>, _>>()?;
+
+        let mut caps_keep = 0u64;
+        for c in &spec.cap_add {
+            caps_keep |= 1u64 << parse_cap(c)?;
+        }
+
+        // Mounts.
+        let workdir =
+            spec.workdir.clone().or(root.image.workdir.clone()).unwrap_or_else(|| crate::spec::DEFAULT_WORKDIR.into());
+        let workdir = if workdir.starts_with('/') { workdir } else { format!("/{workdir}") };
+        let owner = (uid != ids.init_uid || gid != ids.init_gid).then_some((uid, gid));
+        let devpts_gid = match &ids.mode {
+            crate::userns::IdMode::Privileged { gid_range, .. } if gid_range.count > 5 => Some(5),
+            _ => None,
+        };
+        let inputs = RootInputs {
+            hostname: &spec.hostname,
+            network: spec.network,
+            workdir: &workdir,
+            workdir_size: spec.workdir_size,
+            tmp_size: spec.tmp_size,
+            binds: &spec.binds,
+            tmpfs: &spec.tmpfs,
+            owner,
+            devpts_gid,
+            writable: spec.writable.then_some(spec.tmp_size.max(256 << 20)),
+        };
+        let mounts = rootfs::build(root.source, &inputs)?;
+
+        let mut flags =
+            libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+        let mut names = vec!["user", "pid", "mount", "ipc", "uts", "cgroup"];
+        if spec.network == NetworkMode::None {
+            flags |= libc::CLONE_NEWNET;
+            names.push("net");
+        }
+
+        Ok(Plan {
+            id: new_id(),
+            hostname: cstr("--hostname", &spec.hostname)?,
+            network: spec.network,
+            ids,
+            namespaces: Namespaces { clone_flags: flags, names },
+            mounts,
+            process: ProcessPlan {
+                argv: CStrArray::new(argv_c),
+                envp: CStrArray::new(envp),
+                candidates,
+                uid,
+                gid,
+                groups: Vec::new(),
+                caps_keep,
+                rlimits: rlimits(&spec.rlimits),
+            },
+            last_cap: host.last_cap,
+            timeout: spec.timeout,
+            kill_grace: spec.kill_grace,
+            spec,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_parse_numeric_and_by_name() {
+        assert_eq!(parse_user("1000").unwrap(), (1000, None));
+        assert_eq!(parse_user("1000:50").unwrap(), (1000, Some(50)));
+        assert!(parse_user("bob").is_err());
+        let pw = "root:x:0:0:root:/root:/bin/sh\nbob:x:1001:1002::/home/bob:/bin/sh\n";
+        assert_eq!(lookup_passwd(pw, "bob"), Some((1001, 1002, "/home/bob".into())));
+        assert_eq!(home_of(pw, 0), Some("/root".into()));
+    }
+
+    #[test]
+    fn caps_parse_with_or_without_prefix() {
+        assert_eq!(parse_cap("CAP_NET_BIND_SERVICE").unwrap(), 10);
+        assert_eq!(parse_cap("net_bind_service").unwrap(), 10);
+        assert!(parse_cap("CAP_MAKE_COFFEE").is_err());
+    }
+
+    #[test]
+    fn rlimits_parse_and_override_defaults() {
+        let r = parse_rlimit("nofile=4096:8192").unwrap();
+        assert_eq!((r.soft, r.hard), (Some(4096), Some(8192)));
+        assert_eq!(parse_rlimit("core=unlimited").unwrap().soft, None);
+        assert!(parse_rlimit("nofile=10:5").is_err());
+        assert!(parse_rlimit("bogus=1").is_err());
+        let all = rlimits(&[r]);
+        let nofile = all.iter().find(|x| x.resource == libc::RLIMIT_NOFILE).unwrap();
+        assert_eq!((nofile.soft, nofile.hard), (4096, 8192));
+        assert!(all.iter().any(|x| x.resource == libc::RLIMIT_CORE && x.hard == 0));
+    }
+}

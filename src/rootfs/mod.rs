@@ -1,0 +1,204 @@
+//! The sandbox's filesystem view. A `MountPlan` is data: built and validated
+//! on the host side (`plan`), then executed step by step in the child
+//! (`mount`), where every target is resolved inside the new root by fd.
+
+pub mod etc;
+pub mod mount;
+pub mod plan;
+pub mod resolve;
+
+use crate::sys::Errno;
+use crate::sys::mount::{OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE, open_tree};
+use nix::fcntl::AT_FDCWD;
+use std::cell::OnceCell;
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+pub use plan::{MountPlanError, RootSource, build};
+
+/// A host tree to mount: cloned with `open_tree(OPEN_TREE_CLONE)` into a
+/// detached mount. Privileged runs clone it in the parent, as host root, so
+/// the child (an unprivileged host id) needs no search permission on the
+/// path's ancestors; otherwise the child clones it before it mounts
+/// anything, while the host's paths are still all visible.
+#[derive(Debug)]
+pub struct Source {
+    pub path: CString,
+    pub recursive: bool,
+    fd: OnceCell<OwnedFd>,
+}
+
+impl Source {
+    pub fn new(path: &str, recursive: bool) -> Source {
+        Source { path: cstring(path), recursive, fd: OnceCell::new() }
+    }
+
+    /// Clones the tree now, unless that already happened.
+    pub fn open(&self) -> Result<(), Errno> {
+        if self.fd.get().is_none() {
+            let rec = if self.recursive { libc::AT_RECURSIVE as u32 } else { 0 };
+            let fd = open_tree(AT_FDCWD, &self.path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec)?;
+            let _ = self.fd.set(fd);
+        }
+        Ok(())
+    }
+
+    /// The detached tree; EBADF if `open` never ran.
+    pub fn tree(&self) -> Result<BorrowedFd<'_>, Errno> {
+        self.fd.get().map(|f| f.as_fd()).ok_or(Errno::EBADF)
+    }
+}
+
+/// Something the child creates in a fresh tmpfs (the scaffold layer, /dev).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    Dir {
+        path: CString,
+        mode: u32,
+    },
+    File {
+        path: CString,
+        mode: u32,
+        data: Vec<u8>,
+    },
+    Symlink {
+        path: CString,
+        target: CString,
+    },
+    /// An overlay whiteout (char device 0:0): hides the same path below.
+    Whiteout {
+        path: CString,
+    },
+}
+
+impl Entry {
+    pub fn path(&self) -> &CString {
+        match self {
+            Entry::Dir { path, .. }
+            | Entry::File { path, .. }
+            | Entry::Symlink { path, .. }
+            | Entry::Whiteout { path } => path,
+        }
+    }
+}
+
+/// An overlay: a fresh top layer (`top`, written by the child into the
+/// staging tmpfs) over read-only lower trees.
+#[derive(Debug)]
+pub struct OverlayPlan {
+    pub top: Vec<Entry>,
+    /// Staging-relative directory of the top layer.
+    pub top_dir: CString,
+    /// Lower trees, top first, each with its staging-relative mount point.
+    pub lowers: Vec<(CString, Source)>,
+    /// `Some(size)`: a tmpfs upper layer (`--writable`), discarded at exit.
+    pub upper: Option<u64>,
+    /// Staging-relative dirs of the upper tmpfs (mount point, upper, work).
+    pub upper_dirs: Option<(CString, CString, CString)>,
+    /// The complete mount(2) data string, pre-built (absolute staging paths).
+    pub options: CString,
+}
+
+#[derive(Debug)]
+pub enum RootPlan {
+    /// Host mode: `/` is a fresh tmpfs holding `entries`, made read-only
+    /// once everything is mounted into it.
+    Tmpfs { entries: Vec<Entry> },
+    /// Image / rootfs mode: `/` is a read-only overlay.
+    Overlay(OverlayPlan),
+}
+
+/// One mount (or creation) inside the new root, in execution order.
+#[derive(Debug)]
+pub struct MountOp {
+    /// Path inside the new root, relative (no leading `/`); "" is the root.
+    pub target: CString,
+    pub kind: MountKind,
+    /// A missing target is skipped instead of failing (masks of /proc
+    /// entries that this kernel does not have).
+    pub optional: bool,
+}
+
+#[derive(Debug)]
+pub enum MountKind {
+    Bind {
+        source: Source,
+        attrs: u64,
+    },
+    /// `owner`: inner uid/gid of the tmpfs root, when not the mounter's.
+    Tmpfs {
+        size: u64,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+        attrs: u64,
+    },
+    Proc,
+    Sysfs,
+    Devpts {
+        gid: Option<u32>,
+    },
+    Mqueue,
+    Overlay(OverlayPlan),
+    /// A file gets /dev/null bound over it; a directory an empty read-only tmpfs.
+    Mask,
+    /// Bind the target onto itself read-only (e.g. /proc/sys).
+    ReadOnly,
+    /// Make an existing mount read-only (non-recursive).
+    SetReadOnly,
+    /// Create an entry inside an already-mounted writable tmpfs.
+    Create(Entry),
+}
+
+/// Everything the child needs to build `/`.
+#[derive(Debug)]
+pub struct MountPlan {
+    /// Host-view directory the staging tmpfs covers (in the child's mount
+    /// namespace only).
+    pub staging: CString,
+    /// `<staging>/r`, where the new root is assembled before pivot_root.
+    pub root_mountpoint: CString,
+    pub root: RootPlan,
+    pub ops: Vec<MountOp>,
+    /// Absolute path of the workdir inside the root (the command's cwd).
+    pub workdir: CString,
+    /// What the verdict reports about the root.
+    pub report: RootReport,
+}
+
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+pub struct RootReport {
+    /// host | rootfs | image
+    pub mode: &'static str,
+    pub source: Option<String>,
+    pub read_only: bool,
+    pub writable_layer: bool,
+    pub layers: usize,
+}
+
+impl MountPlan {
+    /// Every host tree the plan mounts, in execution order.
+    pub fn sources(&self) -> impl Iterator<Item = &Source> {
+        let root: &[(CString, Source)] = match &self.root {
+            RootPlan::Overlay(ov) => &ov.lowers,
+            RootPlan::Tmpfs { .. } => &[],
+        };
+        root.iter().map(|(_, s)| s).chain(self.ops.iter().flat_map(|op| -> Box<dyn Iterator<Item = &Source>> {
+            match &op.kind {
+                MountKind::Bind { source, .. } => Box::new(std::iter::once(source)),
+                MountKind::Overlay(ov) => Box::new(ov.lowers.iter().map(|(_, s)| s)),
+                _ => Box::new(std::iter::empty()),
+            }
+        }))
+    }
+}
+
+/// Builds a CString from a path we validated (no NUL inside).
+pub(crate) fn cstring(s: &str) -> CString {
+    CString::new(s).expect("validated path contains no NUL byte")
+}
+
+/// MOUNT_ATTR_* re-exported for plan builders.
+pub mod attrs {
+    pub use crate::sys::mount::{MOUNT_ATTR_NODEV as NODEV, MOUNT_ATTR_NOEXEC as NOEXEC};
+    pub use crate::sys::mount::{MOUNT_ATTR_NOSUID as NOSUID, MOUNT_ATTR_RDONLY as RDONLY};
+}

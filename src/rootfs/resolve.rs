@@ -1,0 +1,213 @@
+//! Resolving a path *inside* a root that is not mounted yet (an image's
+//! layers, a rootfs directory): symlinks are followed relative to that root
+//! and `..` never climbs above it, the way `openat2(RESOLVE_IN_ROOT)` would
+//! once it is mounted. Used to place mount points in the scaffold layer at
+//! their canonical location, so e.g. a bind to `/lib/x` in a usr-merged
+//! image lands in `/usr/lib/x` instead of shadowing the `/lib` symlink.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+/// Read-only lookups on a root, by canonical absolute path ("/a/b").
+/// `kind` must not follow a final symlink (lstat semantics).
+pub trait RootView {
+    fn kind(&self, path: &str) -> Option<Kind>;
+    fn readlink(&self, path: &str) -> Option<String>;
+}
+
+/// A host directory used as a root (`--rootfs DIR`).
+pub struct DirView(pub PathBuf);
+
+impl DirView {
+    fn host_path(&self, path: &str) -> PathBuf {
+        self.0.join(path.trim_start_matches('/'))
+    }
+}
+
+impl RootView for DirView {
+    fn kind(&self, path: &str) -> Option<Kind> {
+        // Parents of `path` are canonical (symlink-free) by construction, so
+        // lstat cannot be redirected outside DIR.
+        let md = std::fs::symlink_metadata(self.host_path(path)).ok()?;
+        let ft = md.file_type();
+        Some(if ft.is_symlink() {
+            Kind::Symlink
+        } else if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        })
+    }
+
+    fn readlink(&self, path: &str) -> Option<String> {
+        std::fs::read_link(self.host_path(path)).ok()?.to_str().map(str::to_string)
+    }
+}
+
+/// A root with nothing in it (every lookup misses).
+pub struct EmptyView;
+
+impl RootView for EmptyView {
+    fn kind(&self, _: &str) -> Option<Kind> {
+        None
+    }
+    fn readlink(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// Canonical absolute path inside the root.
+    pub path: String,
+    /// Kind of the final component, if it exists.
+    pub kind: Option<Kind>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ResolveError {
+    #[error("too many levels of symbolic links resolving {0:?} inside the root")]
+    Loop(String),
+    #[error("{0:?} passes through a non-directory inside the root")]
+    NotDir(String),
+}
+
+const MAX_LINKS: usize = 40;
+
+/// Resolves `path` (taken as absolute) inside `view`'s root; the final
+/// component is followed too when it is a symlink.
+pub fn resolve(view: &dyn RootView, path: &str) -> Result<Resolved, ResolveError> {
+    let mut pending: Vec<String> = components(path);
+    pending.reverse();
+    let mut canon: Vec<String> = Vec::new();
+    // Kind of what `canon` names (None: missing, to be created as a dir).
+    let mut cur = Some(Kind::Dir);
+    let mut links = 0usize;
+    let kind_of = |canon: &[String]| {
+        if canon.is_empty() { Some(Kind::Dir) } else { view.kind(&join(canon)) }
+    };
+    while let Some(comp) = pending.pop() {
+        if comp == ".." {
+            canon.pop();
+            cur = kind_of(&canon);
+            continue;
+        }
+        if !matches!(cur, Some(Kind::Dir) | None) {
+            return Err(ResolveError::NotDir(path.to_string()));
+        }
+        canon.push(comp);
+        cur = kind_of(&canon);
+        if cur == Some(Kind::Symlink) {
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(ResolveError::Loop(path.to_string()));
+            }
+            let target = view.readlink(&join(&canon)).unwrap_or_default();
+            canon.pop();
+            if target.starts_with('/') {
+                canon.clear();
+            }
+            pending.extend(components(&target).into_iter().rev());
+            cur = kind_of(&canon);
+        }
+    }
+    Ok(Resolved { path: join(&canon), kind: cur })
+}
+
+fn components(path: &str) -> Vec<String> {
+    path.split('/').filter(|c| !c.is_empty() && *c != ".").map(str::to_string).collect()
+}
+
+fn join(parts: &[String]) -> String {
+    if parts.is_empty() { "/".to_string() } else { format!("/{}", parts.join("/")) }
+}
+
+/// Validates a user-given absolute target path: absolute, no `..`, no NUL,
+/// normalized (`//` and `.` removed). Returns it without the leading `/`.
+pub fn normalize_target(path: &str) -> Result<String, String> {
+    if !path.starts_with('/') {
+        return Err(format!("{path:?} is not absolute; use a path starting with /"));
+    }
+    if path.contains('\0') {
+        return Err(format!("{path:?} contains a NUL byte"));
+    }
+    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    if comps.contains(&"..") {
+        return Err(format!("{path:?} contains '..'; give the path without it"));
+    }
+    if Path::new(path).as_os_str().len() > 4000 {
+        return Err(format!("{path:?} is longer than 4000 bytes"));
+    }
+    Ok(comps.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct MapView(HashMap<&'static str, (Kind, &'static str)>);
+
+    impl RootView for MapView {
+        fn kind(&self, p: &str) -> Option<Kind> {
+            self.0.get(p).map(|e| e.0)
+        }
+        fn readlink(&self, p: &str) -> Option<String> {
+            self.0.get(p).map(|e| e.1.to_string())
+        }
+    }
+
+    fn usr_merged() -> MapView {
+        MapView(HashMap::from([
+            ("/usr", (Kind::Dir, "")),
+            ("/usr/lib", (Kind::Dir, "")),
+            ("/lib", (Kind::Symlink, "usr/lib")),
+            ("/evil", (Kind::Symlink, "../../../../etc")),
+            ("/loop", (Kind::Symlink, "/loop")),
+            ("/abs", (Kind::Symlink, "/usr/lib")),
+            ("/file", (Kind::File, "")),
+        ]))
+    }
+
+    #[test]
+    fn symlinked_parent_resolves_to_canonical_location() {
+        let r = resolve(&usr_merged(), "/lib/x").unwrap();
+        assert_eq!(r.path, "/usr/lib/x");
+        assert_eq!(r.kind, None);
+        assert_eq!(resolve(&usr_merged(), "/abs").unwrap().path, "/usr/lib");
+    }
+
+    #[test]
+    fn dotdot_symlink_cannot_climb_out_of_root() {
+        let r = resolve(&usr_merged(), "/evil/shadow").unwrap();
+        assert_eq!(r.path, "/etc/shadow");
+        assert_eq!(resolve(&usr_merged(), "/../../x").unwrap().path, "/x");
+    }
+
+    #[test]
+    fn symlink_loop_is_an_error() {
+        assert!(matches!(resolve(&usr_merged(), "/loop/x"), Err(ResolveError::Loop(_))));
+    }
+
+    #[test]
+    fn file_as_directory_is_an_error() {
+        assert!(matches!(resolve(&usr_merged(), "/file/x"), Err(ResolveError::NotDir(_))));
+    }
+
+    #[test]
+    fn targets_are_normalized_and_dotdot_refused() {
+        assert_eq!(normalize_target("//a/./b/").unwrap(), "a/b");
+        assert!(normalize_target("a/b").is_err());
+        assert!(normalize_target("/a/../b").is_err());
+        assert_eq!(normalize_target("/").unwrap(), "");
+    }
+}

@@ -1,0 +1,139 @@
+//! The sandbox's first process (pid 1 in its pid namespace): a table of
+//! contents of named setup steps, ending in forking the command and
+//! becoming its reaper. Runs on a fork-like copy of the parent's memory; all
+//! data it needs was built into the `Plan` before clone.
+
+use super::step::{AtStep, Step, StepError};
+use super::{ChildStdio, fail, now_ns, phase};
+use crate::plan::Plan;
+use crate::rootfs::mount::{assemble, pivot};
+use crate::spec::NetworkMode;
+use crate::sync::{Channel, MAX_TIMES, Msg};
+use crate::sys::process::{Forked, exit_now, fork};
+use nix::sys::prctl;
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::stat::{Mode, umask};
+use nix::unistd::{Gid, Uid};
+
+type R<T> = Result<T, StepError>;
+
+/// Signals the init forwards to the command (and SIGCHLD, which it handles).
+pub fn init_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGWINCH,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
+pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
+    let mut times = [0u64; MAX_TIMES];
+    times[phase::CHILD_START] = now_ns();
+    match setup(plan, chan, stdio, &mut times) {
+        Ok(cmd) => super::init::reap(cmd, chan),
+        Err(e) => fail(chan, e),
+    }
+}
+
+fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_TIMES]) -> R<nix::unistd::Pid> {
+    await_release(chan)?;
+    times[phase::RELEASED] = now_ns();
+    become_root(plan)?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
+    nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
+    if plan.network == NetworkMode::None {
+        crate::sys::net::loopback_up().at(Step::Loopback)?;
+    }
+    times[phase::NAMESPACES] = now_ns();
+
+    let assembled = assemble(&plan.mounts)?;
+    times[phase::MOUNTS] = now_ns();
+    pivot(assembled.root.as_fd_compat())?;
+    drop(assembled);
+    enter_workdir(plan)?;
+    times[phase::PIVOT] = now_ns();
+
+    redirect_stdio(stdio)?;
+    // Forwarded signals are blocked from here on and collected with
+    // sigwait by the reaper: no handler ever runs in the init.
+    init_signals().thread_block().at(Step::ForkCommand)?;
+    match fork().at(Step::ForkCommand)? {
+        Forked::Child => super::command::run(plan, chan, times),
+        Forked::Parent { pid, .. } => {
+            confine_init(plan)?;
+            Ok(pid)
+        }
+    }
+}
+
+/// Dies with the parent (PDEATHSIG) and waits for the id maps.
+fn await_release(chan: &Channel) -> R<()> {
+    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::AwaitRelease)?;
+    // Not dumpable: nothing in the sandbox may ptrace us or open
+    // /proc/1/{mem,fd,exe} (CVE-2016-9962 shape).
+    prctl::set_dumpable(false).at(Step::AwaitRelease)?;
+    umask(Mode::empty());
+    match chan.recv() {
+        Ok(Some(Msg::Release)) => Ok(()),
+        // The parent died or gave up before releasing us: leave quietly.
+        Ok(_) | Err(_) => exit_now(125),
+    }
+}
+
+/// Switches to the ids the maps give us, and drops host supplementary
+/// groups (they would otherwise stay attached to the sandbox).
+fn become_root(plan: &Plan) -> R<()> {
+    let (uid, gid) = (Uid::from_raw(plan.ids.init_uid), Gid::from_raw(plan.ids.init_gid));
+    nix::unistd::setresgid(gid, gid, gid).at(Step::BecomeRoot)?;
+    if !plan.ids.deny_setgroups {
+        nix::unistd::setgroups(&[]).at(Step::BecomeRoot)?;
+    }
+    nix::unistd::setresuid(uid, uid, uid).at(Step::BecomeRoot)?;
+    // A credential change resets dumpability; set it again.
+    prctl::set_dumpable(false).at(Step::BecomeRoot)
+}
+
+/// chdir into the workdir and prove the cwd is inside the new root (a cwd
+/// reachable only through a leaked host fd is CVE-2024-21626's shape).
+fn enter_workdir(plan: &Plan) -> R<()> {
+    nix::unistd::chdir(plan.mounts.workdir.as_c_str()).at(Step::Chdir)?;
+    let mut buf = [0u8; libc::PATH_MAX as usize];
+    crate::sys::fd::getcwd_reachable(&mut buf).at(Step::VerifyCwd)
+}
+
+fn redirect_stdio(stdio: ChildStdio) -> R<()> {
+    for (fd, target) in [(stdio.stdout, 1), (stdio.stderr, 2)] {
+        if let Some(fd) = fd {
+            crate::sys::fd::dup_onto(fd, target).at(Step::ForkCommand)?;
+        }
+    }
+    Ok(())
+}
+
+/// The init keeps no privilege once the command runs: every capability
+/// dropped, no_new_privs set.
+fn confine_init(plan: &Plan) -> R<()> {
+    crate::sys::caps::drop_bounding(0, plan.last_cap).at(Step::InitConfine)?;
+    crate::sys::caps::set_process_caps(0, plan.last_cap).at(Step::InitConfine)?;
+    prctl::set_no_new_privs().at(Step::InitConfine)
+}
+
+trait AsFdCompat {
+    fn as_fd_compat(&self) -> std::os::fd::BorrowedFd<'_>;
+}
+
+impl AsFdCompat for std::os::fd::OwnedFd {
+    fn as_fd_compat(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.as_fd()
+    }
+}

@@ -1,0 +1,155 @@
+//! Starting the sandbox: the parent's side (clone3 into fresh namespaces,
+//! id maps, release) and, in submodules, the child's ordered setup steps,
+//! the command's confinement and the pid-1 reaper.
+
+pub mod child;
+pub mod command;
+pub mod init;
+pub mod step;
+
+use crate::plan::Plan;
+use crate::sync::{Channel, Msg};
+use crate::sys::Errno;
+use crate::sys::process::{Forked, clone_legacy, clone3, exit_now};
+use nix::unistd::Pid;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+
+/// Indexes into the child's timestamp array (CLOCK_MONOTONIC ns).
+pub mod phase {
+    pub const CHILD_START: usize = 0;
+    pub const RELEASED: usize = 1;
+    pub const NAMESPACES: usize = 2;
+    pub const MOUNTS: usize = 3;
+    pub const PIVOT: usize = 4;
+    pub const CONFINED: usize = 5;
+}
+
+/// Monotonic nanoseconds (same clock as std's Instant on Linux).
+pub fn now_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// Where the command's stdout/stderr go: inherited, or these pipe ends.
+#[derive(Clone, Copy, Debug)]
+pub struct ChildStdio {
+    pub stdout: Option<RawFd>,
+    pub stderr: Option<RawFd>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("creating the sandbox process (clone3 with {flags}): {errno}")]
+    Clone { flags: String, errno: Errno, hint: Option<String> },
+    #[error("opening mount source {path}: {errno}")]
+    Source { path: String, errno: Errno },
+    #[error("sync channel: {0}")]
+    Channel(Errno),
+    #[error(transparent)]
+    IdMap(#[from] crate::userns::IdMapError),
+    #[error("attaching the sandbox to its cgroup: {0}")]
+    Cgroup(String),
+}
+
+/// A started sandbox, released and running its setup.
+pub struct Spawned {
+    pub pid: Pid,
+    pub pidfd: OwnedFd,
+    pub chan: Channel,
+    /// Monotonic ns just before clone.
+    pub t_clone: u64,
+}
+
+/// Hook for the cgroup facility: the fd to clone into, and a callback to
+/// attach the waiting child by pid (v1 hierarchies) before it is released.
+pub trait CgroupJoin {
+    fn clone_into(&self) -> Option<BorrowedFd<'_>>;
+    fn attach(&self, pid: Pid) -> Result<(), String>;
+}
+
+/// Privileged runs clone every host tree here, as host root (see
+/// `rootfs::Source`); rootless runs leave it to the child.
+pub fn open_sources(plan: &Plan) -> Result<(), SpawnError> {
+    if plan.ids.deny_setgroups {
+        return Ok(());
+    }
+    for src in plan.mounts.sources() {
+        src.open().map_err(|errno| SpawnError::Source { path: src.path.to_string_lossy().into(), errno })?;
+    }
+    Ok(())
+}
+
+/// Explains a clone failure in terms of the host setting that causes it.
+fn clone_hint(errno: Errno) -> Option<String> {
+    let max_userns = crate::host::sysctl_int("user/max_user_namespaces");
+    if max_userns == Some(0) {
+        return Some("user namespaces are disabled: set `sysctl -w user.max_user_namespaces=15000`".into());
+    }
+    if crate::host::sysctl_int("kernel/apparmor_restrict_unprivileged_userns") == Some(1) && errno == Errno::EACCES {
+        return Some(
+            "AppArmor restricts unprivileged user namespaces: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or run as root"
+                .into(),
+        );
+    }
+    if crate::host::sysctl_int("kernel/unprivileged_userns_clone") == Some(0) {
+        return Some("unprivileged user namespaces are off: `sysctl -w kernel.unprivileged_userns_clone=1`".into());
+    }
+    match errno {
+        Errno::ENOSPC => Some("namespace limit reached (user.max_user_namespaces or similar); raise it or wait".into()),
+        Errno::EPERM => {
+            Some("not permitted to create namespaces here (nested container or seccomp?); run `husk doctor`".into())
+        }
+        _ => None,
+    }
+}
+
+/// clone3 into the plan's namespaces, write the id maps, attach to the
+/// cgroup and release the child. The child never returns from here.
+pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) -> Result<Spawned, SpawnError> {
+    let (parent_end, child_end) = Channel::pair().map_err(SpawnError::Channel)?;
+    let flags = plan.namespaces.clone_flags;
+    let t_clone = now_ns();
+    let into = cgroup.and_then(|c| c.clone_into());
+    let forked = match clone3(flags, into) {
+        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => clone_legacy(flags),
+        other => other,
+    };
+    match forked {
+        Err(errno) => Err(SpawnError::Clone { flags: plan.namespaces.names.join(","), errno, hint: clone_hint(errno) }),
+        Ok(Forked::Child) => {
+            drop(parent_end);
+            child::run(plan, &child_end, stdio)
+        }
+        Ok(Forked::Parent { pid, pidfd }) => {
+            drop(child_end);
+            let pidfd = pidfd.expect("clone asked for a pidfd");
+            let kill = |pidfd: &OwnedFd| {
+                use std::os::fd::AsFd;
+                let _ = crate::sys::process::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                let _ = crate::sys::process::wait_pidfd(pidfd.as_fd());
+            };
+            if let Err(e) = plan.ids.write(pid) {
+                kill(&pidfd);
+                return Err(e.into());
+            }
+            if let Some(cg) = cgroup
+                && let Err(e) = cg.attach(pid)
+            {
+                kill(&pidfd);
+                return Err(SpawnError::Cgroup(e));
+            }
+            if let Err(e) = parent_end.send(Msg::Release) {
+                kill(&pidfd);
+                return Err(SpawnError::Channel(e));
+            }
+            Ok(Spawned { pid, pidfd, chan: parent_end, t_clone })
+        }
+    }
+}
+
+/// The child's last word on a failed step; never returns.
+pub(crate) fn fail(chan: &Channel, err: step::StepError) -> ! {
+    let _ = chan.send(Msg::Failed(err));
+    exit_now(125)
+}

@@ -1,0 +1,184 @@
+//! What the user asked for, before any validation against the host: the
+//! output of the CLI layer and the input of `Plan::build`. Serializable, so
+//! a long-lived sandbox can record the spec it was created from.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where `/` comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode", content = "source")]
+pub enum RootSpec {
+    /// The host's /usr, /bin, /lib*, /etc (secrets masked), read-only.
+    Host,
+    /// A directory that becomes `/`.
+    Rootfs(PathBuf),
+    /// An image reference: a stored name or a path to import.
+    Image(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// A fresh network namespace with only `lo`, up.
+    #[default]
+    None,
+    /// The host's network namespace (explicit opt-out).
+    Host,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    #[default]
+    ReadOnly,
+    ReadWrite,
+}
+
+/// `--bind SRC:DST[:ro|rw]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindSpec {
+    pub source: PathBuf,
+    pub target: String,
+    pub access: Access,
+}
+
+/// `--tmpfs DST[:SIZE]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TmpfsSpec {
+    pub target: String,
+    pub size: u64,
+}
+
+/// `--rlimit NAME=SOFT[:HARD]`; `None` means unlimited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RlimitSpec {
+    pub name: String,
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+}
+
+/// Output handling for the command's stdout/stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum OutputSpec {
+    /// The command writes straight to husk's own stdout/stderr.
+    Passthrough,
+    /// Captured into the verdict, each stream bounded to `limit` bytes.
+    Capture { limit: u64 },
+}
+
+/// A host uid/gid range the sandbox's ids map onto when husk runs as root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRange {
+    pub base: u32,
+    pub count: u32,
+}
+
+/// Resource limits (enforced by the cgroup facility).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LimitSpec {
+    pub memory: Option<u64>,
+    pub memory_swap: Option<u64>,
+    /// CPU quota in millicores (1.5 cpus = 1500).
+    pub cpus_milli: Option<u64>,
+    pub pids: Option<u64>,
+    /// `--no-cgroup`: run without any cgroup (the verdict says `limits: none`).
+    pub no_cgroup: bool,
+    pub cgroup_parent: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum SeccompSpec {
+    /// A profile shipped with husk (`default`, `strict`).
+    Named(String),
+    /// A Docker/OCI-format profile file.
+    File(PathBuf),
+    Unconfined,
+}
+
+impl Default for SeccompSpec {
+    fn default() -> Self {
+        SeccompSpec::Named("default".into())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeChoice {
+    #[default]
+    Native,
+    Runsc,
+    Auto,
+}
+
+/// Everything one sandboxed run needs, as the user gave it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    pub root: RootSpec,
+    /// `--writable`: a tmpfs upper layer over the image, discarded at exit.
+    pub writable: bool,
+    /// The command; empty means the image's Entrypoint/Cmd.
+    pub command: Vec<String>,
+    /// Explicit `KEY=VALUE` pairs in order; later ones win.
+    pub env: Vec<(String, String)>,
+    /// `None`: the image's WorkingDir, else `/workspace`.
+    pub workdir: Option<String>,
+    pub workdir_size: u64,
+    pub tmp_size: u64,
+    pub binds: Vec<BindSpec>,
+    pub tmpfs: Vec<TmpfsSpec>,
+    pub network: NetworkMode,
+    pub hostname: String,
+    /// `UID[:GID]` or a user name resolved inside the root.
+    pub user: Option<String>,
+    pub cap_add: Vec<String>,
+    pub rlimits: Vec<RlimitSpec>,
+    pub timeout: Option<Duration>,
+    pub kill_grace: Option<Duration>,
+    pub output: OutputSpec,
+    /// `None`: from /etc/subuid (`husk` entry) or the built-in default.
+    pub id_range: Option<IdRange>,
+    pub limits: LimitSpec,
+    pub seccomp: SeccompSpec,
+    pub seccomp_report: bool,
+    pub runtime: RuntimeChoice,
+}
+
+pub const DEFAULT_TMP_SIZE: u64 = 64 << 20;
+pub const DEFAULT_WORKDIR_SIZE: u64 = 256 << 20;
+pub const DEFAULT_WORKDIR: &str = "/workspace";
+pub const DEFAULT_HOSTNAME: &str = "husk";
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 1 << 20;
+
+impl Spec {
+    /// A spec with every default, running `command` in host mode.
+    pub fn new(command: Vec<String>) -> Self {
+        Spec {
+            root: RootSpec::Host,
+            writable: false,
+            command,
+            env: Vec::new(),
+            workdir: None,
+            workdir_size: DEFAULT_WORKDIR_SIZE,
+            tmp_size: DEFAULT_TMP_SIZE,
+            binds: Vec::new(),
+            tmpfs: Vec::new(),
+            network: NetworkMode::None,
+            hostname: DEFAULT_HOSTNAME.into(),
+            user: None,
+            cap_add: Vec::new(),
+            rlimits: Vec::new(),
+            timeout: None,
+            kill_grace: None,
+            output: OutputSpec::Passthrough,
+            id_range: None,
+            limits: LimitSpec::default(),
+            seccomp: SeccompSpec::default(),
+            seccomp_report: false,
+            runtime: RuntimeChoice::Native,
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The parent's watch over a running sandbox: one poll loop over the init's
+//! pidfd, the sync channel, a signalfd and the capture pipes, with the
+//! deadline as poll's timeout. No SIGALRM, no globals, no threads.
+
+use crate::capture::{Capture, Captured};
+use crate::spawn::step::StepError;
+use crate::sync::{Channel, MAX_TIMES, Msg};
+use crate::sys::process::{ExitStatus, pidfd_send_signal, wait_pidfd};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// Signals husk forwards to the sandbox instead of dying from them.
+pub fn forwarded_signals() -> SigSet {
+    let mut s = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT] {
+        s.add(sig);
+    }
+    s
+}
+
+/// Blocks the forwarded signals and returns a signalfd for them. Must be
+/// called before clone so no signal is lost in between.
+pub fn signal_fd() -> Result<SignalFd, nix::errno::Errno> {
+    let set = forwarded_signals();
+    set.thread_block()?;
+    SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+}
+
+/// Group kill of everything in the sandbox beyond its pid namespace (the
+/// cgroup facility provides it).
+pub trait GroupKill {
+    fn kill_all(&self);
+}
+
+pub struct Watch<'a> {
+    pub pidfd: &'a OwnedFd,
+    pub chan: &'a Channel,
+    pub signals: &'a SignalFd,
+    pub stdout: Option<(OwnedFd, u64)>,
+    pub stderr: Option<(OwnedFd, u64)>,
+    pub timeout: Option<Duration>,
+    pub kill_grace: Option<Duration>,
+    pub group: Option<&'a dyn GroupKill>,
+}
+
+/// What the watch saw.
+#[derive(Debug, Default)]
+pub struct Watched {
+    /// The command's status, as its init reported it.
+    pub command: Option<ExitStatus>,
+    /// The init's own status (it exits 0 after reporting, or dies by signal).
+    pub init: Option<ExitStatus>,
+    pub failed: Option<StepError>,
+    pub times: Option<[u64; MAX_TIMES]>,
+    pub timed_out: bool,
+    /// A forwarded signal husk received (SIGINT/SIGTERM...), if any.
+    pub interrupted: Option<i32>,
+    pub stdout: Option<Captured>,
+    pub stderr: Option<Captured>,
+    /// Monotonic instant the init was reaped.
+    pub t_exit: u64,
+}
+
+struct Stream {
+    fd: Option<OwnedFd>,
+    cap: Capture,
+}
+
+impl Stream {
+    fn read(&mut self) {
+        let Some(fd) = &self.fd else { return };
+        let mut buf = [0u8; 65536];
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => self.fd = None,
+            Ok(n) => self.cap.push(&buf[..n]),
+            Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => {}
+            Err(_) => self.fd = None,
+        }
+    }
+}
+
+/// After the init is gone every writer is gone too (the pid namespace is
+/// torn down before the init's status is reported); this only bounds the
+/// drain if something outside still holds a pipe end.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+impl Watch<'_> {
+    pub fn run(self) -> Watched {
+        let start = Instant::now();
+        let deadline = self.timeout.map(|t| start + t);
+        let mut kill_at: Option<Instant> = None;
+        let mut out = Watched::default();
+        let captured = [self.stdout.is_some(), self.stderr.is_some()];
+        let mut streams: Vec<Stream> = [self.stdout, self.stderr]
+            .into_iter()
+            .map(|s| match s {
+                Some((fd, limit)) => Stream { fd: Some(fd), cap: Capture::new(limit) },
+                None => Stream { fd: None, cap: Capture::new(0) },
+            })
+            .collect();
+        let mut chan_open = true;
+        let mut drain_until: Option<Instant> = None;
+        let hard_kill = |group: Option<&dyn GroupKill>| {
+            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+            if let Some(g) = group {
+                g.kill_all();
+            }
+        };
+
+        loop {
+            let now = Instant::now();
+            if out.init.is_some() {
+                let done = streams.iter().all(|s| s.fd.is_none());
+                if done || drain_until.is_some_and(|d| now >= d) {
+                    break;
+                }
+            }
+            if let Some(d) = deadline
+                && now >= d
+                && !out.timed_out
+                && out.init.is_none()
+            {
+                out.timed_out = true;
+                match self.kill_grace {
+                    Some(g) if !g.is_zero() => {
+                        let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGTERM);
+                        kill_at = Some(now + g);
+                    }
+                    _ => hard_kill(self.group),
+                }
+            }
+            if let Some(k) = kill_at
+                && now >= k
+                && out.init.is_none()
+            {
+                hard_kill(self.group);
+                kill_at = None;
+            }
+
+            let wake = [deadline.filter(|_| !out.timed_out), kill_at, drain_until].into_iter().flatten().min();
+            let timeout = match wake {
+                Some(w) => PollTimeout::try_from(w.saturating_duration_since(now).as_millis().min(60_000) as u64 + 1)
+                    .unwrap_or(PollTimeout::MAX),
+                None => PollTimeout::NONE,
+            };
+
+            let mut fds: Vec<(u8, BorrowedFd<'_>)> = Vec::new();
+            if out.init.is_none() {
+                fds.push((0, self.pidfd.as_fd()));
+            }
+            if chan_open {
+                fds.push((1, self.chan.fd()));
+            }
+            fds.push((2, self.signals.as_fd()));
+            for (i, s) in streams.iter().enumerate() {
+                if let Some(fd) = &s.fd {
+                    fds.push((3 + i as u8, fd.as_fd()));
+                }
+            }
+            let mut pfds: Vec<PollFd<'_>> = fds.iter().map(|(_, fd)| PollFd::new(*fd, PollFlags::POLLIN)).collect();
+            match poll(&mut pfds, timeout) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+            let ready: Vec<u8> = fds
+                .iter()
+                .zip(&pfds)
+                .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
+                .map(|((tag, _), _)| *tag)
+                .collect();
+
+            for tag in ready {
+                match tag {
+                    0 => {
+                        out.init = wait_pidfd(self.pidfd.as_fd()).ok();
+                        out.t_exit = crate::spawn::now_ns();
+                        drain_until = Some(Instant::now() + DRAIN_LIMIT);
+                        // The channel may still hold the final status.
+                        while chan_open {
+                            chan_open = read_chan(self.chan, &mut out);
+                        }
+                    }
+                    1 => chan_open = read_chan(self.chan, &mut out),
+                    2 => {
+                        while let Ok(Some(info)) = self.signals.read_signal() {
+                            let sig = info.ssi_signo as i32;
+                            if out.interrupted.is_some() && sig == libc::SIGINT {
+                                // A second Ctrl-C: stop waiting for a clean exit.
+                                hard_kill(self.group);
+                            } else {
+                                let _ = pidfd_send_signal(self.pidfd.as_fd(), sig);
+                            }
+                            out.interrupted = Some(sig);
+                        }
+                    }
+                    n => streams[(n - 3) as usize].read(),
+                }
+            }
+        }
+        let mut it = streams.into_iter().zip(captured).map(|(s, c)| c.then(|| s.cap.finish()));
+        out.stdout = it.next().flatten();
+        out.stderr = it.next().flatten();
+        out
+    }
+}
+
+/// Reads one message; false once the channel is closed.
+fn read_chan(chan: &Channel, out: &mut Watched) -> bool {
+    match chan.recv() {
+        Ok(Some(Msg::Times(t))) => out.times = Some(t),
+        Ok(Some(Msg::Failed(e))) => out.failed = Some(e),
+        Ok(Some(Msg::Exited { code })) => out.command = Some(ExitStatus::Exited(code)),
+        Ok(Some(Msg::Signaled { signal })) => out.command = Some(ExitStatus::Signaled(signal)),
+        Ok(Some(Msg::Release)) => {}
+        Ok(None) | Err(_) => return false,
+    }
+    true
+}

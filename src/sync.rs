@@ -1,0 +1,154 @@
+//! The parent <-> sandbox channel: a SOCK_SEQPACKET pair, so every message
+//! is one atomic datagram and EOF means the other side is gone. Messages are
+//! fixed-size records encoded by hand (no allocation in the child).
+
+use crate::spawn::step::{Step, StepError};
+use nix::errno::Errno;
+use nix::sys::socket::MsgFlags;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, recv, send, socketpair};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// Number of phase timestamps a message can carry.
+pub const MAX_TIMES: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// Parent -> child: maps written (and cgroup joined); go on.
+    Release,
+    /// Child -> parent: a setup step failed.
+    Failed(StepError),
+    /// Child -> parent: CLOCK_MONOTONIC nanoseconds at the end of the setup
+    /// phases (see `Phase`), sent just before execve.
+    Times([u64; MAX_TIMES]),
+    /// Init -> parent: the command (pid 2) ended this way.
+    Exited {
+        code: i32,
+    },
+    Signaled {
+        signal: i32,
+    },
+}
+
+const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
+
+impl Msg {
+    fn encode(&self) -> [u8; LEN] {
+        let mut b = [0u8; LEN];
+        let (tag, a, times): (u32, i32, [u64; MAX_TIMES]) = match *self {
+            Msg::Release => (1, 0, [0; MAX_TIMES]),
+            Msg::Failed(e) => {
+                let mut t = [0; MAX_TIMES];
+                t[0] = e.step as u64;
+                t[1] = e.detail as u64;
+                (2, e.errno as i32, t)
+            }
+            Msg::Times(t) => (3, 0, t),
+            Msg::Exited { code } => (4, code, [0; MAX_TIMES]),
+            Msg::Signaled { signal } => (5, signal, [0; MAX_TIMES]),
+        };
+        b[0..4].copy_from_slice(&tag.to_ne_bytes());
+        b[4..8].copy_from_slice(&a.to_ne_bytes());
+        for (i, t) in times.iter().enumerate() {
+            b[8 + 8 * i..16 + 8 * i].copy_from_slice(&t.to_ne_bytes());
+        }
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Msg> {
+        if b.len() != LEN {
+            return None;
+        }
+        let tag = u32::from_ne_bytes(b[0..4].try_into().ok()?);
+        let a = i32::from_ne_bytes(b[4..8].try_into().ok()?);
+        let mut t = [0u64; MAX_TIMES];
+        for (i, v) in t.iter_mut().enumerate() {
+            *v = u64::from_ne_bytes(b[8 + 8 * i..16 + 8 * i].try_into().ok()?);
+        }
+        Some(match tag {
+            1 => Msg::Release,
+            2 => Msg::Failed(StepError {
+                step: Step::from_u16(t[0] as u16)?,
+                errno: Errno::from_raw(a),
+                detail: t[1] as u32,
+            }),
+            3 => Msg::Times(t),
+            4 => Msg::Exited { code: a },
+            5 => Msg::Signaled { signal: a },
+            _ => return None,
+        })
+    }
+}
+
+/// One end of the channel.
+#[derive(Debug)]
+pub struct Channel(OwnedFd);
+
+impl Channel {
+    /// A connected pair, both ends close-on-exec.
+    pub fn pair() -> Result<(Channel, Channel), Errno> {
+        let (a, b) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)?;
+        Ok((Channel(a), Channel(b)))
+    }
+
+    pub fn send(&self, msg: Msg) -> Result<(), Errno> {
+        let buf = msg.encode();
+        loop {
+            match send(self.0.as_fd().as_raw_fd_compat(), &buf, MsgFlags::MSG_NOSIGNAL) {
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e),
+                Ok(_) => return Ok(()),
+            }
+        }
+    }
+
+    /// Blocks for one message; `Ok(None)` is EOF (peer closed or exec'd).
+    pub fn recv(&self) -> Result<Option<Msg>, Errno> {
+        let mut buf = [0u8; LEN + 1];
+        loop {
+            match recv(self.0.as_fd().as_raw_fd_compat(), &mut buf, MsgFlags::empty()) {
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e),
+                Ok(0) => return Ok(None),
+                Ok(n) => return Msg::decode(&buf[..n]).map(Some).ok_or(Errno::EBADMSG),
+            }
+        }
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+trait RawCompat {
+    fn as_raw_fd_compat(&self) -> std::os::fd::RawFd;
+}
+
+impl RawCompat for BorrowedFd<'_> {
+    fn as_raw_fd_compat(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let (a, b) = Channel::pair().unwrap();
+        let msgs = [
+            Msg::Release,
+            Msg::Failed(StepError { step: Step::PivotRoot, errno: Errno::EINVAL, detail: 7 }),
+            Msg::Times([1, 2, 3, 4, 5, 6, 7, 8]),
+            Msg::Exited { code: 3 },
+            Msg::Signaled { signal: 9 },
+        ];
+        for m in msgs {
+            a.send(m).unwrap();
+            assert_eq!(b.recv().unwrap(), Some(m));
+        }
+        drop(a);
+        assert_eq!(b.recv().unwrap(), None);
+    }
+}

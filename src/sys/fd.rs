@@ -1,0 +1,99 @@
+//! File-descriptor helpers and pre-built argument vectors for execve.
+
+use super::{SysResult, check};
+use std::ffi::{CStr, CString};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// Marks (or closes) every fd in `first..=last`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseRange {
+    /// Close the fds now.
+    Close,
+    /// Set FD_CLOEXEC, so execve closes them; lets the caller keep using a
+    /// CLOEXEC reporting pipe until the very last moment.
+    Cloexec,
+}
+
+/// close_range(2) over `first..=u32::MAX`.
+pub fn close_from(first: u32, mode: CloseRange) -> SysResult<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    let flags = match mode {
+        CloseRange::Close => 0,
+        CloseRange::Cloexec => CLOSE_RANGE_CLOEXEC,
+    };
+    // SAFETY: close_range takes plain integers and touches only our fd table.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, flags) };
+    check(ret).map(|_| ())
+}
+
+/// Takes ownership of a raw fd returned by a syscall.
+///
+/// The caller guarantees `fd` is a freshly returned, open descriptor that
+/// nothing else owns.
+pub(crate) fn owned(fd: libc::c_long) -> OwnedFd {
+    // SAFETY: per this function's contract, `fd` is open and unowned.
+    unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
+}
+
+/// A NULL-terminated `char *const[]` built before clone, so execve in the
+/// child needs no allocation.
+pub struct CStrArray {
+    owned: Vec<CString>,
+    ptrs: Vec<*const libc::c_char>,
+}
+
+impl CStrArray {
+    pub fn new(items: Vec<CString>) -> Self {
+        let mut ptrs: Vec<*const libc::c_char> = items.iter().map(|s| s.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        CStrArray { owned: items, ptrs }
+    }
+
+    pub fn as_ptr(&self) -> *const *const libc::c_char {
+        self.ptrs.as_ptr()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &CStr> {
+        self.owned.iter().map(|s| s.as_c_str())
+    }
+
+    pub fn len(&self) -> usize {
+        self.owned.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.owned.is_empty()
+    }
+}
+
+impl Clone for CStrArray {
+    fn clone(&self) -> Self {
+        CStrArray::new(self.owned.clone())
+    }
+}
+
+impl std::fmt::Debug for CStrArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.owned.iter()).finish()
+    }
+}
+
+/// dup2(from, to): `to` is a fresh copy without FD_CLOEXEC.
+pub fn dup_onto(from: RawFd, to: RawFd) -> SysResult<()> {
+    // SAFETY: dup2 on integer fds; the caller owns both numbers.
+    let ret = unsafe { libc::dup2(from, to) };
+    check(ret as libc::c_long).map(|_| ())
+}
+
+/// getcwd(2) into `buf`, failing with ENOENT when the kernel reports the
+/// cwd as unreachable from our root (it prefixes "(unreachable)"), and
+/// ERANGE when `buf` is too small for a reachable path.
+pub fn getcwd_reachable(buf: &mut [u8]) -> SysResult<()> {
+    // SAFETY: the kernel writes at most buf.len() bytes into buf.
+    let ret = unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) };
+    match check(ret) {
+        Ok(_) if buf[0] == b'/' => Ok(()),
+        Ok(_) => Err(super::Errno::ENOENT),
+        Err(e) => Err(e),
+    }
+}

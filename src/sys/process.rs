@@ -1,0 +1,210 @@
+//! Process creation and termination: clone3 with pidfd/cgroup, a fork for
+//! the sandbox's pid 2, execve from pre-built arrays, pidfd signalling.
+
+use super::fd::{CStrArray, owned};
+use super::{Errno, SysResult, check};
+use nix::unistd::Pid;
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+
+/// What a fork-like clone returned.
+#[derive(Debug)]
+pub enum Forked {
+    /// We are the new process.
+    Child,
+    /// We are the caller; `pidfd` refers to the child when it was asked for.
+    Parent { pid: Pid, pidfd: Option<OwnedFd> },
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Fork-like clone3(2): `flags` are namespace flags (`CLONE_NEW*`); the child
+/// always gets a pidfd and, when `cgroup` is given, is born in that cgroup
+/// (CLONE_INTO_CGROUP), so not one instruction runs outside its limits.
+///
+/// The caller must be single-threaded: like fork, only the calling thread
+/// exists in the child.
+pub fn clone3(ns_flags: libc::c_int, cgroup: Option<BorrowedFd<'_>>) -> SysResult<Forked> {
+    let mut pidfd: libc::c_int = -1;
+    let mut args = CloneArgs {
+        flags: (ns_flags as u32 as u64) | CLONE_PIDFD,
+        pidfd: &mut pidfd as *mut libc::c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd.as_raw_fd() as u64;
+    }
+    // SAFETY: without CLONE_VM, clone3 behaves like fork: the child runs on a
+    // copy of our address space and stack, so returning into Rust code in both
+    // processes is sound. `args` and `pidfd` outlive the call. The caller
+    // guarantees single-threadedness (no lock held by another thread is copied).
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    let pid = check(ret)?;
+    if pid == 0 {
+        Ok(Forked::Child)
+    } else {
+        Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: Some(owned(pidfd as libc::c_long)) })
+    }
+}
+
+/// Legacy clone(2) with a pidfd, for kernels (5.2) or seccomp profiles that
+/// refuse clone3. Cannot place the child in a cgroup; callers attach it
+/// before releasing it.
+pub fn clone_legacy(ns_flags: libc::c_int) -> SysResult<Forked> {
+    let mut pidfd: libc::c_int = -1;
+    let flags = (ns_flags as libc::c_ulong) | (CLONE_PIDFD as libc::c_ulong) | libc::SIGCHLD as libc::c_ulong;
+    // SAFETY: with a NULL stack and no CLONE_VM, raw clone is fork-like (see
+    // clone3 above). x86_64 argument order: flags, stack, parent_tid(=pidfd
+    // out-pointer for CLONE_PIDFD), child_tid, tls.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            &mut pidfd as *mut libc::c_int,
+            std::ptr::null_mut::<libc::c_int>(),
+            0usize,
+        )
+    };
+    let pid = check(ret)?;
+    if pid == 0 {
+        Ok(Forked::Child)
+    } else {
+        Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: Some(owned(pidfd as libc::c_long)) })
+    }
+}
+
+/// A plain fork, used by the sandbox's init to start the command.
+pub fn fork() -> SysResult<Forked> {
+    let mut args = CloneArgs { exit_signal: libc::SIGCHLD as u64, ..Default::default() };
+    // SAFETY: fork semantics as in `clone3`; the sandbox init is single-threaded.
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    match check(ret) {
+        Ok(0) => Ok(Forked::Child),
+        Ok(pid) => Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: None }),
+        Err(Errno::ENOSYS) => {
+            // SAFETY: fork(2) in a single-threaded process.
+            let pid = unsafe { libc::fork() };
+            match pid {
+                -1 => Err(Errno::last()),
+                0 => Ok(Forked::Child),
+                p => Ok(Forked::Parent { pid: Pid::from_raw(p), pidfd: None }),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// execve(2) from pre-built arrays; returns only on failure.
+pub fn execve(path: &CStr, argv: &CStrArray, envp: &CStrArray) -> Errno {
+    // SAFETY: all three pointers come from live, NULL-terminated CString
+    // arrays owned by the caller for the duration of the call.
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    Errno::last()
+}
+
+/// _exit(2): leave now, without running atexit handlers or destructors that
+/// belong to the parent's copy of the address space.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+/// pidfd_send_signal(2): signal exactly the process the pidfd refers to,
+/// immune to pid reuse.
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> SysResult<()> {
+    // SAFETY: integer arguments and a NULL siginfo.
+    let ret = unsafe {
+        libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), sig, std::ptr::null::<libc::siginfo_t>(), 0)
+    };
+    check(ret).map(|_| ())
+}
+
+/// pidfd_open(2).
+pub fn pidfd_open(pid: Pid) -> SysResult<OwnedFd> {
+    // SAFETY: integer arguments only.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    check(ret).map(owned)
+}
+
+/// Whether the wait status says the child ended; (exited code) or (signal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// waitid(P_PIDFD) without nix's enum conversions, blocking.
+pub fn wait_pidfd(pidfd: BorrowedFd<'_>) -> SysResult<ExitStatus> {
+    const P_PIDFD: libc::idtype_t = 3;
+    // SAFETY: siginfo_t is plain old data; zeroed is a valid initial value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `info` is a valid out-pointer for the duration of the call.
+        let ret = unsafe { libc::waitid(P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) };
+        if ret == 0 {
+            break;
+        }
+        let e = Errno::last();
+        if e != Errno::EINTR {
+            return Err(e);
+        }
+    }
+    // SAFETY: waitid filled a CLD_* record, for which si_status is valid.
+    let status = unsafe { info.si_status() };
+    Ok(match info.si_code {
+        libc::CLD_EXITED => ExitStatus::Exited(status),
+        _ => ExitStatus::Signaled(status),
+    })
+}
+
+/// Raw wait status word -> ExitStatus (for waitpid in the sandbox init).
+pub fn decode_wait_status(status: libc::c_int) -> Option<ExitStatus> {
+    if libc::WIFEXITED(status) {
+        Some(ExitStatus::Exited(libc::WEXITSTATUS(status)))
+    } else if libc::WIFSIGNALED(status) {
+        Some(ExitStatus::Signaled(libc::WTERMSIG(status)))
+    } else {
+        None
+    }
+}
+
+/// waitpid(-1, WNOHANG) returning (pid, raw status); `None` when no child
+/// has changed state. ECHILD means no children at all.
+pub fn reap_any_nohang() -> SysResult<Option<(Pid, libc::c_int)>> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid out-pointer.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+    match pid {
+        -1 => Err(Errno::last()),
+        0 => Ok(None),
+        p => Ok(Some((Pid::from_raw(p), status))),
+    }
+}
+
+/// setrlimit(2) by raw resource number (RLIM_INFINITY for unlimited).
+pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> SysResult<()> {
+    let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: `lim` is a valid rlimit for the duration of the call.
+    let ret = unsafe { libc::setrlimit(resource, &lim) };
+    check(ret as libc::c_long).map(|_| ())
+}
