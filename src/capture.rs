@@ -123,7 +123,7 @@ mod tests {
         assert!(r.truncated);
         assert_eq!(r.bytes, 10003);
         assert!(r.text.starts_with("abcde\n[husk: 9993 bytes truncated]\n"));
-        assert!(r.text.ends_with("hijEND"));
+        assert!(r.text.ends_with("\nijEND"));
     }
 
     #[test]
