@@ -114,6 +114,16 @@ impl Channel {
         }
     }
 
+    /// True when the other end is closed (checked without blocking).
+    pub fn peer_gone(&self) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+            Err(_) => false,
+        }
+    }
+
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
     }

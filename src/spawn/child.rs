@@ -38,6 +38,8 @@ pub fn init_signals() -> SigSet {
 pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
     let mut times = [0u64; MAX_TIMES];
     times[phase::CHILD_START] = now_ns();
+    // `ps -o comm` shows what this process is, on the host and inside.
+    let _ = prctl::set_name(c"husk:[init]");
     match setup(plan, chan, stdio, &mut times) {
         Ok(cmd) => super::init::reap(cmd, chan),
         Err(e) => fail(chan, e),
@@ -47,7 +49,7 @@ pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
 fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_TIMES]) -> R<nix::unistd::Pid> {
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
-    become_root(plan)?;
+    become_root(plan, chan)?;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
     if plan.network == NetworkMode::None {
@@ -91,15 +93,22 @@ fn await_release(chan: &Channel) -> R<()> {
 
 /// Switches to the ids the maps give us, and drops host supplementary
 /// groups (they would otherwise stay attached to the sandbox).
-fn become_root(plan: &Plan) -> R<()> {
+fn become_root(plan: &Plan, chan: &Channel) -> R<()> {
     let (uid, gid) = (Uid::from_raw(plan.ids.init_uid), Gid::from_raw(plan.ids.init_gid));
     nix::unistd::setresgid(gid, gid, gid).at(Step::BecomeRoot)?;
     if !plan.ids.deny_setgroups {
         nix::unistd::setgroups(&[]).at(Step::BecomeRoot)?;
     }
     nix::unistd::setresuid(uid, uid, uid).at(Step::BecomeRoot)?;
-    // A credential change resets dumpability; set it again.
-    prctl::set_dumpable(false).at(Step::BecomeRoot)
+    // A credential change clears both the parent-death signal and
+    // dumpability: set them again, then make sure the parent did not die in
+    // the window where no death signal was armed.
+    prctl::set_dumpable(false).at(Step::BecomeRoot)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::BecomeRoot)?;
+    if chan.peer_gone() {
+        exit_now(125);
+    }
+    Ok(())
 }
 
 /// chdir into the workdir and prove the cwd is inside the new root (a cwd
@@ -119,11 +128,15 @@ fn redirect_stdio(stdio: ChildStdio) -> R<()> {
     Ok(())
 }
 
-/// The init keeps no privilege once the command runs: every capability
-/// dropped, no_new_privs set.
+/// The init keeps no privilege once the command runs but CAP_KILL (scoped
+/// to the sandbox's user namespace), which it needs to forward signals to a
+/// command running as another user; no_new_privs set.
 fn confine_init(plan: &Plan) -> R<()> {
-    crate::sys::caps::drop_bounding(0, plan.last_cap).at(Step::InitConfine)?;
-    crate::sys::caps::set_process_caps(0, plan.last_cap).at(Step::InitConfine)?;
+    let keep = 1u64 << caps::Capability::CAP_KILL.index();
+    crate::sys::caps::drop_bounding(keep, plan.last_cap).at(Step::InitConfine)?;
+    crate::sys::caps::set_keepcaps(false).at(Step::InitConfine)?;
+    crate::sys::caps::set_process_caps(keep, plan.last_cap).at(Step::InitConfine)?;
+    crate::sys::caps::clear_ambient().at(Step::InitConfine)?;
     prctl::set_no_new_privs().at(Step::InitConfine)
 }
 

@@ -9,7 +9,6 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 pub fn reap(cmd: Pid, chan: &Channel) -> ! {
-    nix::sys::prctl::set_name(c"husk:[init]").ok();
     let set = init_signals();
     loop {
         let Ok(sig) = set.wait() else { continue };

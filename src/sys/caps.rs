@@ -78,3 +78,8 @@ pub fn current() -> SysResult<(u64, u64, u64)> {
     let join = |f: fn(&CapData) -> u32| (f(&data[0]) as u64) | ((f(&data[1]) as u64) << 32);
     Ok((join(|d| d.effective), join(|d| d.permitted), join(|d| d.inheritable)))
 }
+
+/// Empties the ambient set.
+pub fn clear_ambient() -> SysResult<()> {
+    prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0)
+}
