@@ -62,6 +62,8 @@ pub struct Watched {
     pub stderr: Option<Captured>,
     /// Monotonic instant the init was reaped.
     pub t_exit: u64,
+    /// Monotonic instant the init reaped the command (0 if it never did).
+    pub t_reaped: u64,
 }
 
 struct Stream {
@@ -214,6 +216,7 @@ fn read_chan(chan: &Channel, out: &mut Watched) -> bool {
         Ok(Some(Msg::Failed(e))) => out.failed = Some(e),
         Ok(Some(Msg::Exited { code })) => out.command = Some(ExitStatus::Exited(code)),
         Ok(Some(Msg::Signaled { signal })) => out.command = Some(ExitStatus::Signaled(signal)),
+        Ok(Some(Msg::Reaped { at })) => out.t_reaped = at,
         Ok(Some(Msg::Release)) => {}
         Ok(None) | Err(_) => return false,
     }

@@ -27,6 +27,11 @@ pub enum Msg {
     Signaled {
         signal: i32,
     },
+    /// Init -> parent, just before the status: when the init reaped the
+    /// command (CLOCK_MONOTONIC ns), to separate run time from teardown.
+    Reaped {
+        at: u64,
+    },
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -45,6 +50,7 @@ impl Msg {
             Msg::Times(t) => (3, 0, t),
             Msg::Exited { code } => (4, code, [0; MAX_TIMES]),
             Msg::Signaled { signal } => (5, signal, [0; MAX_TIMES]),
+            Msg::Reaped { at } => (6, 0, [at, 0, 0, 0, 0, 0, 0, 0]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -74,6 +80,7 @@ impl Msg {
             3 => Msg::Times(t),
             4 => Msg::Exited { code: a },
             5 => Msg::Signaled { signal: a },
+            6 => Msg::Reaped { at: t[0] },
             _ => return None,
         })
     }
@@ -153,6 +160,7 @@ mod tests {
             Msg::Times([1, 2, 3, 4, 5, 6, 7, 8]),
             Msg::Exited { code: 3 },
             Msg::Signaled { signal: 9 },
+            Msg::Reaped { at: 42 },
         ];
         for m in msgs {
             a.send(m).unwrap();

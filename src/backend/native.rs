@@ -120,7 +120,7 @@ fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
             MountKind::Overlay(_) => "overlay",
             MountKind::Mask => "mask",
             MountKind::ReadOnly | MountKind::SetReadOnly => "read-only remount",
-            MountKind::Create(_) => "mount point creation",
+            MountKind::Create(_) | MountKind::Populate(_) => "mount point creation",
         };
         msg.push_str(&format!(" [{what} at /{}]", op.target.to_string_lossy()));
         if e.errno == nix::errno::Errno::EACCES {
@@ -157,7 +157,10 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
         for (name, a, b) in pairs {
             phases.insert(name, ms(a, b));
         }
-        if w.t_exit > 0 {
+        if w.t_reaped > 0 {
+            phases.insert("run", ms(t[phase::CONFINED], w.t_reaped));
+            phases.insert("teardown", ms(w.t_reaped, w.t_exit.max(w.t_reaped)));
+        } else if w.t_exit > 0 {
             phases.insert("run", ms(t[phase::CONFINED], w.t_exit));
         }
     }

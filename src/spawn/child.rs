@@ -65,6 +65,11 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
     times[phase::PIVOT] = now_ns();
 
     redirect_stdio(stdio)?;
+    // Shrink the bounding set once, here, for both processes: the init keeps
+    // CAP_KILL, the command what --cap-add asked for. Effective capabilities
+    // are untouched, so the command can still switch users below.
+    crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(plan.last_cap), init_caps() | plan.process.caps_keep)
+        .at(Step::DropCaps)?;
     // Forwarded signals are blocked from here on and collected with
     // sigwait by the reaper: no handler ever runs in the init.
     init_signals().thread_block().at(Step::ForkCommand)?;
@@ -132,12 +137,17 @@ fn redirect_stdio(stdio: ChildStdio) -> R<()> {
 /// to the sandbox's user namespace), which it needs to forward signals to a
 /// command running as another user; no_new_privs set.
 fn confine_init(plan: &Plan) -> R<()> {
-    let keep = 1u64 << caps::Capability::CAP_KILL.index();
-    crate::sys::caps::drop_bounding(keep, plan.last_cap).at(Step::InitConfine)?;
+    let keep = init_caps();
+    crate::sys::caps::drop_bounding(keep | plan.process.caps_keep, keep).at(Step::InitConfine)?;
     crate::sys::caps::set_keepcaps(false).at(Step::InitConfine)?;
     crate::sys::caps::set_process_caps(keep, plan.last_cap).at(Step::InitConfine)?;
     crate::sys::caps::clear_ambient().at(Step::InitConfine)?;
     prctl::set_no_new_privs().at(Step::InitConfine)
+}
+
+/// What the init keeps after setup: CAP_KILL (see `confine_init`).
+fn init_caps() -> u64 {
+    1u64 << caps::Capability::CAP_KILL.index()
 }
 
 trait AsFdCompat {

@@ -32,7 +32,9 @@ fn confine(plan: &Plan) -> R<()> {
     // inherited tty fd is refused (CVE-2017-5226).
     nix::unistd::setsid().at(Step::Setsid)?;
     let p = &plan.process;
-    crate::sys::caps::drop_bounding(p.caps_keep, plan.last_cap).at(Step::DropCaps)?;
+    // The init already shrank the bounding set to CAP_KILL + caps_keep.
+    let kill = 1u64 << caps::Capability::CAP_KILL.index();
+    crate::sys::caps::drop_bounding(kill | p.caps_keep, p.caps_keep).at(Step::DropCaps)?;
     set_identity(plan)?;
     crate::sys::caps::set_process_caps(p.caps_keep, plan.last_cap).at(Step::DropCaps)?;
     for r in &p.rlimits {

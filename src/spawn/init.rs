@@ -24,6 +24,7 @@ pub fn reap(cmd: Pid, chan: &Channel) -> ! {
                         Some(ExitStatus::Signaled(signal)) => Msg::Signaled { signal },
                         None => continue,
                     };
+                    let _ = chan.send(Msg::Reaped { at: crate::spawn::now_ns() });
                     let _ = chan.send(msg);
                     exit_now(0);
                 }
