@@ -10,6 +10,7 @@ use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::process::{Forked, exit_now, fork};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::stat::{Mode, umask};
@@ -47,7 +48,7 @@ pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
 fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_TIMES]) -> R<nix::unistd::Pid> {
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
-    become_root(plan)?;
+    become_root(plan, chan)?;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
     if plan.network == NetworkMode::None {
@@ -78,28 +79,45 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
 /// Dies with the parent (PDEATHSIG) and waits for the id maps.
 fn await_release(chan: &Channel) -> R<()> {
     prctl::set_pdeathsig(Signal::SIGKILL).at(Step::AwaitRelease)?;
-    // Not dumpable: nothing in the sandbox may ptrace us or open
-    // /proc/1/{mem,fd,exe} (CVE-2016-9962 shape).
-    prctl::set_dumpable(false).at(Step::AwaitRelease)?;
     umask(Mode::empty());
     match chan.recv() {
-        Ok(Some(Msg::Release)) => Ok(()),
+        Ok(Some(Msg::Release)) => {}
         // The parent died or gave up before releasing us: leave quietly.
         Ok(_) | Err(_) => exit_now(125),
     }
+    // Not dumpable: nothing in the sandbox may ptrace us or open
+    // /proc/1/{mem,fd,exe} (CVE-2016-9962 shape). Only after the release:
+    // a non-dumpable task's /proc/<pid>/{uid_map,gid_map,setgroups} belong
+    // to host root, so a rootless parent could no longer write the maps.
+    // Nothing runs in the sandbox before this point.
+    prctl::set_dumpable(false).at(Step::AwaitRelease)
 }
 
 /// Switches to the ids the maps give us, and drops host supplementary
 /// groups (they would otherwise stay attached to the sandbox).
-fn become_root(plan: &Plan) -> R<()> {
+fn become_root(plan: &Plan, chan: &Channel) -> R<()> {
     let (uid, gid) = (Uid::from_raw(plan.ids.init_uid), Gid::from_raw(plan.ids.init_gid));
     nix::unistd::setresgid(gid, gid, gid).at(Step::BecomeRoot)?;
     if !plan.ids.deny_setgroups {
         nix::unistd::setgroups(&[]).at(Step::BecomeRoot)?;
     }
     nix::unistd::setresuid(uid, uid, uid).at(Step::BecomeRoot)?;
-    // A credential change resets dumpability; set it again.
-    prctl::set_dumpable(false).at(Step::BecomeRoot)
+    // A credential change resets dumpability and clears the parent-death
+    // signal (as root the kuid changes here); set both again, then make
+    // sure husk did not die while the signal was cleared.
+    prctl::set_dumpable(false).at(Step::BecomeRoot)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::BecomeRoot)?;
+    if parent_gone(chan) {
+        exit_now(125);
+    }
+    Ok(())
+}
+
+/// husk's end of the channel has hung up: husk is gone.
+fn parent_gone(chan: &Channel) -> bool {
+    let mut fds = [PollFd::new(chan.fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLHUP))
 }
 
 /// chdir into the workdir and prove the cwd is inside the new root (a cwd
