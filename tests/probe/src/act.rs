@@ -17,18 +17,26 @@ fn one<'a>(args: &'a [String], what: &str) -> Result<&'a str, Usage> {
     }
 }
 
+/// Creates PATH and writes a line; an existing PATH is only opened for
+/// writing (no truncation, nothing written), so a test that expects a
+/// denial can never damage a host file when isolation is broken.
 pub fn write(args: &[String]) -> Result<Report, Usage> {
     let path = one(args, "write PATH")?;
     use std::os::unix::fs::OpenOptionsExt;
-    let r = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o644)
-        .open(path)
-        .and_then(|mut f| f.write_all(b"husk-probe\n"));
+    let existing = std::fs::symlink_metadata(path).is_ok();
+    let r = if existing {
+        std::fs::OpenOptions::new().write(true).open(path).map(drop)
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(path)
+            .and_then(|mut f| f.write_all(b"husk-probe\n"))
+    };
     let mut v = io_outcome(&r);
     v["path"] = json!(path);
+    v["existing"] = json!(existing);
     Ok(Report::new(r.is_ok(), v))
 }
 
@@ -324,13 +332,14 @@ pub fn spin(args: &[String]) -> Result<Report, Usage> {
     Ok(Report::new(true, json!({"seconds": secs, "cpu_ms": cpu_ms, "iterations": n})))
 }
 
-/// Writes SIZE zero bytes to PATH. ok = all written.
+/// Writes SIZE zero bytes to a new file PATH. ok = all written.
 pub fn fill(args: &[String]) -> Result<Report, Usage> {
     let [path, size] = args else { return Err(usage("fill PATH SIZE")) };
     let size = parse_size(size)?;
     let chunk = vec![0u8; 1 << 20];
     let mut written: u64 = 0;
-    let r = std::fs::File::create(path).and_then(|mut f| {
+    // create_new: never truncates an existing (possibly host) file.
+    let r = std::fs::OpenOptions::new().write(true).create_new(true).open(path).and_then(|mut f| {
         while written < size {
             let n = (size - written).min(chunk.len() as u64) as usize;
             let w = f.write(&chunk[..n])?;
