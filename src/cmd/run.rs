@@ -168,7 +168,13 @@ pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json
 }
 
 /// Writes `data` to a temp file beside `path`, then renames it into place.
+/// Anything but a regular file (a device, FIFO, `/dev/stderr`, `/dev/fd/N`)
+/// is written in place instead: renaming over it would replace, say, the
+/// host's /dev/null with a regular file when husk runs as root.
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return std::fs::OpenOptions::new().write(true).truncate(true).open(path)?.write_all(data);
+    }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let tmp: PathBuf = dir.join(format!(
         ".{}.tmp{}",
