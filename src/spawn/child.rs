@@ -10,6 +10,7 @@ use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::process::{Forked, exit_now, fork};
+use nix::fcntl::OFlag;
 use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::stat::{Mode, umask};
@@ -65,18 +66,27 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
     times[phase::PIVOT] = now_ns();
 
     redirect_stdio(stdio)?;
-    // Shrink the bounding set once, here, for both processes: the init keeps
-    // CAP_KILL, the command what --cap-add asked for. Effective capabilities
-    // are untouched, so the command can still switch users below.
-    crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(plan.last_cap), init_caps() | plan.process.caps_keep)
+    // Shrink the bounding set once, here, for both processes, to what
+    // --cap-add asked for. Effective capabilities are untouched, so both can
+    // still switch users below.
+    crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(plan.last_cap), plan.process.caps_keep)
         .at(Step::DropCaps)?;
     // Forwarded signals are blocked from here on and collected with
     // sigwait by the reaper: no handler ever runs in the init.
     init_signals().thread_block().at(Step::ForkCommand)?;
+    // The command must not run a single instruction of its own while the
+    // init still holds capabilities: it waits at this gate until the init
+    // has confined itself (EOF instead of a byte means the init failed).
+    let (gate_r, gate_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).at(Step::ForkCommand)?;
     match fork().at(Step::ForkCommand)? {
-        Forked::Child => super::command::run(plan, chan, times),
+        Forked::Child => {
+            drop(gate_w);
+            super::command::run(plan, chan, times, gate_r)
+        }
         Forked::Parent { pid, .. } => {
-            confine_init(plan)?;
+            drop(gate_r);
+            confine_init(plan, chan)?;
+            nix::unistd::write(&gate_w, &[1]).at(Step::InitConfine)?;
             Ok(pid)
         }
     }
@@ -102,17 +112,21 @@ fn await_release(chan: &Channel) -> R<()> {
 /// Switches to the ids the maps give us, and drops host supplementary
 /// groups (they would otherwise stay attached to the sandbox).
 fn become_root(plan: &Plan, chan: &Channel) -> R<()> {
-    let (uid, gid) = (Uid::from_raw(plan.ids.init_uid), Gid::from_raw(plan.ids.init_gid));
-    nix::unistd::setresgid(gid, gid, gid).at(Step::BecomeRoot)?;
     if !plan.ids.deny_setgroups {
         nix::unistd::setgroups(&[]).at(Step::BecomeRoot)?;
     }
-    nix::unistd::setresuid(uid, uid, uid).at(Step::BecomeRoot)?;
-    // A credential change clears both the parent-death signal and
-    // dumpability: set them again, then make sure the parent did not die in
-    // the window where no death signal was armed.
-    prctl::set_dumpable(false).at(Step::BecomeRoot)?;
-    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::BecomeRoot)?;
+    switch_ids(plan.ids.init_uid, plan.ids.init_gid, chan, Step::BecomeRoot)
+}
+
+/// setresgid + setresuid, then re-arm what a credential change clears: the
+/// parent-death signal and non-dumpability. If husk died in the window where
+/// no death signal was armed, leave now.
+fn switch_ids(uid: u32, gid: u32, chan: &Channel, step: Step) -> R<()> {
+    let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
+    nix::unistd::setresgid(gid, gid, gid).at(step)?;
+    nix::unistd::setresuid(uid, uid, uid).at(step)?;
+    prctl::set_dumpable(false).at(step)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).at(step)?;
     if chan.peer_gone() {
         exit_now(125);
     }
@@ -136,21 +150,20 @@ fn redirect_stdio(stdio: ChildStdio) -> R<()> {
     Ok(())
 }
 
-/// The init keeps no privilege once the command runs but CAP_KILL (scoped
-/// to the sandbox's user namespace), which it needs to forward signals to a
-/// command running as another user; no_new_privs set.
-fn confine_init(plan: &Plan) -> R<()> {
-    let keep = init_caps();
-    crate::sys::caps::drop_bounding(keep | plan.process.caps_keep, keep).at(Step::InitConfine)?;
-    crate::sys::caps::set_keepcaps(false).at(Step::InitConfine)?;
-    crate::sys::caps::set_process_caps(keep, plan.last_cap).at(Step::InitConfine)?;
-    crate::sys::caps::clear_ambient().at(Step::InitConfine)?;
+/// The init keeps no privilege once the command runs: it takes the
+/// command's ids (so it can still forward signals to it without CAP_KILL),
+/// drops every capability and sets no_new_privs.
+fn confine_init(plan: &Plan, chan: &Channel) -> R<()> {
+    let p = &plan.process;
+    crate::sys::caps::drop_bounding(p.caps_keep, 0).at(Step::InitConfine)?;
+    if (p.uid, p.gid) != (plan.ids.init_uid, plan.ids.init_gid) {
+        if !plan.ids.deny_setgroups {
+            nix::unistd::setgroups(&[]).at(Step::InitConfine)?;
+        }
+        switch_ids(p.uid, p.gid, chan, Step::InitConfine)?;
+    }
+    crate::sys::caps::set_process_caps(0, plan.last_cap).at(Step::InitConfine)?;
     prctl::set_no_new_privs().at(Step::InitConfine)
-}
-
-/// What the init keeps after setup: CAP_KILL (see `confine_init`).
-fn init_caps() -> u64 {
-    1u64 << caps::Capability::CAP_KILL.index()
 }
 
 trait AsFdCompat {

@@ -13,13 +13,24 @@ use nix::sys::prctl;
 use nix::sys::signal::SigSet;
 use nix::sys::stat::{Mode, umask};
 use nix::unistd::{Gid, Uid};
+use std::os::fd::OwnedFd;
 
 type R<T> = Result<T, StepError>;
 
-pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> ! {
+pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES], gate: OwnedFd) -> ! {
     if let Err(e) = confine(plan) {
         fail(chan, e);
     }
+    // Wait until the init has dropped its own privileges (see child.rs).
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(&gate, &mut byte) {
+            Ok(1) => break,
+            Err(Errno::EINTR) => continue,
+            _ => exit_now(125),
+        }
+    }
+    drop(gate);
     times[phase::CONFINED] = now_ns();
     let _ = chan.send(Msg::Times(*times));
     let errno = exec(plan);
@@ -32,9 +43,7 @@ fn confine(plan: &Plan) -> R<()> {
     // inherited tty fd is refused (CVE-2017-5226).
     nix::unistd::setsid().at(Step::Setsid)?;
     let p = &plan.process;
-    // The init already shrank the bounding set to CAP_KILL + caps_keep.
-    let kill = 1u64 << caps::Capability::CAP_KILL.index();
-    crate::sys::caps::drop_bounding(kill | p.caps_keep, p.caps_keep).at(Step::DropCaps)?;
+    // The init already shrank the bounding set to caps_keep.
     set_identity(plan)?;
     crate::sys::caps::set_process_caps(p.caps_keep, plan.last_cap).at(Step::DropCaps)?;
     for r in &p.rlimits {
