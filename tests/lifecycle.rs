@@ -119,14 +119,22 @@ mod rootless {
 
     #[test]
     fn setup_failure_names_step() {
-        // A child-side step that fails with an errno.
+        // A child-side step that fails with an errno: overlayfs refuses
+        // procfs as a lower layer.
+        let (v, code) = run_json(&["--rootfs", "/proc/sys"], &["true"]);
+        assert_eq!(code, 125);
+        assert_eq!(v["error"]["step"], "assemble_root", "{v:#}");
+        assert_eq!(v["error"]["errno"], "EINVAL", "{v:#}");
+        assert!(v["error"]["hint"].as_str().unwrap_or("").contains("/proc/sys"), "{v:#}");
+        let out = husk(&["run", "--rootfs", "/proc/sys", "--", "true"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("setup failed at assemble_root: EINVAL"), "{stderr}");
+
+        // A limit the sandbox could never set: refused at plan time, with the fix.
         let (v, code) = run_json(&["--rlimit", "nofile=99999999"], &["true"]);
         assert_eq!(code, 125);
-        assert_eq!(v["error"]["step"], "set_rlimits", "{v:#}");
-        assert_eq!(v["error"]["errno"], "EPERM", "{v:#}");
-        let out = husk(&["run", "--rlimit", "nofile=99999999", "--", "true"]).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("setup failed at set_rlimits: EPERM"), "{stderr}");
+        assert_eq!(v["error"]["step"], "plan", "{v:#}");
+        assert!(v["error"]["message"].as_str().unwrap_or("").contains("husk's own"), "{v:#}");
 
         // A mount target inside a read-only host directory that lacks it:
         // refused at plan time, with the fix.

@@ -197,6 +197,20 @@ mod rootless {
         }
     }
 
+    /// The init is a fork of husk: its /proc/1/cmdline (world-readable)
+    /// must not show husk's host command line (host paths, --env values).
+    #[test]
+    fn host_command_line_not_visible_as_pid1() {
+        let marker = unique("host-arg");
+        let (v, _) = run_json(
+            &["--env", &format!("TOKEN={marker}"), "--bind", &format!("/tmp:/{marker}")],
+            &["sh", "-c", "cat /proc/1/cmdline; echo; ps -o pid,args 2>/dev/null; true"],
+        );
+        let out = stdout_of(&v);
+        assert!(out.starts_with("husk:[init]"), "{out}");
+        assert!(!out.lines().next().unwrap_or("").contains(&marker), "pid 1 shows husk's arguments: {out}");
+    }
+
     #[test]
     fn host_env_not_leaked() {
         let secret = unique("secret-value");

@@ -130,6 +130,9 @@ fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
     if e.step == Step::Exec {
         let cmd = plan.process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
         msg = match e.errno {
+            nix::errno::Errno::ENOENT if cmd.contains('/') => {
+                format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)")
+            }
             nix::errno::Errno::ENOENT => {
                 format!("command not found: {cmd} (searched PATH inside the sandbox)")
             }
@@ -137,7 +140,12 @@ fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
         };
     }
     if e.step == Step::AssembleRoot && e.errno == nix::errno::Errno::EINVAL {
-        hint = Some("overlayfs refused the layers; run `husk doctor` to check overlay support".into());
+        hint = Some(match &plan.mounts.report.source {
+            Some(src) if plan.mounts.report.mode == "rootfs" => format!(
+                "overlayfs refused {src} as a lower layer: give a directory on a regular filesystem (not procfs, sysfs or another overlay's upper dir)"
+            ),
+            _ => "overlayfs refused the layers; run `husk doctor` to check overlay support".into(),
+        });
     }
     (msg, hint)
 }

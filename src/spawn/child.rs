@@ -39,8 +39,10 @@ pub fn init_signals() -> SigSet {
 pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
     let mut times = [0u64; MAX_TIMES];
     times[phase::CHILD_START] = now_ns();
-    // `ps -o comm` shows what this process is, on the host and inside.
+    // `ps` shows what this process is, on the host and inside; and the
+    // sandbox must not read husk's host command line from /proc/1/cmdline.
     let _ = prctl::set_name(c"husk:[init]");
+    crate::sys::process::scrub_cmdline(&plan.arg_areas, b"husk:[init]");
     match setup(plan, chan, stdio, &mut times) {
         Ok(cmd) => super::init::reap(cmd, chan),
         Err(e) => fail(chan, e),
