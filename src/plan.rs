@@ -31,6 +31,8 @@ pub enum PlanError {
     IdMap(#[from] IdMapError),
     #[error(transparent)]
     Mounts(#[from] rootfs::MountPlanError),
+    #[error(transparent)]
+    Seccomp(#[from] crate::seccomp::SeccompError),
     #[error("{0}")]
     Other(String),
 }
@@ -79,6 +81,9 @@ pub struct Plan {
     pub last_cap: u32,
     pub timeout: Option<Duration>,
     pub kill_grace: Option<Duration>,
+    /// The compiled filter, loaded last before execve; `None` only with
+    /// `--seccomp unconfined`.
+    pub seccomp: Option<crate::seccomp::Program>,
 }
 
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -302,6 +307,8 @@ impl Plan {
             caps_keep |= 1u64 << parse_cap(c)?;
         }
 
+        let seccomp = crate::seccomp::plan(&spec.seccomp, spec.seccomp_report, caps_keep, &host.store_root)?;
+
         // Mounts.
         let workdir =
             spec.workdir.clone().or(root.image.workdir.clone()).unwrap_or_else(|| crate::spec::DEFAULT_WORKDIR.into());
@@ -353,6 +360,7 @@ impl Plan {
             last_cap: host.last_cap,
             timeout: spec.timeout,
             kill_grace: spec.kill_grace,
+            seccomp,
             spec,
         })
     }
