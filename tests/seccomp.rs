@@ -398,6 +398,34 @@ fn seccomp_check_and_show() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("clone: allow if arg0 & 0x7e020000 == 0x0"));
 }
 
+/// Runs husk under a filter of its own that fails seccomp(2) with EACCES.
+const DENY_SECCOMP: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+insn = lambda code, jt, jf, k: struct.pack("HBBI", code, jt, jf, k)
+prog = ctypes.create_string_buffer(insn(0x20, 0, 0, 0) + insn(0x15, 0, 1, 317) + insn(0x06, 0, 0, 0x5000d) + insn(0x06, 0, 0, 0x7fff0000))
+class FProg(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, ctypes.byref(FProg(4, ctypes.addressof(prog))), 0, 0) == 0
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+#[test]
+fn a_filter_the_kernel_refuses_fails_the_run_instead_of_running_unfiltered() {
+    let out = std::process::Command::new("python3")
+        .args(["-c", DENY_SECCOMP, husk_bin(), "run", "--json", "--", "echo", "ran"])
+        .output()
+        .unwrap();
+    let v = verdict_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{v}");
+    assert_eq!(v["termination"], "setup_failed");
+    assert_eq!(v["error"]["step"], "install_seccomp");
+    assert_eq!(v["error"]["errno"], "EACCES");
+    assert_eq!(stdout_of(&v), "", "the command never ran");
+    assert!(v["seccomp"].is_null(), "no claim of a filter that was not loaded: {v}");
+}
+
 /// A fresh store directory for one test (tests run in parallel: each
 /// passes its own name).
 fn tempdir(name: &str) -> String {

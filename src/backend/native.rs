@@ -138,6 +138,13 @@ fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
             errno => format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()),
         };
     }
+    if e.step == Step::Seccomp {
+        hint = Some(
+            "the kernel refused the seccomp filter (EINVAL: built without CONFIG_SECCOMP_FILTER?); \
+             --seccomp unconfined runs without one, and the verdict says so"
+                .into(),
+        );
+    }
     if e.step == Step::AssembleRoot && e.errno == nix::errno::Errno::EINVAL {
         hint = Some("overlayfs refused the layers; run `husk doctor` to check overlay support".into());
     }

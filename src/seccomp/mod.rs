@@ -146,7 +146,13 @@ impl Program {
     /// block forever). Allocates nothing.
     pub fn apply(&self, chan: &Channel) -> Result<(), StepError> {
         use crate::sys::seccomp::{SECCOMP_FILTER_FLAG_NEW_LISTENER, install_filter};
-        let flags = self.flags | if self.report() { SECCOMP_FILTER_FLAG_NEW_LISTENER } else { 0 };
+        // WAIT_KILLABLE_RECV only means something with a listener; the
+        // kernel refuses it without one.
+        const WAIT_KILLABLE_RECV: u32 = 1 << 5;
+        let flags = match self.report() {
+            true => self.flags | SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            false => self.flags & !WAIT_KILLABLE_RECV,
+        };
         let listener = install_filter(self.installed(), flags).at(Step::Seccomp)?;
         if let Some(l) = listener {
             chan.send_fd(Msg::SeccompListener, l.as_fd()).at(Step::Seccomp)?;
