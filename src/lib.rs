@@ -15,6 +15,7 @@ pub mod host;
 pub mod outcome;
 pub mod plan;
 pub mod rootfs;
+pub mod seccomp;
 pub mod spawn;
 pub mod spec;
 pub mod supervise;

@@ -31,6 +31,8 @@ pub enum PlanError {
     IdMap(#[from] IdMapError),
     #[error(transparent)]
     Mounts(#[from] rootfs::MountPlanError),
+    #[error(transparent)]
+    Seccomp(#[from] crate::seccomp::SeccompError),
     #[error("{0}")]
     Other(String),
 }
@@ -81,6 +83,9 @@ pub struct Plan {
     pub kill_grace: Option<Duration>,
     /// husk's own argv and environment areas, scrubbed by the init.
     pub arg_areas: Vec<(usize, usize)>,
+    /// The compiled filter, loaded last before execve; `None` only with
+    /// `--seccomp unconfined`.
+    pub seccomp: Option<crate::seccomp::Program>,
 }
 
 /// (arg_start, arg_end) and (env_start, env_end) of this process, from
@@ -334,6 +339,8 @@ impl Plan {
             caps_keep |= 1u64 << parse_cap(c)?;
         }
 
+        let seccomp = crate::seccomp::plan(&spec.seccomp, spec.seccomp_report, caps_keep, &host.store_root)?;
+
         // Mounts.
         let workdir =
             spec.workdir.clone().or(root.image.workdir.clone()).unwrap_or_else(|| crate::spec::DEFAULT_WORKDIR.into());
@@ -386,6 +393,7 @@ impl Plan {
             timeout: spec.timeout,
             kill_grace: spec.kill_grace,
             arg_areas: arg_areas(),
+            seccomp,
             spec,
         })
     }

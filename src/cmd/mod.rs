@@ -2,13 +2,15 @@
 
 pub mod doctor;
 pub mod run;
+pub mod seccomp;
 
 use crate::cli::{Cli, Command};
 
 /// Runs the parsed command line; returns the process exit code.
 pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
     match cli.command {
-        Command::Run(args) => run::run(*args, t_start),
+        Command::Run(args) => run::run(*args, cli.root, t_start),
+        Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
     }
 }

@@ -35,6 +35,8 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
     spec.rlimits =
         a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
     spec.id_range = a.id_range.as_deref().map(crate::userns::parse_range).transpose().map_err(|e| e.to_string())?;
+    spec.seccomp = crate::seccomp::parse_arg(&a.seccomp)?;
+    spec.seccomp_report = a.seccomp_report;
     spec.runtime = match a.runtime {
         RuntimeArg::Native => RuntimeChoice::Native,
         RuntimeArg::Runsc => RuntimeChoice::Runsc,
@@ -205,7 +207,7 @@ pub fn root_input(spec: &Spec) -> Result<RootInput<'static>, String> {
     }
 }
 
-pub fn run(args: RunArgs, t_start: u64) -> i32 {
+pub fn run(args: RunArgs, store_root: Option<PathBuf>, t_start: u64) -> i32 {
     let p = args.process.clone();
     let fail = |step: &str, msg: String| {
         let o = early_failure(step, msg, None);
@@ -217,7 +219,10 @@ pub fn run(args: RunArgs, t_start: u64) -> i32 {
     {
         return fail("arguments", e);
     }
-    let host = HostFacts::probe();
+    let mut host = HostFacts::probe();
+    if let Some(r) = store_root {
+        host.store_root = r;
+    }
     let root = match root_input(&spec) {
         Ok(r) => r,
         Err(e) => return fail("root", e),

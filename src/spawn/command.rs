@@ -1,6 +1,7 @@
 //! The command's process (pid 2): confinement steps in the order the kernel
-//! requires, ending in execve. Seccomp goes last so the filter also covers
-//! the execve itself.
+//! requires, then the seccomp filter, then execve. Seccomp goes last so the
+//! filter also covers the execve itself, and after no_new_privs, which
+//! loading a filter without CAP_SYS_ADMIN requires.
 
 use super::step::{AtStep, Step, StepError};
 use super::{fail, now_ns, phase};
@@ -32,6 +33,14 @@ pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES], gate: Owne
     }
     drop(gate);
     times[phase::CONFINED] = now_ns();
+    // Last, so the filter also covers execve and nothing of husk's own
+    // setup has to be allowed by the profile.
+    if let Some(seccomp) = &plan.seccomp
+        && let Err(e) = seccomp.apply(chan)
+    {
+        fail(chan, e);
+    }
+    times[phase::SECCOMP] = now_ns();
     let _ = chan.send(Msg::Times(*times));
     let errno = exec(plan);
     // exec failed: 127 when nothing was found, 126 when found but not runnable.
