@@ -414,7 +414,7 @@ os.execv(sys.argv[1], sys.argv[1:])
 #[test]
 fn a_filter_the_kernel_refuses_fails_the_run_instead_of_running_unfiltered() {
     let out = std::process::Command::new("python3")
-        .args(["-c", DENY_SECCOMP, husk_bin(), "run", "--json", "--", "echo", "ran"])
+        .args(["-c", DENY_SECCOMP, husk_bin().to_str().unwrap(), "run", "--json", "--", "echo", "ran"])
         .output()
         .unwrap();
     let v = verdict_of(&out);
