@@ -20,6 +20,8 @@ pub struct HostFacts {
     pub last_cap: u32,
     /// `husk` entries of /etc/subuid and /etc/subgid, when both exist.
     pub subid: Option<(IdRange, IdRange)>,
+    /// cgroup layout: v2 / v1 / hybrid, mounts, controllers, own cgroup.
+    pub cgroup: crate::cgroup::CgroupHost,
 }
 
 impl HostFacts {
@@ -34,7 +36,8 @@ impl HostFacts {
             (Some(u), Some(g)) => Some((u, g)),
             _ => None,
         };
-        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid }
+        let cgroup = crate::cgroup::CgroupHost::probe();
+        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, cgroup }
     }
 }
 

@@ -31,6 +31,8 @@ pub enum PlanError {
     IdMap(#[from] IdMapError),
     #[error(transparent)]
     Mounts(#[from] rootfs::MountPlanError),
+    #[error(transparent)]
+    Cgroup(#[from] crate::cgroup::CgroupError),
     #[error("{0}")]
     Other(String),
 }
@@ -79,6 +81,8 @@ pub struct Plan {
     pub last_cap: u32,
     pub timeout: Option<Duration>,
     pub kill_grace: Option<Duration>,
+    /// Resource limits and where the run's cgroup goes.
+    pub cgroup: crate::cgroup::CgroupPlan,
 }
 
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -333,6 +337,9 @@ impl Plan {
             names.push("net");
         }
 
+        let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
+        let cgroup = crate::cgroup::CgroupPlan::build(&spec.limits, &host.cgroup, who)?;
+
         Ok(Plan {
             id: new_id(),
             hostname: cstr("--hostname", &spec.hostname)?,
@@ -353,6 +360,7 @@ impl Plan {
             last_cap: host.last_cap,
             timeout: spec.timeout,
             kill_grace: spec.kill_grace,
+            cgroup,
             spec,
         })
     }

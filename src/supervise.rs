@@ -103,11 +103,13 @@ impl Watch<'_> {
             .collect();
         let mut chan_open = true;
         let mut drain_until: Option<Instant> = None;
+        // The group first: cgroup.kill takes every member at once, so
+        // nothing can fork away while the init's pid namespace collapses.
         let hard_kill = |group: Option<&dyn GroupKill>| {
-            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
             if let Some(g) = group {
                 g.kill_all();
             }
+            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
         };
 
         loop {
