@@ -98,8 +98,11 @@ fn become_root(plan: &Plan) -> R<()> {
         nix::unistd::setgroups(&[]).at(Step::BecomeRoot)?;
     }
     nix::unistd::setresuid(uid, uid, uid).at(Step::BecomeRoot)?;
-    // A credential change resets dumpability; set it again.
-    prctl::set_dumpable(false).at(Step::BecomeRoot)
+    // A credential change resets dumpability and the parent-death signal;
+    // set both again (without PDEATHSIG a SIGKILLed husk would leave the
+    // sandbox running, and its cgroup behind).
+    prctl::set_dumpable(false).at(Step::BecomeRoot)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::BecomeRoot)
 }
 
 /// chdir into the workdir and prove the cwd is inside the new root (a cwd
