@@ -152,14 +152,14 @@ pub fn parse_memory(s: &str) -> Result<u64, String> {
 
 /// `--cpus N`: fractional cpus (`0.5`, `2`, `1.25`) -> millicores.
 pub fn parse_cpus(s: &str) -> Result<u64, String> {
-    let err = || format!("invalid --cpus {s:?}: expected a positive number of cpus, e.g. 0.5, 1, 2.5");
+    let err = || format!("invalid value {s:?}: expected a positive number of cpus, e.g. 0.5, 1, 2.5");
     let t = s.trim();
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
     if (int.is_empty() && frac.is_empty()) || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
         return Err(err());
     }
     if frac.len() > 3 {
-        return Err(format!("invalid --cpus {s:?}: at most three decimals (millicores)"));
+        return Err(format!("invalid value {s:?}: at most three decimals (millicores)"));
     }
     let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| err())? };
     let frac: u64 = if frac.is_empty() { 0 } else { format!("{frac:0<3}").parse().map_err(|_| err())? };
@@ -175,7 +175,7 @@ pub fn parse_pids(s: &str) -> Result<u64, String> {
     if is_unlimited(s) {
         return Ok(UNLIMITED);
     }
-    s.trim().parse::<u64>().map_err(|_| format!("invalid --pids {s:?}: expected a number of tasks or 'unlimited'"))
+    s.trim().parse::<u64>().map_err(|_| format!("invalid value {s:?}: expected a number of tasks or 'unlimited'"))
 }
 
 /// The `--memory`, `--memory-swap`, `--cpus`, `--pids`, `--no-cgroup` and
