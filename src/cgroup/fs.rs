@@ -24,14 +24,48 @@ pub fn write(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
         .map_err(|e| io("writing", path, Some(value), &e))
 }
 
+/// Reads a control file. cgroupfs files are seq_files: one read returns
+/// all that fits, so a short read is the end (saves the EOF read and the
+/// size probe of `read_to_string`; every run reads about ten of these).
+fn read_path(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = [0u8; 4096];
+    let mut out = Vec::new();
+    loop {
+        let n = f.read(&mut buf)?;
+        out.extend_from_slice(&buf[..n]);
+        if n < buf.len() {
+            break;
+        }
+    }
+    String::from_utf8(out).map_err(|_| std::io::Error::from_raw_os_error(libc::EILSEQ))
+}
+
 pub fn read(dir: &Path, file: &str) -> Result<String, CgroupError> {
     let path = dir.join(file);
-    std::fs::read_to_string(&path).map_err(|e| io("reading", path, None, &e))
+    read_path(&path).map_err(|e| io("reading", path, None, &e))
 }
 
 /// A file that may legitimately be absent (older kernels, controller off).
 pub fn read_opt(dir: &Path, file: &str) -> Option<String> {
-    std::fs::read_to_string(dir.join(file)).ok()
+    read_path(&dir.join(file)).ok()
+}
+
+/// Writes a limit and reads back (on the same open file) what the kernel
+/// now holds, for the verdict: it may round (v1 memory to pages).
+pub fn write_read(dir: &Path, file: &str, value: &str) -> Result<String, CgroupError> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(file);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io("writing", path.clone(), Some(value), &e))?;
+    f.write_all_at(value.as_bytes(), 0).map_err(|e| io("writing", path.clone(), Some(value), &e))?;
+    let mut buf = [0u8; 128];
+    let n = f.read_at(&mut buf, 0).map_err(|e| io("reading back", path.clone(), None, &e))?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 /// mkdir that fails on anything but success (a leaf must be new: an
@@ -90,11 +124,6 @@ pub fn limit_value(text: &str) -> Option<u64> {
     t.parse::<u64>().ok().filter(|v| *v < (1 << 62))
 }
 
-/// First number in a file (memory.peak, pids.peak, memory.failcnt...).
-pub fn number(dir: &Path, file: &str) -> Option<u64> {
-    read_opt(dir, file)?.split_whitespace().next()?.parse().ok()
-}
-
 /// Pids listed in a cgroup.procs text.
 pub fn pids(text: &str) -> Vec<i32> {
     text.split_whitespace().filter_map(|p| p.parse().ok()).filter(|p| *p > 0).collect()
@@ -137,9 +166,17 @@ pub fn open_write(dir: &Path, file: &str) -> Result<std::os::fd::OwnedFd, Cgroup
     })
 }
 
-/// mkdir -p below a mount for husk's shared parents.
-pub fn mkdir_parents(path: &Path) -> Result<(), CgroupError> {
-    std::fs::create_dir_all(path).map_err(|e| io("creating cgroup", path.to_path_buf(), None, &e))
+/// Creates a run's leaf under `parent`, creating husk's shared parents
+/// first only when they are missing (the common case is one mkdir).
+pub fn mkdir_leaf(parent: &Path, leaf: &Path) -> Result<(), CgroupError> {
+    match std::fs::create_dir(leaf) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(parent).map_err(|e| io("creating cgroup", parent.to_path_buf(), None, &e))?;
+            mkdir_new(leaf)
+        }
+        Err(e) => Err(io("creating cgroup", leaf.to_path_buf(), None, &e)),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// Whether `host` swap is active (/proc/swaps lists a device): where swap

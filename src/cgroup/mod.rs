@@ -23,6 +23,7 @@ pub mod gc;
 pub mod limits;
 pub mod probe;
 mod report;
+mod stats;
 mod v1;
 mod v2;
 
@@ -61,6 +62,8 @@ pub enum CgroupError {
         "invalid --cgroup-parent {0:?}: give a path below the cgroup mount without '..', e.g. husk or mygroup/husk"
     )]
     BadParent(String),
+    #[error("the cgroup setup thread panicked")]
+    Thread,
     #[error(
         "swap cannot be limited here ({file} is missing) and the host has swap active, so --memory would not stop a run from swapping; fix: boot with swapaccount=1 (cgroup v1) or a kernel with CONFIG_MEMCG_SWAP, give --memory-swap unlimited to allow swap, or turn swap off"
     )]
@@ -163,7 +166,7 @@ impl CgroupPlan {
         let CgroupPlan::Enforced { limits, placement } = self else {
             return Ok(None);
         };
-        let (cg, applied): (Box<dyn Cgroup>, LimitsReport) = match placement {
+        let (cg, applied): (Box<dyn Cgroup + Send>, LimitsReport) = match placement {
             Placement::Unified(site) => {
                 let (cg, r) = v2::V2Cgroup::create(site, id, limits)?;
                 (Box::new(cg), r)
@@ -253,7 +256,7 @@ trait Cgroup {
 /// supervisor, the accounting for the verdict, and (on drop, on every path)
 /// its removal.
 pub struct SandboxCgroup {
-    cg: Box<dyn Cgroup>,
+    cg: Box<dyn Cgroup + Send>,
     limits: LimitsReport,
     group_killed: Cell<bool>,
 }

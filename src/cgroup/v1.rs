@@ -8,6 +8,7 @@ use super::fs;
 use super::limits::{Limits, Swap};
 use super::probe::{CgroupHost, CgroupMode, Controller};
 use super::report::{CgroupInfo, CpuLimit, Limit, LimitsReport, SwapLimit, Usage};
+use super::stats::{Stat, Stats};
 use super::v2::{self, PATIENCE, write_limit};
 use super::{Caller, Cgroup, CgroupError, KillMethod, parent_in, purpose};
 use nix::unistd::Pid;
@@ -92,6 +93,7 @@ pub struct V1Cgroup {
     nodes: Vec<(Vec<Controller>, PathBuf)>,
     /// Each node's `tasks` file, open for writing, for `join_self`.
     tasks: Vec<(PathBuf, OwnedFd)>,
+    stats: Stats,
     unified: Option<(PathBuf, OwnedFd)>,
     kill: KillMethod,
     live: bool,
@@ -100,19 +102,24 @@ pub struct V1Cgroup {
 impl V1Cgroup {
     pub fn create(site: &Site, id: &str, limits: &Limits) -> Result<(V1Cgroup, LimitsReport), CgroupError> {
         // Dropping `cg` on any error below removes what was made so far.
-        let mut cg = V1Cgroup { nodes: Vec::new(), tasks: Vec::new(), unified: None, kill: site.kill, live: true };
+        let mut cg = V1Cgroup {
+            nodes: Vec::new(),
+            tasks: Vec::new(),
+            stats: Stats::default(),
+            unified: None,
+            kill: site.kill,
+            live: true,
+        };
         for n in &site.nodes {
             let dir = n.parent.join(id);
-            fs::mkdir_parents(&n.parent)?;
-            fs::mkdir_new(&dir)?;
+            fs::mkdir_leaf(&n.parent, &dir)?;
             cg.nodes.push((n.controllers.clone(), dir.clone()));
             let fd = fs::open_write(&dir, "tasks")?;
             cg.tasks.push((dir, fd));
         }
         if let Some(parent) = &site.unified {
             let dir = parent.join(id);
-            fs::mkdir_parents(parent)?;
-            fs::mkdir_new(&dir)?;
+            fs::mkdir_leaf(parent, &dir)?;
             match fs::open_dir(&dir) {
                 Ok(fd) => cg.unified = Some((dir, fd)),
                 Err(e) => {
@@ -122,6 +129,7 @@ impl V1Cgroup {
             }
         }
         let mut report = cg.apply(limits)?;
+        cg.open_stats(report.swap.how == "memory.memsw.limit_in_bytes");
         report.cgroup = CgroupInfo {
             mode: if site.hybrid { "hybrid" } else { "v1" },
             paths: cg.dirs().map(|d| d.display().to_string()).collect(),
@@ -133,6 +141,30 @@ impl V1Cgroup {
 
     fn node(&self, c: Controller) -> Option<&Path> {
         self.nodes.iter().find(|(cs, _)| cs.contains(&c)).map(|(_, d)| d.as_path())
+    }
+
+    fn open_stats(&mut self, memsw: bool) {
+        let mut s = Stats::default();
+        if let Some(d) = self.node(Controller::Memory) {
+            s.open(Stat::MemoryPeak, d, "memory.max_usage_in_bytes");
+            // With memory+swap capped, charges meet memsw's counter first.
+            s.open(Stat::MemoryFailcnt, d, if memsw { "memory.memsw.failcnt" } else { "memory.failcnt" });
+            s.open(Stat::OomControl, d, "memory.oom_control");
+        }
+        if let Some(d) = self.node(Controller::Pids) {
+            s.open(Stat::PidsPeak, d, "pids.peak");
+            s.open(Stat::PidsEvents, d, "pids.events");
+        }
+        if let Some((d, _)) = &self.unified {
+            s.open(Stat::CpuUsage, d, "cpu.stat");
+        } else if let Some(d) = self.node(Controller::Cpuacct) {
+            s.open(Stat::CpuacctUser, d, "cpuacct.usage_user");
+            s.open(Stat::CpuacctSys, d, "cpuacct.usage_sys");
+        }
+        if let Some(d) = self.node(Controller::Cpu) {
+            s.open(Stat::CpuThrottleV1, d, "cpu.stat");
+        }
+        self.stats = s;
     }
 
     fn dirs(&self) -> impl Iterator<Item = &Path> {
@@ -160,14 +192,14 @@ impl V1Cgroup {
             let d = need(Controller::Memory)?;
             r.memory.applied = write_limit(d, "memory.limit_in_bytes", m)?;
             r.memory.file = Some("memory.limit_in_bytes");
-            r.swap = apply_swap(d, m, l.swap)?;
+            r.swap = apply_swap(d, r.memory.applied.unwrap_or(m), l.swap)?;
         }
         if let Some(c) = l.cpu {
             let d = need(Controller::Cpu)?;
-            fs::write(d, "cpu.cfs_period_us", &c.period_us.to_string())?;
-            fs::write(d, "cpu.cfs_quota_us", &c.quota_us.to_string())?;
-            let quota = fs::number(d, "cpu.cfs_quota_us").unwrap_or(0);
-            let period = fs::number(d, "cpu.cfs_period_us").unwrap_or(1).max(1);
+            let period = fs::write_read(d, "cpu.cfs_period_us", &c.period_us.to_string())?;
+            let quota = fs::write_read(d, "cpu.cfs_quota_us", &c.quota_us.to_string())?;
+            let period = period.trim().parse::<u64>().unwrap_or(1).max(1);
+            let quota = quota.trim().parse::<u64>().unwrap_or(0);
             r.cpus = Some(CpuLimit {
                 requested: c.millicores as f64 / 1000.0,
                 applied: quota as f64 / period as f64,
@@ -212,10 +244,7 @@ fn apply_swap(d: &Path, memory: u64, swap: Swap) -> Result<SwapLimit, CgroupErro
     };
     let file = "memory.memsw.limit_in_bytes";
     match write_limit(d, file, total) {
-        Ok(applied) => {
-            let mem = fs::number(d, "memory.limit_in_bytes").unwrap_or(memory);
-            Ok(SwapLimit { requested, applied_bytes: applied.map(|t| t.saturating_sub(mem)), how: file })
-        }
+        Ok(applied) => Ok(SwapLimit { requested, applied_bytes: applied.map(|t| t.saturating_sub(memory)), how: file }),
         Err(CgroupError::Io { errno: nix::errno::Errno::ENOENT, .. }) if !fs::host_has_swap() => {
             Ok(SwapLimit { requested, applied_bytes: Some(0), how: "host has no swap" })
         }
@@ -265,31 +294,7 @@ impl Cgroup for V1Cgroup {
     }
 
     fn usage(&self) -> Usage {
-        let mut u = Usage::default();
-        if let Some(d) = self.node(Controller::Memory) {
-            u.memory_peak_bytes = fs::number(d, "memory.max_usage_in_bytes");
-            // With swap limited, charges meet memsw's counter first.
-            u.memory_limit_hits =
-                fs::number(d, "memory.failcnt").map(|n| n + fs::number(d, "memory.memsw.failcnt").unwrap_or(0));
-            u.oom_kills = fs::read_opt(d, "memory.oom_control").and_then(|t| fs::keyed(&t, "oom_kill"));
-        }
-        if let Some(d) = self.node(Controller::Pids) {
-            u.pids_peak = fs::number(d, "pids.peak");
-            u.pids_limit_hits = fs::read_opt(d, "pids.events").and_then(|t| fs::keyed(&t, "max"));
-        }
-        if let Some((d, _)) = &self.unified {
-            v2::cpu_usage(d, &mut u);
-        } else if let Some(d) = self.node(Controller::Cpuacct) {
-            u.cpu_user_usec = fs::number(d, "cpuacct.usage_user").map(|ns| ns / 1000);
-            u.cpu_system_usec = fs::number(d, "cpuacct.usage_sys").map(|ns| ns / 1000);
-        }
-        if let Some(d) = self.node(Controller::Cpu)
-            && let Some(t) = fs::read_opt(d, "cpu.stat")
-        {
-            u.cpu_throttled_periods = fs::keyed(&t, "nr_throttled");
-            u.cpu_throttled_usec = fs::keyed(&t, "throttled_time").map(|ns| ns / 1000);
-        }
-        u
+        self.stats.usage()
     }
 
     fn remove(&mut self) -> Result<(), CgroupError> {
@@ -297,6 +302,7 @@ impl Cgroup for V1Cgroup {
             return Ok(());
         }
         self.tasks.clear();
+        self.stats.clear();
         let mut first_err = None;
         let dirs: Vec<PathBuf> = self.dirs().map(Path::to_path_buf).collect();
         for d in dirs {

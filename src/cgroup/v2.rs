@@ -7,6 +7,7 @@ use super::fs;
 use super::limits::{Limits, Swap};
 use super::probe::{CgroupHost, Controller};
 use super::report::{CgroupInfo, CpuLimit, Limit, LimitsReport, SwapLimit, Usage};
+use super::stats::{Stat, Stats};
 use super::{Caller, Cgroup, CgroupError, KillMethod, parent_in, purpose};
 use nix::unistd::Pid;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -138,17 +139,6 @@ fn freeze_kill(dir: &Path) -> Result<(), CgroupError> {
     result
 }
 
-/// CPU time from cpu.stat (always present in v2), and throttling where
-/// the cpu controller is enabled.
-pub(super) fn cpu_usage(dir: &Path, u: &mut Usage) {
-    if let Some(t) = fs::read_opt(dir, "cpu.stat") {
-        u.cpu_user_usec = fs::keyed(&t, "user_usec");
-        u.cpu_system_usec = fs::keyed(&t, "system_usec");
-        u.cpu_throttled_periods = fs::keyed(&t, "nr_throttled").or(u.cpu_throttled_periods);
-        u.cpu_throttled_usec = fs::keyed(&t, "throttled_usec").or(u.cpu_throttled_usec);
-    }
-}
-
 /// Puts `pid` into the cgroup unless it was born there. Only the clone(2)
 /// fallback (kernels before 5.7, or clone3 filtered) needs this: a
 /// migration takes the kernel's threadgroup lock for writing, which costs an
@@ -164,6 +154,7 @@ pub(super) fn attach(dir: &Path, pid: Pid, born_inside: bool) -> Result<(), Cgro
 pub struct V2Cgroup {
     dir: PathBuf,
     fd: OwnedFd,
+    stats: Stats,
     kill: KillMethod,
     live: bool,
 }
@@ -176,8 +167,18 @@ impl V2Cgroup {
         let fd = fs::open_dir(&dir).inspect_err(|_| {
             let _ = std::fs::remove_dir(&dir);
         })?;
-        let cg = V2Cgroup { dir, fd, kill: site.kill, live: true };
+        let mut cg = V2Cgroup { dir, fd, stats: Stats::default(), kill: site.kill, live: true };
         let report = cg.apply(limits)?;
+        let d = &cg.dir;
+        for (stat, file) in [
+            (Stat::MemoryPeak, "memory.peak"),
+            (Stat::MemoryEvents, "memory.events"),
+            (Stat::CpuUsage, "cpu.stat"),
+            (Stat::PidsPeak, "pids.peak"),
+            (Stat::PidsEvents, "pids.events"),
+        ] {
+            cg.stats.open(stat, d, file);
+        }
         Ok((cg, report))
     }
 
@@ -201,8 +202,7 @@ impl V2Cgroup {
             r.swap = apply_swap(d, m, l.swap)?;
         }
         if let Some(c) = l.cpu {
-            fs::write(d, "cpu.max", &format!("{} {}", c.quota_us, c.period_us))?;
-            let text = fs::read(d, "cpu.max")?;
+            let text = fs::write_read(d, "cpu.max", &format!("{} {}", c.quota_us, c.period_us))?;
             let mut it = text.split_whitespace();
             let quota = it.next().and_then(|q| q.parse::<u64>().ok()).unwrap_or(0);
             let period = it.next().and_then(|p| p.parse::<u64>().ok()).unwrap_or(1);
@@ -224,8 +224,7 @@ impl V2Cgroup {
 
 /// Writes a limit and reads back what the kernel holds (it may round).
 pub(super) fn write_limit(dir: &Path, file: &str, value: u64) -> Result<Option<u64>, CgroupError> {
-    fs::write(dir, file, &value.to_string())?;
-    Ok(fs::limit_value(&fs::read(dir, file)?))
+    Ok(fs::limit_value(&fs::write_read(dir, file, &value.to_string())?))
 }
 
 fn apply_swap(d: &Path, memory: u64, swap: Swap) -> Result<SwapLimit, CgroupError> {
@@ -264,22 +263,14 @@ impl Cgroup for V2Cgroup {
     }
 
     fn usage(&self) -> Usage {
-        let d = &self.dir;
-        let mut u = Usage { memory_peak_bytes: fs::number(d, "memory.peak"), ..Default::default() };
-        if let Some(t) = fs::read_opt(d, "memory.events") {
-            u.memory_limit_hits = fs::keyed(&t, "max");
-            u.oom_kills = fs::keyed(&t, "oom_kill");
-        }
-        cpu_usage(d, &mut u);
-        u.pids_peak = fs::number(d, "pids.peak");
-        u.pids_limit_hits = fs::read_opt(d, "pids.events").and_then(|t| fs::keyed(&t, "max"));
-        u
+        self.stats.usage()
     }
 
     fn remove(&mut self) -> Result<(), CgroupError> {
         if !self.live {
             return Ok(());
         }
+        self.stats.clear();
         let r = fs::rmdir(
             &self.dir,
             &|| {
