@@ -344,7 +344,7 @@ fn rootless_without_delegation_fails_closed() {
             let bin = format!("/tmp/husk-rootless-cg-{}", std::process::id());
             std::fs::copy(husk_bin(), &bin).unwrap();
             let out = std::process::Command::new("su")
-                .args(["tester", "-c", &format!("{bin} run --json {extra} -- true")])
+                .args(["tester", "-c", &format!("env -u HUSK_NO_CGROUP {bin} run --json {extra} -- true")])
                 .stdin(Stdio::null())
                 .output()
                 .unwrap();
@@ -354,7 +354,8 @@ fn rootless_without_delegation_fails_closed() {
         } else {
             let args: Vec<&str> =
                 ["run", "--json"].into_iter().chain(extra.split_whitespace()).chain(["--", "true"]).collect();
-            let out = husk(&args).output().unwrap();
+            // The rootless pass may set HUSK_NO_CGROUP for other tests.
+            let out = husk(&args).env_remove("HUSK_NO_CGROUP").output().unwrap();
             let so = String::from_utf8_lossy(&out.stdout).into_owned();
             (out.status.code().unwrap_or(-1), so, String::from_utf8_lossy(&out.stderr).into_owned())
         }

@@ -188,6 +188,32 @@ impl CgroupPlan {
     }
 }
 
+/// For `husk doctor`: whether husk's default limits can be enforced here
+/// (`ok`, what was found, and the fix when not).
+pub fn doctor(host: &CgroupHost, who: Caller) -> (bool, String, Option<String>) {
+    let plan = CgroupPlan::build(&crate::spec::LimitSpec::default(), host, who);
+    let mut detail = format!("mode {}", host.mode.name());
+    if let Ok(CgroupPlan::Enforced { placement, .. }) = &plan {
+        let (parent, kill) = match placement {
+            Placement::Unified(s) => (s.parent.display().to_string(), s.kill),
+            Placement::Legacy(s) => (
+                s.nodes
+                    .iter()
+                    .map(|n| n.parent.display().to_string())
+                    .chain(s.unified.iter().map(|u| u.display().to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                s.kill,
+            ),
+        };
+        detail.push_str(&format!("; runs go under {parent}; group kill by {}", kill.name()));
+    }
+    match plan {
+        Ok(_) => (true, detail, None),
+        Err(e) => (false, detail, Some(e.to_string())),
+    }
+}
+
 /// `--cgroup-parent`: a relative path below the mount (or delegated root).
 fn parse_parent(p: &str) -> Result<PathBuf, CgroupError> {
     let rel = p.trim_matches('/');
