@@ -92,6 +92,15 @@ fn cgroup_error(e: CgroupError) -> ErrorReport {
 type CgroupRun = Option<(CgroupReport, f64, f64)>;
 
 fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), ErrorReport> {
+    // Forwarded signals are blocked from here on (the cgroup helper thread
+    // inherits the mask), so a Ctrl-C during setup is delivered to the
+    // sandbox later instead of killing husk with its cgroup half made.
+    let signals = signal_fd().map_err(|e| ErrorReport {
+        step: "signals".into(),
+        errno: Some(format!("{e:?}")),
+        message: format!("creating the signalfd: {e}"),
+        hint: None,
+    })?;
     // The cgroup is created (limits applied) before clone so the sandbox is
     // born inside it. A scoped helper thread does that while this one
     // clones the host trees; it is joined before clone, which needs a
@@ -130,7 +139,6 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
         stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
         stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
     };
-    let signals = signal_fd().map_err(pipe_err)?;
     let spawned = spawn(plan, stdio, cgroup.as_ref().map(|c| c as &dyn CgroupJoin)).map_err(spawn_error)?;
     // Our copies of the write ends must go, or the reads never see EOF.
     let limit = io.capture.unwrap_or(0);

@@ -86,6 +86,10 @@ pub fn mkdir_shared(path: &Path) -> Result<(), CgroupError> {
 /// rmdir of a cgroup husk created. A cgroup whose last task just died can
 /// still read as populated for a moment; on EBUSY `kill` runs once and the
 /// rmdir is retried until `patience` runs out.
+///
+/// A sandbox that could write its own cgroup (rootless, with a capability
+/// to mount cgroupfs) may have made child cgroups in it; those are inside
+/// husk's leaf, so they are removed first, deepest first.
 pub fn rmdir(path: &Path, kill: &dyn Fn(), patience: Duration) -> Result<(), CgroupError> {
     let start = Instant::now();
     let mut killed = false;
@@ -93,10 +97,16 @@ pub fn rmdir(path: &Path, kill: &dyn Fn(), patience: Duration) -> Result<(), Cgr
         match std::fs::remove_dir(path) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if errno_of(&e) == Errno::EBUSY && start.elapsed() < patience => {
+            Err(e) if matches!(errno_of(&e), Errno::EBUSY | Errno::ENOTEMPTY) && start.elapsed() < patience => {
                 if !killed {
                     kill();
                     killed = true;
+                }
+                if let Ok(entries) = std::fs::read_dir(path) {
+                    for sub in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+                        let left = patience.saturating_sub(start.elapsed());
+                        rmdir(&sub.path(), &|| {}, left)?;
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
