@@ -2,7 +2,8 @@
 //! hierarchies (one directory per hierarchy husk joins), and on hybrid hosts
 //! membership and kill through the unified hierarchy as well (clone into it,
 //! cgroup.kill there). The v1 directories cannot be cloned into, so the
-//! child is attached to them by pid before it is released to run anything.
+//! child moves itself into them as its first action after clone, before it
+//! even waits for release (see `join_self`).
 
 use super::fs;
 use super::limits::{Limits, Swap};
@@ -92,7 +93,7 @@ impl Site {
 pub struct V1Cgroup {
     nodes: Vec<(Vec<Controller>, PathBuf)>,
     /// Each node's `tasks` file, open for writing, for `join_self`.
-    tasks: Vec<(PathBuf, OwnedFd)>,
+    tasks: Vec<OwnedFd>,
     stats: Stats,
     unified: Option<(PathBuf, OwnedFd)>,
     kill: KillMethod,
@@ -114,8 +115,7 @@ impl V1Cgroup {
             let dir = n.parent.join(id);
             fs::mkdir_leaf(&n.parent, &dir)?;
             cg.nodes.push((n.controllers.clone(), dir.clone()));
-            let fd = fs::open_write(&dir, "tasks")?;
-            cg.tasks.push((dir, fd));
+            cg.tasks.push(fs::open_write(&dir, "tasks")?);
         }
         if let Some(parent) = &site.unified {
             let dir = parent.join(id);
@@ -265,7 +265,7 @@ impl Cgroup for V1Cgroup {
     /// for writing; the parent writing the child's pid to cgroup.procs would
     /// wait out an RCU grace period (10-20 ms measured here) on every run.
     fn join_self(&self) -> Result<(), nix::errno::Errno> {
-        for (_, fd) in &self.tasks {
+        for fd in &self.tasks {
             nix::unistd::write(fd, b"0")?;
         }
         Ok(())
