@@ -62,8 +62,6 @@ pub enum CgroupError {
         "invalid --cgroup-parent {0:?}: give a path below the cgroup mount without '..', e.g. husk or mygroup/husk"
     )]
     BadParent(String),
-    #[error("the cgroup setup thread panicked")]
-    Thread,
     #[error(
         "swap cannot be limited here ({file} is missing) and the host has swap active, so --memory would not stop a run from swapping; fix: boot with swapaccount=1 (cgroup v1) or a kernel with CONFIG_MEMCG_SWAP, give --memory-swap unlimited to allow swap, or turn swap off"
     )]
@@ -166,7 +164,7 @@ impl CgroupPlan {
         let CgroupPlan::Enforced { limits, placement } = self else {
             return Ok(None);
         };
-        let (cg, applied): (Box<dyn Cgroup + Send>, LimitsReport) = match placement {
+        let (cg, applied): (Box<dyn Cgroup>, LimitsReport) = match placement {
             Placement::Unified(site) => {
                 let (cg, r) = v2::V2Cgroup::create(site, id, limits)?;
                 (Box::new(cg), r)
@@ -282,7 +280,7 @@ trait Cgroup {
 /// supervisor, the accounting for the verdict, and (on drop, on every path)
 /// its removal.
 pub struct SandboxCgroup {
-    cg: Box<dyn Cgroup + Send>,
+    cg: Box<dyn Cgroup>,
     limits: LimitsReport,
     group_killed: Cell<bool>,
 }
