@@ -196,8 +196,37 @@ pub fn host_has_swap() -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Real-kernel check of a group kill: a test cgroup under `mount`
+    /// holding three sleepers (one of them forked by a shell), killed by
+    /// `kill`; every sleeper must die of SIGKILL. Needs root.
+    pub fn kill_test(mount: &Path, kill: impl Fn(&Path) -> Result<(), CgroupError>) {
+        use std::os::unix::process::ExitStatusExt;
+        if !nix::unistd::Uid::effective().is_root() {
+            return println!("SKIP: needs root");
+        }
+        let dir = mount.join(format!("husk-unit-kill-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let mut kids: Vec<std::process::Child> = (0..2)
+            .map(|_| std::process::Command::new("sleep").arg("60").spawn().unwrap())
+            .chain(std::iter::once(std::process::Command::new("sh").args(["-c", "sleep 60 & wait"]).spawn().unwrap()))
+            .collect();
+        for k in &kids {
+            write(&dir, "cgroup.procs", &k.id().to_string()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let r = kill(&dir);
+        let statuses: Vec<_> = kids.iter_mut().map(|k| k.wait().unwrap()).collect();
+        // The shell's own child is in the cgroup too (it forked there).
+        let left = pids(&read(&dir, "cgroup.procs").unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::remove_dir(&dir).unwrap();
+        r.unwrap();
+        assert!(statuses.iter().all(|s| s.signal() == Some(libc::SIGKILL)), "{statuses:?}");
+        assert!(left.is_empty(), "members left: {left:?}");
+    }
 
     #[test]
     fn flat_keyed_files_parse() {

@@ -215,24 +215,24 @@ impl V1Cgroup {
         }
         Ok(r)
     }
+}
 
-    /// v1 freezer: freeze, SIGKILL every member, thaw (v1 frozen tasks only
-    /// die once thawed).
-    fn freezer_kill(&self, d: &Path) -> Result<(), CgroupError> {
-        fs::write(d, "freezer.state", "FROZEN")?;
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(200) {
-            if fs::read_opt(d, "freezer.state").is_some_and(|s| s.trim() == "FROZEN") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
+/// v1 freezer: freeze, SIGKILL every member, thaw (v1 frozen tasks only
+/// die once thawed).
+fn freezer_kill(d: &Path) -> Result<(), CgroupError> {
+    fs::write(d, "freezer.state", "FROZEN")?;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(200) {
+        if fs::read_opt(d, "freezer.state").is_some_and(|s| s.trim() == "FROZEN") {
+            break;
         }
-        for p in fs::pids(&fs::read(d, "cgroup.procs")?) {
-            let _ = nix::sys::signal::kill(Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
-        }
-        fs::write(d, "freezer.state", "THAWED")?;
-        fs::kill_listed(d)
+        std::thread::sleep(Duration::from_millis(1));
     }
+    for p in fs::pids(&fs::read(d, "cgroup.procs")?) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+    }
+    fs::write(d, "freezer.state", "THAWED")?;
+    fs::kill_listed(d)
 }
 
 /// v1 swap: memory.memsw.limit_in_bytes caps memory + swap together.
@@ -285,7 +285,7 @@ impl Cgroup for V1Cgroup {
             return v2::kill(d, self.kill);
         }
         match (self.kill, self.node(Controller::Freezer)) {
-            (KillMethod::Freeze, Some(d)) => self.freezer_kill(d),
+            (KillMethod::Freeze, Some(d)) => freezer_kill(d),
             _ => match self.nodes.first() {
                 Some((_, d)) => fs::kill_listed(d),
                 None => Ok(()),
@@ -367,6 +367,15 @@ mod tests {
         assert!(site.unified.is_none());
         assert_eq!(site.kill, KillMethod::Freeze);
         assert!(site.nodes.iter().any(|n| n.controllers == [Controller::Cpuacct]));
+    }
+
+    #[test]
+    fn v1_freezer_kill_takes_every_member() {
+        let host = CgroupHost::probe();
+        let Some(m) = host.v1_mount(Controller::Freezer) else {
+            return println!("SKIP: no v1 freezer hierarchy on this host (covered by the v2 freeze test)");
+        };
+        super::super::fs::tests::kill_test(&m.path, freezer_kill);
     }
 
     #[test]

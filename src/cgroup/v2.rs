@@ -294,6 +294,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn freeze_fallback_and_signal_loop_kill_every_member() {
+        // The kernel here has cgroup.kill; the fallbacks must work too.
+        let host = CgroupHost::probe();
+        let Some(u) = host.unified else {
+            return println!("SKIP: no cgroup2 mount on this host");
+        };
+        fs::tests::kill_test(&u.path, |d| kill(d, KillMethod::Freeze));
+        fs::tests::kill_test(&u.path, |d| kill(d, KillMethod::Signal));
+        fs::tests::kill_test(&u.path, |d| kill(d, KillMethod::CgroupKill));
+    }
+
+    #[test]
     fn only_missing_controllers_are_enabled() {
         let ctrls = [Controller::Memory, Controller::Pids, Controller::Cpu];
         assert_eq!(missing("cpuset cpu io memory", &ctrls), vec!["+pids".to_string()]);
