@@ -32,6 +32,8 @@ pub enum Command {
     /// Inspect seccomp profiles: validate one, or print a shipped one.
     #[command(subcommand)]
     Seccomp(SeccompCommand),
+    /// Remove what crashed runs left behind (stale cgroups).
+    Gc(GcArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -126,6 +128,35 @@ pub struct SandboxArgs {
     /// verdict (the filter stays as strict: husk answers each denial).
     #[arg(long)]
     pub seccomp_report: bool,
+    /// Memory limit (cgroup), e.g. 256M, 2G, or "unlimited".
+    /// Default: 2G or half the host's RAM, whichever is smaller.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+
+    /// Memory + swap limit (Docker's meaning); default: equal to --memory
+    /// (no swap). "unlimited" allows any swap.
+    #[arg(long, value_name = "SIZE")]
+    pub memory_swap: Option<String>,
+
+    /// CPU quota in cpus, fractional (0.5, 2); default: none.
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<String>,
+
+    /// Task limit (processes + threads, the sandbox init included);
+    /// default 1024, "unlimited" to lift it.
+    #[arg(long, value_name = "N")]
+    pub pids: Option<String>,
+
+    /// Run without a cgroup: no memory/cpu/pids limits, no accounting
+    /// (the verdict says limits: "none").
+    #[arg(long, env = "HUSK_NO_CGROUP", value_parser = clap::builder::BoolishValueParser::new(),
+          conflicts_with_all = ["memory", "memory_swap", "cpus", "pids", "cgroup_parent"])]
+    pub no_cgroup: bool,
+
+    /// Parent cgroup, relative to each cgroup mount (default: husk; as an
+    /// unprivileged user: husk in the delegated subtree).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup_parent: Option<String>,
 }
 
 /// How one command is run and reported (shared by run and exec).
@@ -175,6 +206,21 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// Machine-readable report.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also look under this parent cgroup (as given to `run --cgroup-parent`).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup_parent: Option<String>,
+
+    /// Leave cgroups younger than this (a run may be starting in them).
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
+    pub min_age: Duration,
 }
 
 #[derive(Args, Debug)]

@@ -113,11 +113,13 @@ impl Watch<'_> {
         let report = self.seccomp.filter(|p| p.report());
         let mut listener: Option<OwnedFd> = None;
         let mut drain_until: Option<Instant> = None;
+        // The group first: cgroup.kill takes every member at once, so
+        // nothing can fork away while the init's pid namespace collapses.
         let hard_kill = |group: Option<&dyn GroupKill>| {
-            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
             if let Some(g) = group {
                 g.kill_all();
             }
+            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
         };
 
         loop {

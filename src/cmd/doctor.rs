@@ -110,16 +110,9 @@ pub fn collect() -> Report {
     ));
     let pidfd = crate::sys::process::pidfd_open(nix::unistd::getpid()).is_ok();
     checks.push(check("pidfd", true, pidfd, "pidfd_open(2)".into(), Some("Linux 5.3 or newer")));
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let v2 = mountinfo.lines().any(|l| l.contains(" - cgroup2 "));
-    let v1 = mountinfo.lines().any(|l| l.contains(" - cgroup "));
-    let mode = match (v1, v2) {
-        (true, true) => "hybrid (v1 controllers + v2)",
-        (false, true) => "v2 (unified)",
-        (true, false) => "v1",
-        _ => "none mounted",
-    };
-    checks.push(check("cgroups", false, v1 || v2, mode.into(), Some("mount cgroup2 at /sys/fs/cgroup")));
+    let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
+    let (ok, detail, fix) = crate::cgroup::doctor(&host.cgroup, who);
+    checks.push(Check { name: "cgroups", ok, required: true, detail, fix });
     let runsc = which("runsc");
     checks.push(check(
         "runsc",

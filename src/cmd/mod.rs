@@ -1,6 +1,7 @@
 //! One file per subcommand: arguments -> Spec -> library calls -> exit code.
 
 pub mod doctor;
+pub mod gc;
 pub mod run;
 pub mod seccomp;
 
@@ -12,5 +13,6 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Run(args) => run::run(*args, cli.root, t_start),
         Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
+        Command::Gc(args) => gc::gc(args),
     }
 }

@@ -42,6 +42,7 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
         RuntimeArg::Runsc => RuntimeChoice::Runsc,
         RuntimeArg::Auto => RuntimeChoice::Auto,
     };
+    spec.limits = crate::cgroup::limits::spec_from_args(a)?;
     Ok(())
 }
 
@@ -157,6 +158,9 @@ pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json
         let mut out = std::io::stdout().lock();
         let _ = serde_json::to_writer(&mut out, &v);
         let _ = out.write_all(b"\n");
+    }
+    if let Some(line) = crate::cgroup::explain(outcome) {
+        eprintln!("husk: {line}");
     }
     if outcome.termination == Termination::SetupFailed
         && let Some(e) = &outcome.error
