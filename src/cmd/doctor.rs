@@ -29,6 +29,11 @@ fn check(name: &'static str, required: bool, ok: bool, detail: String, fix: Opti
     Check { name, ok, required, detail, fix: if ok { None } else { fix.map(str::to_string) } }
 }
 
+/// `HUSK_NO_CGROUP` set to a true value, as clap reads it for --no-cgroup.
+fn no_cgroup_opt_out() -> bool {
+    std::env::var("HUSK_NO_CGROUP").map(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")).unwrap_or(false)
+}
+
 fn kernel_release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default()
 }
@@ -37,6 +42,7 @@ fn kernel_release() -> String {
 fn sandbox_check(host: &HostFacts) -> Check {
     let mut spec = Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = OutputSpec::Capture { limit: 4096 };
+    spec.limits.no_cgroup = no_cgroup_opt_out();
     let root = match crate::cmd::run::root_input(&spec) {
         Ok(r) => r,
         Err(e) => return check("sandbox", true, false, e, None),
@@ -112,7 +118,11 @@ pub fn collect() -> Report {
     checks.push(check("pidfd", true, pidfd, "pidfd_open(2)".into(), Some("Linux 5.3 or newer")));
     let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
     let (ok, detail, fix) = crate::cgroup::doctor(&host.cgroup, who);
-    checks.push(Check { name: "cgroups", ok, required: true, detail, fix });
+    // With the explicit opt-out (HUSK_NO_CGROUP=1, what --no-cgroup reads),
+    // runs need no cgroup, so its absence does not block native isolation.
+    let required = !no_cgroup_opt_out();
+    let detail = if required { detail } else { format!("{detail} (not required: HUSK_NO_CGROUP is set)") };
+    checks.push(Check { name: "cgroups", ok, required, detail, fix });
     let runsc = which("runsc");
     checks.push(check(
         "runsc",
