@@ -98,6 +98,7 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64), ErrorReport>
         timeout: plan.timeout,
         kill_grace: plan.kill_grace,
         group: None,
+        stop: None,
     }
     .run();
     Ok((watched, spawned.t_clone))
