@@ -29,6 +29,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Check what this host supports and how to fix what it does not.
     Doctor(DoctorArgs),
+    /// Remove what runs killed before their own cleanup left behind.
+    Gc(GcArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -110,9 +112,19 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
     pub id_range: Option<String>,
 
-    /// Isolation backend.
+    /// Isolation backend: native, runsc (gVisor), or auto (native where the
+    /// host supports it, else runsc; refuses if neither works).
     #[arg(long, value_enum, default_value = "native")]
     pub runtime: RuntimeArg,
+
+    /// The runsc binary (default: runsc in PATH).
+    #[arg(long, value_name = "PATH")]
+    pub runsc_path: Option<PathBuf>,
+
+    /// gVisor platform for runsc (default: systrap where the installed runsc
+    /// has it, else ptrace; kvm only when asked).
+    #[arg(long, value_name = "NAME")]
+    pub runsc_platform: Option<String>,
 }
 
 /// How one command is run and reported (shared by run and exec).
@@ -166,6 +178,13 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
+    /// Machine-readable report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
     /// Machine-readable report.
     #[arg(long)]
     pub json: bool,

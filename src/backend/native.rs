@@ -105,7 +105,7 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64), ErrorReport>
 }
 
 /// Human description of a failed step, naming the mount it was at.
-fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
+pub(crate) fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
     let mut msg = format!("setup failed at {}: {:?} ({})", e.step.name(), e.errno, e.errno.desc());
     let mut hint = None;
     if e.step == Step::MountFilesystems

@@ -1,6 +1,7 @@
 //! One file per subcommand: arguments -> Spec -> library calls -> exit code.
 
 pub mod doctor;
+pub mod gc;
 pub mod run;
 
 use crate::cli::{Cli, Command};
@@ -8,7 +9,8 @@ use crate::cli::{Cli, Command};
 /// Runs the parsed command line; returns the process exit code.
 pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
     match cli.command {
-        Command::Run(args) => run::run(*args, t_start),
+        Command::Run(args) => run::run(*args, cli.state_dir.as_deref(), t_start),
         Command::Doctor(args) => doctor::doctor(args),
+        Command::Gc(args) => gc::gc(args, cli.state_dir.as_deref()),
     }
 }

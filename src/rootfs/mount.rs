@@ -94,14 +94,15 @@ pub fn assemble(plan: &MountPlan) -> R<Assembled> {
 }
 
 /// Steps private_mounts .. assemble_root: clones the host trees of the root
-/// and of the ops `wanted` selects, makes every mount private, mounts the
+/// and of the ops `wanted` selects (by index), makes every mount private, mounts the
 /// staging tmpfs and builds the root (scaffold tmpfs or overlay) in it. The
 /// ops themselves are left to `mount_ops` (native) or to another runtime
 /// (runsc mounts them as OCI mounts, see `stage`).
-pub fn prepare(plan: &MountPlan, wanted: impl Fn(&MountOp) -> bool) -> R<Assembled> {
+pub fn prepare(plan: &MountPlan, wanted: impl Fn(usize) -> bool) -> R<Assembled> {
     // Clone every host tree while all host paths are still visible (the
     // staging tmpfs below may cover one of them).
-    for src in plan.root_sources().chain(plan.ops.iter().filter(|op| wanted(op)).flat_map(|op| op.sources())) {
+    let ops = plan.ops.iter().enumerate().filter(|(i, _)| wanted(*i)).flat_map(|(_, op)| op.sources());
+    for src in plan.root_sources().chain(ops) {
         src.open().at(Step::OpenSources)?;
     }
     // Nothing we mount may propagate back to the host, nor host mounts in.

@@ -1,0 +1,225 @@
+//! Starting runsc: a child in a private mount namespace (and, rootless, a
+//! user namespace where it is root) builds the plan's root in its staging
+//! area, mounts the trees runsc serves as OCI binds next to it, and execs
+//! `runsc run`. runsc, its gofer and its sandbox inherit that namespace;
+//! when the last of them exits it is gone, so nothing is ever mounted in
+//! the host's namespace and nothing needs unmounting.
+//!
+//! husk itself never changes namespaces: it keeps writing verdict files and
+//! running `runsc kill` where the caller expects.
+
+use super::layout::{Layout, Role};
+use crate::plan::Plan;
+use crate::rootfs::Entry;
+use crate::rootfs::mount::{Assembled, create_entry, prepare, seal_root, stage};
+use crate::spawn::step::{AtStep, Step, StepError};
+use crate::spawn::{CgroupJoin, ChildStdio, now_ns, phase};
+use crate::sync::{Channel, MAX_TIMES, Msg};
+use crate::sys::Errno;
+use crate::sys::fd::{CStrArray, CloseRange, close_from, dup_onto};
+use crate::sys::mount::{OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE, move_mount_to_path, open_tree};
+use crate::sys::process::{Forked, clone3, execve, exit_now, pidfd_send_signal, wait_pidfd};
+use nix::fcntl::AT_FDCWD;
+use nix::sys::prctl;
+use nix::sys::signal::{SigSet, Signal};
+use nix::unistd::Pid;
+use std::ffi::CString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("creating runsc's mount namespace (clone3 with {flags}): {errno}")]
+    Clone { flags: &'static str, errno: Errno },
+    #[error("sync channel: {0}")]
+    Channel(Errno),
+    #[error("writing {file} for pid {pid}: {source}")]
+    IdMap { file: &'static str, pid: i32, source: std::io::Error },
+    #[error("attaching runsc to the run's cgroup: {0}")]
+    Cgroup(String),
+}
+
+impl LaunchError {
+    pub fn step(&self) -> &'static str {
+        match self {
+            LaunchError::Clone { .. } => "clone",
+            LaunchError::Channel(_) => "sync_channel",
+            LaunchError::IdMap { .. } => "write_id_maps",
+            LaunchError::Cgroup(_) => "join_cgroup",
+        }
+    }
+
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            LaunchError::Clone { errno, .. } | LaunchError::Channel(errno) => Some(*errno),
+            LaunchError::IdMap { source, .. } => source.raw_os_error().map(Errno::from_raw),
+            LaunchError::Cgroup(_) => None,
+        }
+    }
+}
+
+/// Everything the child needs, built before clone.
+pub struct Launch<'a> {
+    pub plan: &'a Plan,
+    pub layout: &'a Layout,
+    pub bin: CString,
+    pub argv: CStrArray,
+    pub envp: CStrArray,
+    pub stdio: ChildStdio,
+    /// Rootless: a new user namespace mapping its root onto (uid, gid).
+    pub user_ns: Option<(u32, u32)>,
+    /// Host directories runsc needs that the staging tmpfs would cover
+    /// (its state dir under /tmp, say): re-exposed inside the staging area
+    /// at the same path.
+    pub visible: Vec<PathBuf>,
+}
+
+/// A started runsc.
+pub struct Launched {
+    pub pid: Pid,
+    pub pidfd: OwnedFd,
+    pub chan: Channel,
+    /// Monotonic ns just before clone.
+    pub t_clone: u64,
+}
+
+/// Directories (of `paths`) that lie under the staging directory.
+pub fn covered(staging: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths.iter().filter(|p| p.starts_with(staging) && p.as_path() != staging).cloned().collect()
+}
+
+/// Clones runsc's child and releases it once its user namespace (if any)
+/// is mapped and it is in the run's cgroup (if any). With a cgroup, runsc,
+/// its gofer and its sandbox are all born in it (CLONE_INTO_CGROUP).
+pub fn spawn(l: &Launch<'_>, cgroup: Option<&dyn CgroupJoin>) -> Result<Launched, LaunchError> {
+    let (parent_end, child_end) = Channel::pair().map_err(LaunchError::Channel)?;
+    let (flags, names) = match l.user_ns {
+        Some(_) => (libc::CLONE_NEWUSER | libc::CLONE_NEWNS, "user,mount"),
+        None => (libc::CLONE_NEWNS, "mount"),
+    };
+    let t_clone = now_ns();
+    match clone3(flags, cgroup.and_then(|c| c.clone_into())) {
+        Err(errno) => Err(LaunchError::Clone { flags: names, errno }),
+        Ok(Forked::Child) => {
+            drop(parent_end);
+            child(l, &child_end)
+        }
+        Ok(Forked::Parent { pid, pidfd }) => {
+            drop(child_end);
+            let pidfd = pidfd.expect("clone3 returns a pidfd");
+            let abort = |e: LaunchError| {
+                let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                let _ = wait_pidfd(pidfd.as_fd());
+                e
+            };
+            if let Some((uid, gid)) = l.user_ns {
+                write_maps(pid, uid, gid).map_err(abort)?;
+            }
+            if let Some(cg) = cgroup
+                && let Err(e) = cg.attach(pid)
+            {
+                return Err(abort(LaunchError::Cgroup(e)));
+            }
+            parent_end.send(Msg::Release).map_err(|e| abort(LaunchError::Channel(e)))?;
+            Ok(Launched { pid, pidfd, chan: parent_end, t_clone })
+        }
+    }
+}
+
+/// Maps the child's user namespace root onto the invoking user (the one
+/// mapping an unprivileged process may write).
+fn write_maps(pid: Pid, uid: u32, gid: u32) -> Result<(), LaunchError> {
+    let write = |file: &'static str, data: String| {
+        std::fs::write(format!("/proc/{pid}/{file}"), data).map_err(|source| LaunchError::IdMap {
+            file,
+            pid: pid.as_raw(),
+            source,
+        })
+    };
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("0 {uid} 1\n"))?;
+    write("gid_map", format!("0 {gid} 1\n"))
+}
+
+fn child(l: &Launch<'_>, chan: &Channel) -> ! {
+    let mut times = [0u64; MAX_TIMES];
+    times[phase::CHILD_START] = now_ns();
+    match setup(l, chan, &mut times) {
+        Ok(()) => {
+            times[phase::MOUNTS] = now_ns();
+            let _ = chan.send(Msg::Times(times));
+            let errno = execve(&l.bin, &l.argv, &l.envp);
+            let _ = chan.send(Msg::Failed(StepError::new(Step::ExecRunsc, errno)));
+            exit_now(125)
+        }
+        Err(e) => {
+            let _ = chan.send(Msg::Failed(e));
+            exit_now(125)
+        }
+    }
+}
+
+fn setup(l: &Launch<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> Result<(), StepError> {
+    // runsc dies with husk, and its gofer and sandbox with runsc (it
+    // starts them with PDEATHSIG): a SIGKILLed husk leaves nothing behind.
+    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::AwaitRelease)?;
+    match chan.recv() {
+        Ok(Some(Msg::Release)) => {}
+        Ok(_) | Err(_) => exit_now(125),
+    }
+    times[phase::RELEASED] = now_ns();
+
+    let plan = &l.plan.mounts;
+    let keep = l
+        .visible
+        .iter()
+        .map(|p| {
+            let c = CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
+            let tree = open_tree(AT_FDCWD, &c, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32);
+            tree.map(|t| (p, t)).at(Step::OpenSources)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let roles = &l.layout.roles;
+    let a = prepare(plan, |i| roles[i].is_staged())?;
+    for (i, (op, role)) in plan.ops.iter().zip(roles).enumerate() {
+        if let Role::Staged { name, .. } = role {
+            stage(&a, op, name).map_err(|errno| StepError { step: Step::MountFilesystems, errno, detail: i as u32 })?;
+        }
+    }
+    seal_root(plan, &a)?;
+    reexpose(&a, &plan.staging, keep).at(Step::Staging)?;
+
+    for (fd, target) in [(l.stdio.stdout, 1), (l.stdio.stderr, 2)] {
+        if let Some(fd) = fd {
+            dup_onto(fd, target).at(Step::ExecRunsc)?;
+        }
+    }
+    // Terminal signals go to husk, which forwards them with `runsc kill`
+    // (runsc run does not forward them, it dies of them).
+    nix::unistd::setsid().at(Step::ExecRunsc)?;
+    crate::sys::signal::reset_dispositions().at(Step::ExecRunsc)?;
+    SigSet::empty().thread_set_mask().at(Step::ExecRunsc)?;
+    close_from(3, CloseRange::Cloexec).at(Step::ExecRunsc)?;
+    if chan.peer_gone() {
+        exit_now(125);
+    }
+    Ok(())
+}
+
+/// Mounts each kept host tree at its own path inside the staging tmpfs.
+fn reexpose(a: &Assembled, staging: &std::ffi::CStr, keep: Vec<(&PathBuf, OwnedFd)>) -> Result<(), Errno> {
+    let base = Path::new(std::ffi::OsStr::from_bytes(staging.to_bytes()));
+    for (path, tree) in keep {
+        let rel = path.strip_prefix(base).map_err(|_| Errno::EINVAL)?;
+        let mut sofar = PathBuf::new();
+        for c in rel.components() {
+            sofar.push(c);
+            let p = CString::new(sofar.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+            create_entry(a.staging.as_fd(), &Entry::Dir { path: p, mode: 0o755 })?;
+        }
+        let p = CString::new(rel.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+        move_mount_to_path(tree.as_fd(), a.staging.as_fd(), &p)?;
+    }
+    Ok(())
+}

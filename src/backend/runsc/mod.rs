@@ -1,0 +1,265 @@
+//! The runsc backend: the same `Plan` run under gVisor, a user-space kernel
+//! between the command and the host's. husk builds the root exactly as the
+//! native backend would (in a private mount namespace of runsc's child),
+//! renders the plan as an OCI bundle, runs `runsc run`, and maps what runsc
+//! reports onto the same `Outcome`.
+
+pub mod bundle;
+pub mod config;
+pub mod gc;
+pub mod launch;
+pub mod layout;
+pub mod outcome;
+
+use super::{Backend, RunIo};
+use crate::outcome::{ErrorReport, Outcome};
+use crate::plan::Plan;
+use crate::spawn::{ChildStdio, now_ns};
+use crate::spec::NetworkMode;
+use crate::supervise::{Stop, Watch, signal_fd};
+use crate::sys::fd::CStrArray;
+use config::{Mode, RunscConfig};
+use serde_json::json;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub struct Runsc {
+    pub cfg: RunscConfig,
+}
+
+impl Runsc {
+    pub fn new(cfg: RunscConfig) -> Runsc {
+        Runsc { cfg }
+    }
+}
+
+fn report(step: &str, message: String, hint: Option<String>) -> ErrorReport {
+    ErrorReport { step: step.into(), errno: None, message, hint }
+}
+
+impl Backend for Runsc {
+    fn name(&self) -> &'static str {
+        "runsc"
+    }
+
+    fn isolation(&self, plan: &Plan) -> serde_json::Value {
+        let caps: Vec<String> = caps::all()
+            .into_iter()
+            .filter(|c| (c.index() as u32) <= plan.last_cap && plan.process.caps_keep & (1u64 << c.index()) != 0)
+            .map(|c| c.to_string())
+            .collect();
+        let mut namespaces = vec!["pid", "ipc", "uts", "mount"];
+        if plan.network == NetworkMode::None {
+            namespaces.push("net");
+        }
+        let sandbox_user = match self.cfg.mode {
+            Mode::Root => "nobody (65534) in a user namespace of its own".to_string(),
+            Mode::NamespaceRoot => "husk's user namespace root, in a nested user namespace".to_string(),
+            Mode::Rootless { uid, .. } => format!("the invoking user (uid {uid}), in a user namespace"),
+        };
+        json!({
+            "kernel": "gvisor",
+            "runsc": {
+                "path": self.cfg.bin.display().to_string(),
+                "version": self.cfg.info.version,
+                "platform": self.cfg.platform,
+                "rootless": self.cfg.mode.rootless(),
+                "sandbox_user": sandbox_user,
+                "cgroups": "ignored by runsc (--ignore-cgroups)",
+                "oci_seccomp": false,
+            },
+            "namespaces": namespaces,
+            "user": { "uid": plan.process.uid, "gid": plan.process.gid },
+            "network": match plan.network { NetworkMode::None => "none", NetworkMode::Host => "host" },
+            "rootfs": plan.mounts.report,
+            "capabilities": caps,
+            "no_new_privs": true,
+            "downgrades": [],
+        })
+    }
+
+    fn run(&self, plan: Plan, io: RunIo) -> Outcome {
+        let mut outcome = match self.run_runsc(&plan, io) {
+            Ok(o) => o,
+            Err(e) => Outcome::setup_failed(e),
+        };
+        outcome.duration_ms = crate::outcome::round3(now_ns().saturating_sub(io.t_start) as f64 / 1e6);
+        outcome
+    }
+}
+
+/// husk's files for one run: the bundle, runsc's pid file and log, and who
+/// owns the run (for `husk gc`).
+pub struct RunDir {
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    pub fn config(&self) -> PathBuf {
+        self.path.join("config.json")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.path.join("runsc.log")
+    }
+    pub fn pid_file(&self) -> PathBuf {
+        self.path.join("sandbox.pid")
+    }
+    pub fn owner(&self) -> PathBuf {
+        self.path.join("owner")
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// `runsc kill` / `runsc delete` for one container.
+pub struct Ctl<'a> {
+    pub cfg: &'a RunscConfig,
+    pub network: NetworkMode,
+    pub id: &'a str,
+}
+
+impl Ctl<'_> {
+    /// Runs `runsc <global flags> <args>`; Err carries runsc's message.
+    pub fn runsc(&self, args: &[&str]) -> Result<(), String> {
+        let mut cmd = Command::new(&self.cfg.bin);
+        cmd.args(self.cfg.global_args(self.network)).args(args);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        crate::sys::command::die_with_parent(&mut cmd);
+        let out = cmd.output().map_err(|e| format!("running {}: {e}", self.cfg.bin.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("runsc {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+}
+
+impl Stop for Ctl<'_> {
+    fn signal(&self, sig: i32) {
+        let _ = self.runsc(&["kill", self.id, &sig.to_string()]);
+    }
+
+    fn kill_all(&self) -> bool {
+        self.runsc(&["kill", "--all", self.id, "KILL"]).is_ok()
+    }
+}
+
+impl Runsc {
+    fn run_runsc(&self, plan: &Plan, io: RunIo) -> Result<Outcome, ErrorReport> {
+        let cfg = &self.cfg;
+        let layout = layout::layout(&plan.mounts);
+        let config = bundle::render(&bundle::Inputs { plan, layout: &layout, seccomp: None })
+            .map_err(|e| report("bundle", e.to_string(), None))?;
+
+        let state_err = |e: String| {
+            report("state_dir", e, Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()))
+        };
+        config::ensure_dir(&cfg.runsc_root()).map_err(state_err)?;
+        let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id) };
+        config::ensure_dir(&dir.path).map_err(state_err)?;
+        let write = |p: PathBuf, data: Vec<u8>| {
+            std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
+        };
+        write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
+        write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
+
+        let path = |p: &Path| p.display().to_string();
+        let mut argv: Vec<String> = vec![path(&cfg.bin)];
+        argv.extend(cfg.global_args(plan.network));
+        argv.push(format!("--debug-log={}", path(&dir.log())));
+        // Only `run` logs: the line "Exiting with status: N" is the
+        // command's raw wait status (runsc's own exit code folds a
+        // signal into 128+N, like a command that exits 128+N), and a
+        // failure's message lands there too.
+        argv.push("--debug-command=run".into());
+        argv.extend(["run".into(), "--bundle".into(), path(&dir.path), "--pid-file".into(), path(&dir.pid_file())]);
+        argv.push(plan.id.clone());
+        let cstr = |s: &str| CString::new(s).map_err(|_| report("runsc_args", format!("NUL byte in {s:?}"), None));
+        let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
+        let envp = CStrArray::new(vec![cstr("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")?]);
+
+        let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
+        let mut needed = vec![cfg.runsc_root(), dir.path.clone()];
+        needed.extend(cfg.bin.parent().map(Path::to_path_buf));
+        let visible = launch::covered(&staging, &needed);
+
+        let sys_err = |what: &str| {
+            let what = what.to_string();
+            move |e: nix::errno::Errno| ErrorReport {
+                step: "stdio".into(),
+                errno: Some(format!("{e:?}")),
+                message: format!("{what}: {e}"),
+                hint: None,
+            }
+        };
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("creating capture pipes"));
+        type Pipe = Option<(OwnedFd, OwnedFd)>;
+        let (out, err): (Pipe, Pipe) = match io.capture {
+            Some(_) => (Some(pipe()?), Some(pipe()?)),
+            None => (None, None),
+        };
+        let stdio = ChildStdio {
+            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
+            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
+        };
+        let signals = signal_fd().map_err(sys_err("blocking forwarded signals"))?;
+        // runsc's gofer and sandbox become husk's children if runsc dies
+        // first, so husk can reap (and, if need be, kill) them.
+        nix::sys::prctl::set_child_subreaper(true).map_err(sys_err("PR_SET_CHILD_SUBREAPER"))?;
+
+        let user_ns = match cfg.mode {
+            Mode::Rootless { uid, gid } => Some((uid, gid)),
+            Mode::Root | Mode::NamespaceRoot => None,
+        };
+        let bin = cstr(&path(&cfg.bin))?;
+        let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, visible };
+        let launched = launch::spawn(&l, None).map_err(|e| ErrorReport {
+            step: e.step().into(),
+            errno: e.errno().map(|e| format!("{e:?}")),
+            message: e.to_string(),
+            hint: None,
+        })?;
+        drop(l);
+        let limit = io.capture.unwrap_or(0);
+        let ctl = Ctl { cfg, network: plan.network, id: &plan.id };
+        let watched = Watch {
+            pidfd: &launched.pidfd,
+            chan: &launched.chan,
+            signals: &signals,
+            stdout: out.map(|(r, _w)| (r, limit)),
+            stderr: err.map(|(r, _w)| (r, limit)),
+            timeout: plan.timeout,
+            kill_grace: plan.kill_grace,
+            group: None,
+            stop: Some(&ctl),
+        }
+        .run();
+
+        // Teardown: nothing of runsc's may outlive the run.
+        outcome::reap_descendants();
+        let log = std::fs::read_to_string(dir.log()).map(|t| outcome::parse_log(&t)).unwrap_or_default();
+        let mut cleanup_errors = Vec::new();
+        if log.status.is_none() && watched.failed.is_none() {
+            // runsc did not finish on its own (killed, or failed midway):
+            // its state may still name the container.
+            if let Err(e) = ctl.runsc(&["delete", "--force", &plan.id])
+                && !e.contains("does not exist")
+                && !e.contains("not found")
+            {
+                cleanup_errors.push(e);
+            }
+        }
+        let t_end = now_ns();
+        let mut o = outcome::outcome_of(plan, &watched, &log, launched.t_clone, io.t_start, t_end);
+        if let (Some(e), false) = (&mut o.error, cleanup_errors.is_empty()) {
+            e.message.push_str(&format!(" (cleanup: {})", cleanup_errors.join("; ")));
+        }
+        Ok(o)
+    }
+}
