@@ -150,6 +150,38 @@ impl Stop for Ctl<'_> {
     }
 }
 
+/// When husk's stdout or stderr (`fd`) is a regular file not opened for
+/// appending, a copy of it opened with O_APPEND. gVisor writes a donated
+/// regular file at an offset of its own, starting at 0, and never moves
+/// the shared one: `{ echo a; husk run ...; echo b; } > f` would lose `a`
+/// under the command's output and the command's output under `b`. With
+/// O_APPEND the command's writes land at the end; husk then moves the
+/// shared offset after them.
+fn appending(fd: i32) -> Option<OwnedFd> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use nix::sys::stat::{SFlag, fstat};
+    let st = with_stdio(fd, |b| fstat(b)).ok()?;
+    let flags = OFlag::from_bits_truncate(with_stdio(fd, |b| fcntl(b, FcntlArg::F_GETFL)).ok()?);
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG || flags.contains(OFlag::O_APPEND) {
+        return None;
+    }
+    nix::fcntl::open(
+        format!("/proc/self/fd/{fd}").as_str(),
+        OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()
+}
+
+/// Calls `f` with husk's own stdout (1) or stderr (2).
+fn with_stdio<T>(fd: i32, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> T) -> T {
+    use std::os::fd::AsFd;
+    match fd {
+        2 => f(std::io::stderr().as_fd()),
+        _ => f(std::io::stdout().as_fd()),
+    }
+}
+
 impl Runsc {
     fn run_runsc(&self, plan: &Plan, io: RunIo) -> Result<Outcome, ErrorReport> {
         let cfg = &self.cfg;
@@ -204,9 +236,13 @@ impl Runsc {
             Some(_) => (Some(pipe()?), Some(pipe()?)),
             None => (None, None),
         };
+        let appending = match io.capture {
+            Some(_) => [None, None],
+            None => [appending(1), appending(2)],
+        };
         let stdio = ChildStdio {
-            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
-            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
+            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()).or(appending[0].as_ref().map(|f| f.as_raw_fd())),
+            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()).or(appending[1].as_ref().map(|f| f.as_raw_fd())),
         };
         let signals = signal_fd().map_err(sys_err("blocking forwarded signals"))?;
         // runsc's gofer and sandbox become husk's children if runsc dies
@@ -243,6 +279,13 @@ impl Runsc {
 
         // Teardown: nothing of runsc's may outlive the run.
         outcome::reap_descendants();
+        for (fd, reopened) in [1, 2].into_iter().zip(&appending) {
+            if reopened.is_some() {
+                // Our caller's offset did not move while the command
+                // appended: put it after what the command wrote.
+                let _ = with_stdio(fd, |b| nix::unistd::lseek(b, 0, nix::unistd::Whence::SeekEnd));
+            }
+        }
         let log = std::fs::read_to_string(dir.log()).map(|t| outcome::parse_log(&t)).unwrap_or_default();
         let mut cleanup_errors = Vec::new();
         if log.status.is_none() && watched.failed.is_none() {
@@ -261,5 +304,40 @@ impl Runsc {
             e.message.push_str(&format!(" (cleanup: {})", cleanup_errors.join("; ")));
         }
         Ok(o)
+    }
+}
+
+/// `husk doctor`'s runsc check: runs one trivial sandbox under runsc with
+/// husk's defaults. Ok: what ran where; Err: (what failed, how to fix).
+pub fn check(host: &crate::host::HostFacts, state: Option<&Path>) -> Result<String, (String, Option<String>)> {
+    let fix = Some("apt-get install runsc (for --runtime runsc), or pass --runsc-path".to_string());
+    let dir = config::state_dir(state).map_err(|e| (e, None))?;
+    let cfg = RunscConfig::resolve(&crate::spec::RunscSpec::default(), &dir).map_err(|e| (e, fix))?;
+    let blockers = super::auto::runsc_blockers(&super::auto::HostView::probe(), &cfg.platform);
+    if !blockers.is_empty() {
+        return Err((blockers.join("; "), None));
+    }
+    let mut spec = crate::spec::Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
+    spec.output = crate::spec::OutputSpec::Capture { limit: 4096 };
+    let root = crate::cmd::run::root_input(&spec).map_err(|e| (e, None))?;
+    let plan = Plan::build(spec, host, root).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
+    let (version, platform, bin) = (cfg.info.version.clone(), cfg.platform.clone(), cfg.bin.clone());
+    let rootless = cfg.mode.rootless();
+    let o = Runsc::new(cfg).run(plan, RunIo { capture: Some(4096), t_start: now_ns() });
+    match (o.termination, o.status) {
+        (crate::outcome::Termination::Exited, Some(0)) => Ok(format!(
+            "runsc {version} ({}) ran a sandbox on platform {platform}{} in {:.0} ms",
+            bin.display(),
+            if rootless { ", rootless" } else { "" },
+            o.duration_ms
+        )),
+        _ => {
+            let e = o.error.as_ref();
+            let detail = e.map(|e| e.message.clone()).unwrap_or_else(|| format!("{:?}", o.termination));
+            Err((
+                format!("runsc {version} on platform {platform} could not run a sandbox: {detail}"),
+                e.and_then(|e| e.hint.clone()),
+            ))
+        }
     }
 }
