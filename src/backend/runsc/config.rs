@@ -19,14 +19,15 @@ pub const PREFERRED_PLATFORM: &str = "systrap";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// husk is root in the host's user namespace: runsc runs its sandbox as
-    /// nobody in a user namespace of its own.
+    /// husk is root in the host's user namespace: runsc runs in a user
+    /// namespace that maps the sandbox's id range as the native backend
+    /// does (sandbox root = an unprivileged host id), never as host root.
     Root,
     /// husk is root inside a user namespace (a container, `unshare -r`):
-    /// runsc must run with --rootless.
+    /// runsc runs there as that namespace's root.
     NamespaceRoot,
-    /// husk is an ordinary user: it creates a user namespace where it is
-    /// root, and runsc runs there with --rootless.
+    /// husk is an ordinary user: runsc runs in a user namespace whose root
+    /// is that user.
     Rootless { uid: u32, gid: u32 },
 }
 
@@ -266,9 +267,9 @@ impl RunscConfig {
             // the cgroup husk creates for the run, which runsc is born in.
             "--ignore-cgroups".into(),
         ];
-        if self.mode.rootless() {
-            a.push("--rootless".into());
-        }
+        // runsc always runs as the root of a user namespace that maps no
+        // host root (husk's, see `launch::UserNs`): runsc's rootless mode.
+        a.push("--rootless".into());
         a
     }
 }

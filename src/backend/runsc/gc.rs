@@ -73,21 +73,41 @@ fn is_sandbox_of(pid: i32, runsc_root: &Path, id: &str) -> bool {
         && args.last().is_some_and(|a| *a == id.as_bytes())
 }
 
-/// Kills `pid` if it is that sandbox; Err if it is alive and is not.
+/// Process state letter (/proc/PID/stat field 3).
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
+}
+
+/// Kills `pid` if it is that sandbox, then waits until its parent has
+/// reaped it: `runsc delete` takes a zombie for a live sandbox and waits
+/// for it to stop. Err if it is alive and is not that sandbox, or lingers.
 fn kill_sandbox(pid: i32, runsc_root: &Path, id: &str, report: &mut RunscGcReport) -> Result<(), String> {
     let Ok(fd) = pidfd_open(Pid::from_raw(pid)) else { return Ok(()) };
-    // Checked after the pidfd is held, so the process cannot be swapped
-    // for another between the check and the signal.
-    if !is_sandbox_of(pid, runsc_root, id) {
-        return Err(format!("pid {pid} (recorded for {id}) is no longer its sandbox; not signalling it"));
+    let start = start_time(pid);
+    if state_of(pid) != Some('Z') {
+        // Checked after the pidfd is held, so the process cannot be swapped
+        // for another between the check and the signal.
+        if !is_sandbox_of(pid, runsc_root, id) {
+            return Err(format!("pid {pid} (recorded for {id}) is no longer its sandbox; not signalling it"));
+        }
+        if pidfd_send_signal(fd.as_fd(), libc::SIGKILL).is_ok() {
+            report.killed.push(pid);
+        }
+        if !wait_readable(fd.as_fd(), Duration::from_secs(5)) {
+            return Err(format!("sandbox pid {pid} of {id} did not exit after SIGKILL"));
+        }
     }
-    if pidfd_send_signal(fd.as_fd(), libc::SIGKILL).is_ok() {
-        report.killed.push(pid);
-    }
-    // Not our child: wait for it to be gone (its parent reaps it).
-    let gone = wait_readable(fd.as_fd(), Duration::from_secs(5));
-    if !gone {
-        return Err(format!("sandbox pid {pid} of {id} did not exit after SIGKILL"));
+    // Not our child: its parent (or init) reaps it.
+    let reaped = (0..250).any(|_| {
+        let gone = start_time(pid) != start || state_of(pid).is_none();
+        if !gone {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        gone
+    });
+    if !reaped {
+        return Err(format!("sandbox pid {pid} of {id} is dead but not reaped yet by its parent; run husk gc again"));
     }
     Ok(())
 }
@@ -112,16 +132,46 @@ struct Listed {
     pid: i32,
 }
 
+/// What runsc's `--root` holds (`runsc list --format json`).
+fn list(cfg: &RunscConfig, report: &mut RunscGcReport) -> Vec<Listed> {
+    if !cfg.runsc_root().is_dir() {
+        return Vec::new();
+    }
+    let mut cmd = std::process::Command::new(&cfg.bin);
+    cmd.args(cfg.global_args(NetworkMode::None)).args(["list", "--format", "json"]);
+    cmd.stdin(std::process::Stdio::null());
+    crate::sys::command::die_with_parent(&mut cmd);
+    match cmd.output() {
+        Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout).unwrap_or_default(),
+        Ok(o) => {
+            report.errors.push(format!("runsc list: {}", String::from_utf8_lossy(&o.stderr).trim()));
+            Vec::new()
+        }
+        Err(e) => {
+            report.errors.push(format!("runsc list: {e}"));
+            Vec::new()
+        }
+    }
+}
+
 /// Removes what dead runsc runs left in `state` (husk's state directory).
 pub fn gc_runsc(state: &Path) -> RunscGcReport {
     let mut report = RunscGcReport::default();
     let runs = config::runs_dir(state);
     let runsc_root = config::runsc_root(state);
     let cfg = RunscConfig::resolve(&RunscSpec::default(), state);
-    let ctl = |cfg: &RunscConfig, id: &str, args: &[&str]| {
-        let c = Ctl { cfg, network: NetworkMode::None, id };
-        c.runsc(args)
+    let listed = match &cfg {
+        Ok(cfg) => list(cfg, &mut report),
+        Err(e) => {
+            if runsc_root.is_dir() {
+                report.errors.push(format!("cannot clean {}: {e}", runsc_root.display()));
+            }
+            Vec::new()
+        }
     };
+    // The sandbox pid runsc recorded, for a run whose own pid file is
+    // missing (husk died before runsc wrote it).
+    let listed_pid = |id: &str| listed.iter().find(|c| c.id == id && c.status != "stopped" && c.pid > 0).map(|c| c.pid);
 
     let mut seen = Vec::new();
     let dirs: Vec<PathBuf> = std::fs::read_dir(&runs)
@@ -137,15 +187,16 @@ pub fn gc_runsc(state: &Path) -> RunscGcReport {
             std::mem::forget(dir);
             continue;
         }
-        let mut ok = true;
-        if let Some(pid) = read_pid(&dir.pid_file())
-            && let Err(e) = kill_sandbox(pid, &runsc_root, &id, &mut report)
-        {
-            report.errors.push(e);
-            ok = false;
-        }
+        let pid = read_pid(&dir.pid_file()).or_else(|| listed_pid(&id));
+        let mut ok = match pid.map(|p| kill_sandbox(p, &runsc_root, &id, &mut report)) {
+            Some(Err(e)) => {
+                report.errors.push(e);
+                false
+            }
+            _ => true,
+        };
         if ok && let Ok(cfg) = &cfg {
-            delete(cfg, &id, &ctl, &mut report);
+            ok = delete(cfg, &id, &mut report);
         }
         if ok {
             report.removed.push(id);
@@ -156,57 +207,54 @@ pub fn gc_runsc(state: &Path) -> RunscGcReport {
     }
 
     // Containers runsc knows without a run directory of husk's.
-    let Ok(cfg) = &cfg else {
-        if runsc_root.is_dir() {
-            report.errors.push(format!("cannot list {}: {}", runsc_root.display(), cfg.err().unwrap_or_default()));
+    if let Ok(cfg) = &cfg {
+        for c in listed.iter().filter(|c| !seen.contains(&c.id)) {
+            if c.status != "stopped"
+                && c.pid > 0
+                && let Err(e) = kill_sandbox(c.pid, &runsc_root, &c.id, &mut report)
+            {
+                report.errors.push(e);
+                continue;
+            }
+            if delete(cfg, &c.id, &mut report) {
+                report.removed.push(c.id.clone());
+            }
         }
-        return report;
-    };
-    if !runsc_root.is_dir() {
-        return report;
-    }
-    let mut cmd = std::process::Command::new(&cfg.bin);
-    cmd.args(cfg.global_args(NetworkMode::None)).args(["list", "--format", "json"]);
-    crate::sys::command::die_with_parent(&mut cmd);
-    let listed: Vec<Listed> = match cmd.stdin(std::process::Stdio::null()).output() {
-        Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout).unwrap_or_default(),
-        Ok(o) => {
-            report.errors.push(format!("runsc list: {}", String::from_utf8_lossy(&o.stderr).trim()));
-            Vec::new()
-        }
-        Err(e) => {
-            report.errors.push(format!("runsc list: {e}"));
-            Vec::new()
-        }
-    };
-    for c in listed {
-        if seen.contains(&c.id) {
-            continue;
-        }
-        if c.status != "stopped"
-            && c.pid > 0
-            && let Err(e) = kill_sandbox(c.pid, &runsc_root, &c.id, &mut report)
-        {
-            report.errors.push(e);
-            continue;
-        }
-        delete(cfg, &c.id, &ctl, &mut report);
-        report.removed.push(c.id);
     }
     report
 }
 
-fn delete(
-    cfg: &RunscConfig,
-    id: &str,
-    ctl: &impl Fn(&RunscConfig, &str, &[&str]) -> Result<(), String>,
-    report: &mut RunscGcReport,
-) {
-    if let Err(e) = ctl(cfg, id, &["delete", "--force", id])
-        && !e.contains("does not exist")
-        && !e.contains("not found")
-    {
-        report.errors.push(e);
+/// `runsc delete --force`; true when the container is gone.
+pub fn delete(cfg: &RunscConfig, id: &str, report: &mut RunscGcReport) -> bool {
+    let ctl = Ctl { cfg, network: NetworkMode::None, id };
+    match ctl.runsc(&["delete", "--force", id]) {
+        Ok(()) => {
+            remove_stale_lock(cfg, id);
+            true
+        }
+        Err(e) if e.contains("does not exist") || e.contains("not found") => {
+            remove_stale_lock(cfg, id);
+            true
+        }
+        Err(e) => {
+            report.errors.push(e);
+            false
+        }
+    }
+}
+
+/// runsc (2022-12) can leave a container's empty `.lock` file behind when
+/// its sandbox died first; once runsc no longer knows the container, only
+/// that lock remains.
+fn remove_stale_lock(cfg: &RunscConfig, id: &str) {
+    let prefix = format!("{id}_");
+    let Ok(rd) = std::fs::read_dir(cfg.runsc_root()) else { return };
+    let names: Vec<String> = rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let has_state = names.iter().any(|n| n.starts_with(&prefix) && n.ends_with(".state"));
+    if !has_state {
+        for n in names.iter().filter(|n| n.starts_with(&prefix) && n.ends_with(".lock")) {
+            let _ = std::fs::remove_file(cfg.runsc_root().join(n));
+        }
     }
 }
 

@@ -17,7 +17,10 @@ use crate::spawn::{CgroupJoin, ChildStdio, now_ns, phase};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::fd::{CStrArray, CloseRange, close_from, dup_onto};
-use crate::sys::mount::{OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE, move_mount_to_path, open_tree};
+use crate::sys::mount::{
+    FsContext, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE,
+    move_mount_to_path, open_tree,
+};
 use crate::sys::process::{Forked, clone3, execve, exit_now, pidfd_send_signal, wait_pidfd};
 use nix::fcntl::AT_FDCWD;
 use nix::sys::prctl;
@@ -67,12 +70,47 @@ pub struct Launch<'a> {
     pub argv: CStrArray,
     pub envp: CStrArray,
     pub stdio: ChildStdio,
-    /// Rootless: a new user namespace mapping its root onto (uid, gid).
-    pub user_ns: Option<(u32, u32)>,
-    /// Host directories runsc needs that the staging tmpfs would cover
-    /// (its state dir under /tmp, say): re-exposed inside the staging area
-    /// at the same path.
-    pub visible: Vec<PathBuf>,
+    /// A user namespace for runsc and everything it starts.
+    pub user_ns: Option<UserNs>,
+    /// Host directories runsc must reach, re-attached in its namespace.
+    pub expose: Expose,
+}
+
+/// The maps of runsc's user namespace: the sandbox's id range, as the
+/// native backend maps it (so sandbox root is never host root, not even
+/// for the files runsc's gofer creates on a writable bind), or the
+/// invoking user alone when husk is not root.
+pub struct UserNs {
+    pub uid_map: String,
+    pub gid_map: String,
+    pub deny_setgroups: bool,
+}
+
+/// Host directories runsc must reach (its `--root`, the run's bundle
+/// directory, its own binary's directory): cloned by the parent, which can
+/// reach them, and attached by the child at their own paths on a tmpfs
+/// that covers `cover` (husk's state dir) in the child's namespace only.
+/// runsc runs as the sandbox's mapped root, which may not traverse husk's
+/// private state dir, and the staging tmpfs may cover any of them.
+pub struct Expose {
+    pub cover: PathBuf,
+    /// (host path, detached clone of it)
+    pub trees: Vec<(PathBuf, OwnedFd)>,
+}
+
+impl Expose {
+    /// Clones `paths` (as the caller, before clone).
+    pub fn open(cover: PathBuf, paths: &[PathBuf]) -> Result<Expose, (PathBuf, Errno)> {
+        let trees = paths
+            .iter()
+            .map(|p| {
+                let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| (p.clone(), Errno::EINVAL))?;
+                let flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
+                open_tree(AT_FDCWD, &c, flags).map(|t| (p.clone(), t)).map_err(|e| (p.clone(), e))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Expose { cover, trees })
+    }
 }
 
 /// A started runsc.
@@ -84,17 +122,12 @@ pub struct Launched {
     pub t_clone: u64,
 }
 
-/// Directories (of `paths`) that lie under the staging directory.
-pub fn covered(staging: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
-    paths.iter().filter(|p| p.starts_with(staging) && p.as_path() != staging).cloned().collect()
-}
-
 /// Clones runsc's child and releases it once its user namespace (if any)
 /// is mapped and it is in the run's cgroup (if any). With a cgroup, runsc,
 /// its gofer and its sandbox are all born in it (CLONE_INTO_CGROUP).
 pub fn spawn(l: &Launch<'_>, cgroup: Option<&dyn CgroupJoin>) -> Result<Launched, LaunchError> {
     let (parent_end, child_end) = Channel::pair().map_err(LaunchError::Channel)?;
-    let (flags, names) = match l.user_ns {
+    let (flags, names) = match &l.user_ns {
         Some(_) => (libc::CLONE_NEWUSER | libc::CLONE_NEWNS, "user,mount"),
         None => (libc::CLONE_NEWNS, "mount"),
     };
@@ -113,8 +146,8 @@ pub fn spawn(l: &Launch<'_>, cgroup: Option<&dyn CgroupJoin>) -> Result<Launched
                 let _ = wait_pidfd(pidfd.as_fd());
                 e
             };
-            if let Some((uid, gid)) = l.user_ns {
-                write_maps(pid, uid, gid).map_err(abort)?;
+            if let Some(ns) = &l.user_ns {
+                write_maps(pid, ns).map_err(abort)?;
             }
             if let Some(cg) = cgroup
                 && let Err(e) = cg.attach(pid)
@@ -127,9 +160,9 @@ pub fn spawn(l: &Launch<'_>, cgroup: Option<&dyn CgroupJoin>) -> Result<Launched
     }
 }
 
-/// Maps the child's user namespace root onto the invoking user (the one
-/// mapping an unprivileged process may write).
-fn write_maps(pid: Pid, uid: u32, gid: u32) -> Result<(), LaunchError> {
+/// Writes the child's id maps (setgroups first where an unprivileged
+/// writer must deny it).
+fn write_maps(pid: Pid, ns: &UserNs) -> Result<(), LaunchError> {
     let write = |file: &'static str, data: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), data).map_err(|source| LaunchError::IdMap {
             file,
@@ -137,9 +170,11 @@ fn write_maps(pid: Pid, uid: u32, gid: u32) -> Result<(), LaunchError> {
             source,
         })
     };
-    write("setgroups", "deny".into())?;
-    write("uid_map", format!("0 {uid} 1\n"))?;
-    write("gid_map", format!("0 {gid} 1\n"))
+    if ns.deny_setgroups {
+        write("setgroups", "deny".into())?;
+    }
+    write("uid_map", ns.uid_map.clone())?;
+    write("gid_map", ns.gid_map.clone())
 }
 
 fn child(l: &Launch<'_>, chan: &Channel) -> ! {
@@ -170,16 +205,21 @@ fn setup(l: &Launch<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> Result
     }
     times[phase::RELEASED] = now_ns();
 
+    // The ids runsc's processes run as; clears the death signal, re-armed.
+    if let Some(ns) = &l.user_ns {
+        if !ns.deny_setgroups {
+            nix::unistd::setgroups(&[]).at(Step::BecomeRoot)?;
+        }
+        let root = nix::unistd::Gid::from_raw(0);
+        nix::unistd::setresgid(root, root, root).at(Step::BecomeRoot)?;
+        let root = nix::unistd::Uid::from_raw(0);
+        nix::unistd::setresuid(root, root, root).at(Step::BecomeRoot)?;
+        prctl::set_pdeathsig(Signal::SIGKILL).at(Step::BecomeRoot)?;
+        if chan.peer_gone() {
+            exit_now(125);
+        }
+    }
     let plan = &l.plan.mounts;
-    let keep = l
-        .visible
-        .iter()
-        .map(|p| {
-            let c = CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
-            let tree = open_tree(AT_FDCWD, &c, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32);
-            tree.map(|t| (p, t)).at(Step::OpenSources)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     let roles = &l.layout.roles;
     let a = prepare(plan, |i| roles[i].is_staged())?;
     for (i, (op, role)) in plan.ops.iter().zip(roles).enumerate() {
@@ -188,7 +228,7 @@ fn setup(l: &Launch<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> Result
         }
     }
     seal_root(plan, &a)?;
-    reexpose(&a, &plan.staging, keep).at(Step::Staging)?;
+    expose(&a, &plan.staging, &l.expose).at(Step::Staging)?;
 
     for (fd, target) in [(l.stdio.stdout, 1), (l.stdio.stderr, 2)] {
         if let Some(fd) = fd {
@@ -207,19 +247,41 @@ fn setup(l: &Launch<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> Result
     Ok(())
 }
 
-/// Mounts each kept host tree at its own path inside the staging tmpfs.
-fn reexpose(a: &Assembled, staging: &std::ffi::CStr, keep: Vec<(&PathBuf, OwnedFd)>) -> Result<(), Errno> {
-    let base = Path::new(std::ffi::OsStr::from_bytes(staging.to_bytes()));
-    for (path, tree) in keep {
-        let rel = path.strip_prefix(base).map_err(|_| Errno::EINVAL)?;
-        let mut sofar = PathBuf::new();
-        for c in rel.components() {
-            sofar.push(c);
-            let p = CString::new(sofar.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
-            create_entry(a.staging.as_fd(), &Entry::Dir { path: p, mode: 0o755 })?;
+/// Attaches the exposed trees at their own paths: those under the cover
+/// on a fresh tmpfs over it, those under the staging dir inside it.
+fn expose(a: &Assembled, staging: &std::ffi::CStr, e: &Expose) -> Result<(), Errno> {
+    let staging = Path::new(std::ffi::OsStr::from_bytes(staging.to_bytes()));
+    let cstr = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL);
+    let ctx = FsContext::open(c"tmpfs")?;
+    ctx.set_string(c"size", c"65536")?;
+    ctx.set_string(c"mode", c"755")?;
+    let cover = ctx.mount(MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)?;
+    match e.cover.strip_prefix(staging) {
+        Ok(rel) if e.cover != staging => {
+            mkdir_p(a.staging.as_fd(), rel)?;
+            move_mount_to_path(cover.as_fd(), a.staging.as_fd(), &cstr(rel)?)?;
         }
-        let p = CString::new(rel.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
-        move_mount_to_path(tree.as_fd(), a.staging.as_fd(), &p)?;
+        _ => move_mount_to_path(cover.as_fd(), AT_FDCWD, &cstr(&e.cover)?)?,
+    }
+    for (path, tree) in &e.trees {
+        let (base, rel) = match (path.strip_prefix(&e.cover), path.strip_prefix(staging)) {
+            (Ok(rel), _) => (cover.as_fd(), rel),
+            (_, Ok(rel)) => (a.staging.as_fd(), rel),
+            _ => return Err(Errno::EINVAL),
+        };
+        mkdir_p(base, rel)?;
+        move_mount_to_path(tree.as_fd(), base, &cstr(rel)?)?;
+    }
+    Ok(())
+}
+
+/// Creates `rel` and its parents below `base` (a tmpfs of ours).
+fn mkdir_p(base: std::os::fd::BorrowedFd<'_>, rel: &Path) -> Result<(), Errno> {
+    let mut sofar = PathBuf::new();
+    for c in rel.components() {
+        sofar.push(c);
+        let p = CString::new(sofar.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+        create_entry(base, &Entry::Dir { path: p, mode: 0o755 })?;
     }
     Ok(())
 }

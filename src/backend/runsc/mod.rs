@@ -54,10 +54,23 @@ impl Backend for Runsc {
         if plan.network == NetworkMode::None {
             namespaces.push("net");
         }
-        let sandbox_user = match self.cfg.mode {
-            Mode::Root => "nobody (65534) in a user namespace of its own".to_string(),
-            Mode::NamespaceRoot => "husk's user namespace root, in a nested user namespace".to_string(),
-            Mode::Rootless { uid, .. } => format!("the invoking user (uid {uid}), in a user namespace"),
+        let user_mapping = match (self.cfg.mode, user_ns(self.cfg.mode, plan)) {
+            (mode, Some(ns)) => json!({
+                "mode": if mode == Mode::Root { "privileged" } else { "rootless" },
+                "uid_map": ns.uid_map.trim(),
+                "gid_map": ns.gid_map.trim(),
+                "sandbox_root_host_uid": match mode {
+                    Mode::Root => plan.ids.host_uid_of(0),
+                    Mode::Rootless { uid, .. } => Some(uid),
+                    Mode::NamespaceRoot => None,
+                },
+            }),
+            (_, None) => json!({
+                "mode": "rootless",
+                "uid_map": std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default().trim(),
+                "gid_map": std::fs::read_to_string("/proc/self/gid_map").unwrap_or_default().trim(),
+                "sandbox_root_host_uid": null,
+            }),
         };
         json!({
             "kernel": "gvisor",
@@ -65,12 +78,12 @@ impl Backend for Runsc {
                 "path": self.cfg.bin.display().to_string(),
                 "version": self.cfg.info.version,
                 "platform": self.cfg.platform,
-                "rootless": self.cfg.mode.rootless(),
-                "sandbox_user": sandbox_user,
+                "rootless": true,
                 "cgroups": "ignored by runsc (--ignore-cgroups)",
                 "oci_seccomp": false,
             },
             "namespaces": namespaces,
+            "user_mapping": user_mapping,
             "user": { "uid": plan.process.uid, "gid": plan.process.gid },
             "network": match plan.network { NetworkMode::None => "none", NetworkMode::Host => "host" },
             "rootfs": plan.mounts.report,
@@ -87,6 +100,32 @@ impl Backend for Runsc {
         };
         outcome.duration_ms = crate::outcome::round3(now_ns().saturating_sub(io.t_start) as f64 / 1e6);
         outcome
+    }
+}
+
+/// runsc's user namespace: as root, the sandbox's id range exactly as the
+/// native backend maps it; rootless, the invoking user as its root; inside
+/// a user namespace already, none (husk is root there).
+fn user_ns(mode: Mode, plan: &Plan) -> Option<launch::UserNs> {
+    match mode {
+        Mode::Root => Some(launch::UserNs {
+            uid_map: plan.ids.uid_map.clone(),
+            gid_map: plan.ids.gid_map.clone(),
+            deny_setgroups: plan.ids.deny_setgroups,
+        }),
+        Mode::Rootless { uid, gid } => Some(launch::UserNs {
+            uid_map: format!("0 {uid} 1\n"),
+            gid_map: format!("0 {gid} 1\n"),
+            deny_setgroups: true,
+        }),
+        Mode::NamespaceRoot => None,
+    }
+}
+
+fn host_gid_of_root(plan: &Plan) -> Option<u32> {
+    match &plan.ids.mode {
+        crate::userns::IdMode::Privileged { gid_range, .. } => Some(gid_range.base),
+        crate::userns::IdMode::Rootless { host_gid, .. } => Some(*host_gid),
     }
 }
 
@@ -216,11 +255,6 @@ impl Runsc {
         let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
         let envp = CStrArray::new(vec![cstr("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")?]);
 
-        let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
-        let mut needed = vec![cfg.runsc_root(), dir.path.clone()];
-        needed.extend(cfg.bin.parent().map(Path::to_path_buf));
-        let visible = launch::covered(&staging, &needed);
-
         let sys_err = |what: &str| {
             let what = what.to_string();
             move |e: nix::errno::Errno| ErrorReport {
@@ -249,12 +283,29 @@ impl Runsc {
         // first, so husk can reap (and, if need be, kill) them.
         nix::sys::prctl::set_child_subreaper(true).map_err(sys_err("PR_SET_CHILD_SUBREAPER"))?;
 
-        let user_ns = match cfg.mode {
-            Mode::Rootless { uid, gid } => Some((uid, gid)),
-            Mode::Root | Mode::NamespaceRoot => None,
-        };
+        let user_ns = user_ns(cfg.mode, plan);
+        if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), host_gid_of_root(plan)) {
+            // runsc runs as the sandbox's mapped root: it writes its state
+            // and the run's pid file and log there.
+            for d in [cfg.runsc_root(), dir.path.clone()] {
+                std::os::unix::fs::chown(&d, Some(uid), Some(gid))
+                    .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
+            }
+            // Host trees are cloned here, as host root, so runsc's mapped
+            // root needs no search permission on their parents.
+            crate::spawn::open_sources(plan).map_err(|e| report("open_sources", e.to_string(), None))?;
+        }
+        let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
+        let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
+        exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
+        let expose = launch::Expose::open(cfg.state.clone(), &exposed).map_err(|(p, e)| ErrorReport {
+            step: "open_sources".into(),
+            errno: Some(format!("{e:?}")),
+            message: format!("cloning {} for runsc: {e}", p.display()),
+            hint: None,
+        })?;
         let bin = cstr(&path(&cfg.bin))?;
-        let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, visible };
+        let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
         let launched = launch::spawn(&l, None).map_err(|e| ErrorReport {
             step: e.step().into(),
             errno: e.errno().map(|e| format!("{e:?}")),
@@ -291,12 +342,9 @@ impl Runsc {
         if log.status.is_none() && watched.failed.is_none() {
             // runsc did not finish on its own (killed, or failed midway):
             // its state may still name the container.
-            if let Err(e) = ctl.runsc(&["delete", "--force", &plan.id])
-                && !e.contains("does not exist")
-                && !e.contains("not found")
-            {
-                cleanup_errors.push(e);
-            }
+            let mut report = gc::RunscGcReport::default();
+            gc::delete(cfg, &plan.id, &mut report);
+            cleanup_errors.extend(report.errors);
         }
         let t_end = now_ns();
         let mut o = outcome::outcome_of(plan, &watched, &log, launched.t_clone, io.t_start, t_end);
