@@ -32,6 +32,8 @@ step "packages"
 # busybox-static: the busybox rootfs; util-linux: setsid -c, ipcmk, runuser.
 PACKAGES=(busybox-static util-linux passwd)
 # HOOK: packages — append what your tests need, e.g. PACKAGES+=(qemu-system-x86).
+# runsc: gVisor, for the runsc backend and tests/parity.rs.
+PACKAGES+=(runsc)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

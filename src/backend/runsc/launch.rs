@@ -10,17 +10,14 @@
 
 use super::layout::{Layout, Role};
 use crate::plan::Plan;
-use crate::rootfs::Entry;
 use crate::rootfs::mount::{Assembled, create_entry, prepare, seal_root, stage};
+use crate::rootfs::{Entry, Source};
 use crate::spawn::step::{AtStep, Step, StepError};
 use crate::spawn::{CgroupJoin, ChildStdio, now_ns, phase};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::fd::{CStrArray, CloseRange, close_from, dup_onto};
-use crate::sys::mount::{
-    FsContext, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE,
-    move_mount_to_path, open_tree,
-};
+use crate::sys::mount::{FsContext, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, move_mount_to_path};
 use crate::sys::process::{Forked, clone3, execve, exit_now, pidfd_send_signal, wait_pidfd};
 use nix::fcntl::AT_FDCWD;
 use nix::sys::prctl;
@@ -94,23 +91,27 @@ pub struct UserNs {
 /// private state dir, and the staging tmpfs may cover any of them.
 pub struct Expose {
     pub cover: PathBuf,
-    /// (host path, detached clone of it)
-    pub trees: Vec<(PathBuf, OwnedFd)>,
+    /// Cloned by the parent when it can (as host root), else by the child
+    /// (rootless: only inside its own user namespace may it clone mounts).
+    pub trees: Vec<Source>,
 }
 
 impl Expose {
-    /// Clones `paths` (as the caller, before clone).
-    pub fn open(cover: PathBuf, paths: &[PathBuf]) -> Result<Expose, (PathBuf, Errno)> {
-        let trees = paths
-            .iter()
-            .map(|p| {
-                let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| (p.clone(), Errno::EINVAL))?;
-                let flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
-                open_tree(AT_FDCWD, &c, flags).map(|t| (p.clone(), t)).map_err(|e| (p.clone(), e))
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Expose { cover, trees })
+    pub fn new(cover: PathBuf, paths: &[PathBuf]) -> Expose {
+        Expose { cover, trees: paths.iter().map(|p| Source::new(&p.to_string_lossy(), true)).collect() }
     }
+
+    /// Clones every tree now (as the caller).
+    pub fn open(&self) -> Result<(), (PathBuf, Errno)> {
+        for t in &self.trees {
+            t.open().map_err(|e| (path_of(t), e))?;
+        }
+        Ok(())
+    }
+}
+
+fn path_of(s: &Source) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(s.path.as_bytes()))
 }
 
 /// A started runsc.
@@ -219,6 +220,10 @@ fn setup(l: &Launch<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> Result
             exit_now(125);
         }
     }
+    // While every host path is still visible (before the staging tmpfs).
+    for t in &l.expose.trees {
+        t.open().at(Step::OpenSources)?;
+    }
     let plan = &l.plan.mounts;
     let roles = &l.layout.roles;
     let a = prepare(plan, |i| roles[i].is_staged())?;
@@ -263,14 +268,16 @@ fn expose(a: &Assembled, staging: &std::ffi::CStr, e: &Expose) -> Result<(), Err
         }
         _ => move_mount_to_path(cover.as_fd(), AT_FDCWD, &cstr(&e.cover)?)?,
     }
-    for (path, tree) in &e.trees {
+    for src in &e.trees {
+        let path = path_of(src);
+        let tree = src.tree()?;
         let (base, rel) = match (path.strip_prefix(&e.cover), path.strip_prefix(staging)) {
             (Ok(rel), _) => (cover.as_fd(), rel),
             (_, Ok(rel)) => (a.staging.as_fd(), rel),
             _ => return Err(Errno::EINVAL),
         };
         mkdir_p(base, rel)?;
-        move_mount_to_path(tree.as_fd(), base, &cstr(rel)?)?;
+        move_mount_to_path(tree, base, &cstr(rel)?)?;
     }
     Ok(())
 }

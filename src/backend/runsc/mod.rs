@@ -190,26 +190,46 @@ impl Stop for Ctl<'_> {
 }
 
 /// When husk's stdout or stderr (`fd`) is a regular file not opened for
-/// appending, a copy of it opened with O_APPEND. gVisor writes a donated
-/// regular file at an offset of its own, starting at 0, and never moves
-/// the shared one: `{ echo a; husk run ...; echo b; } > f` would lose `a`
-/// under the command's output and the command's output under `b`. With
-/// O_APPEND the command's writes land at the end; husk then moves the
-/// shared offset after them.
-fn appending(fd: i32) -> Option<OwnedFd> {
+/// appending, sets O_APPEND on it for the run and returns true. gVisor
+/// writes a donated regular file at an offset of its own, starting at 0,
+/// and never moves the shared one: `{ echo a; husk run ...; echo b; } > f`
+/// would lose `a` under the command's output and that under `b`. With
+/// O_APPEND the command's writes land at the end; `restore_stdio` then
+/// clears the flag and moves the shared offset after them. (Reopening the
+/// file instead needs permission on it, which a rootless husk writing to
+/// someone else's file does not have.)
+fn set_append(fd: i32) -> bool {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     use nix::sys::stat::{SFlag, fstat};
-    let st = with_stdio(fd, |b| fstat(b)).ok()?;
-    let flags = OFlag::from_bits_truncate(with_stdio(fd, |b| fcntl(b, FcntlArg::F_GETFL)).ok()?);
+    let Ok(st) = with_stdio(fd, |b| fstat(b)) else { return false };
+    let Ok(flags) = with_stdio(fd, |b| fcntl(b, FcntlArg::F_GETFL)) else { return false };
+    let flags = OFlag::from_bits_truncate(flags);
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG || flags.contains(OFlag::O_APPEND) {
-        return None;
+        return false;
     }
-    nix::fcntl::open(
-        format!("/proc/self/fd/{fd}").as_str(),
-        OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .ok()
+    with_stdio(fd, |b| fcntl(b, FcntlArg::F_SETFL(flags | OFlag::O_APPEND))).is_ok()
+}
+
+/// Undoes `set_append` on drop.
+struct AppendGuard([bool; 2]);
+
+impl Drop for AppendGuard {
+    fn drop(&mut self) {
+        for (fd, set) in [1, 2].into_iter().zip(self.0) {
+            if set {
+                restore_stdio(fd);
+            }
+        }
+    }
+}
+
+fn restore_stdio(fd: i32) {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    if let Ok(flags) = with_stdio(fd, |b| fcntl(b, FcntlArg::F_GETFL)) {
+        let flags = OFlag::from_bits_truncate(flags) - OFlag::O_APPEND;
+        let _ = with_stdio(fd, |b| fcntl(b, FcntlArg::F_SETFL(flags)));
+    }
+    let _ = with_stdio(fd, |b| nix::unistd::lseek(b, 0, nix::unistd::Whence::SeekEnd));
 }
 
 /// Calls `f` with husk's own stdout (1) or stderr (2).
@@ -270,13 +290,9 @@ impl Runsc {
             Some(_) => (Some(pipe()?), Some(pipe()?)),
             None => (None, None),
         };
-        let appending = match io.capture {
-            Some(_) => [None, None],
-            None => [appending(1), appending(2)],
-        };
         let stdio = ChildStdio {
-            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()).or(appending[0].as_ref().map(|f| f.as_raw_fd())),
-            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()).or(appending[1].as_ref().map(|f| f.as_raw_fd())),
+            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
+            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
         };
         let signals = signal_fd().map_err(sys_err("blocking forwarded signals"))?;
         // runsc's gofer and sandbox become husk's children if runsc dies
@@ -298,14 +314,22 @@ impl Runsc {
         let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
         let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
         exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
-        let expose = launch::Expose::open(cfg.state.clone(), &exposed).map_err(|(p, e)| ErrorReport {
-            step: "open_sources".into(),
-            errno: Some(format!("{e:?}")),
-            message: format!("cloning {} for runsc: {e}", p.display()),
-            hint: None,
-        })?;
+        let expose = launch::Expose::new(cfg.state.clone(), &exposed);
+        if cfg.mode == Mode::Root {
+            expose.open().map_err(|(p, e)| ErrorReport {
+                step: "open_sources".into(),
+                errno: Some(format!("{e:?}")),
+                message: format!("cloning {} for runsc: {e}", p.display()),
+                hint: None,
+            })?;
+        }
         let bin = cstr(&path(&cfg.bin))?;
         let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
+        // Restored when this function returns, on every path.
+        let _append = AppendGuard(match io.capture {
+            Some(_) => [false, false],
+            None => [set_append(1), set_append(2)],
+        });
         let launched = launch::spawn(&l, None).map_err(|e| ErrorReport {
             step: e.step().into(),
             errno: e.errno().map(|e| format!("{e:?}")),
@@ -330,13 +354,6 @@ impl Runsc {
 
         // Teardown: nothing of runsc's may outlive the run.
         outcome::reap_descendants();
-        for (fd, reopened) in [1, 2].into_iter().zip(&appending) {
-            if reopened.is_some() {
-                // Our caller's offset did not move while the command
-                // appended: put it after what the command wrote.
-                let _ = with_stdio(fd, |b| nix::unistd::lseek(b, 0, nix::unistd::Whence::SeekEnd));
-            }
-        }
         let log = std::fs::read_to_string(dir.log()).map(|t| outcome::parse_log(&t)).unwrap_or_default();
         let mut cleanup_errors = Vec::new();
         if log.status.is_none() && watched.failed.is_none() {
