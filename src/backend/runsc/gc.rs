@@ -180,11 +180,11 @@ pub fn gc_runsc(state: &Path) -> RunscGcReport {
     for path in dirs {
         let Some(id) = path.file_name().and_then(|n| n.to_str()).map(str::to_string) else { continue };
         seen.push(id.clone());
-        let dir = RunDir { path };
+        let mut dir = RunDir { path, keep: false };
         let owner = std::fs::read_to_string(dir.owner()).ok().and_then(|t| Owner::parse(&t));
         if owner.is_some_and(Owner::alive) {
             report.running.push(id);
-            std::mem::forget(dir);
+            dir.keep = true;
             continue;
         }
         let pid = read_pid(&dir.pid_file()).or_else(|| listed_pid(&id));
@@ -202,7 +202,7 @@ pub fn gc_runsc(state: &Path) -> RunscGcReport {
             report.removed.push(id);
         } else {
             // Keep the directory: it is the record of what is left.
-            std::mem::forget(dir);
+            dir.keep = true;
         }
     }
 

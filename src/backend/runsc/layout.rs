@@ -6,7 +6,7 @@
 //! (canonical) targets.
 
 use crate::rootfs::attrs::RDONLY;
-use crate::rootfs::{MountKind, MountPlan};
+use crate::rootfs::{Entry, MountKind, MountPlan, RootPlan};
 use std::ffi::CString;
 
 /// A filesystem of the sandbox's kernel: gVisor implements these itself.
@@ -113,6 +113,28 @@ pub fn layout(plan: &MountPlan) -> Layout {
     Layout { roles, root_path: plan.root_mountpoint.to_string_lossy().into_owned() }
 }
 
+/// Mount points the planner creates inside a tmpfs (a bind at /data/sub
+/// under `--tmpfs /data`) also go into the root's scaffold under runsc:
+/// its gofer mounts every bind inside its own view of the root directory,
+/// where they must already exist (the root is read-only to it), while the
+/// sandbox sees them under gVisor's tmpfs as natively.
+pub fn scaffold_mount_points(plan: &mut MountPlan) {
+    let entries: Vec<Entry> = plan
+        .ops
+        .iter()
+        .filter_map(|op| if let MountKind::Create(e) = &op.kind { Some(e.clone()) } else { None })
+        .collect();
+    let scaffold = match &mut plan.root {
+        RootPlan::Tmpfs { entries } => entries,
+        RootPlan::Overlay(ov) => &mut ov.top,
+    };
+    for e in entries {
+        if !scaffold.iter().any(|x| x.path() == e.path()) {
+            scaffold.push(e);
+        }
+    }
+}
+
 fn staged(staging: &str, i: usize, read_only: bool) -> Role {
     let name = format!("b{i}");
     Role::Staged { path: format!("{staging}/{name}"), name: CString::new(name).unwrap_or_default(), read_only }
@@ -174,6 +196,19 @@ mod tests {
         unique.dedup();
         assert_eq!(names.len(), unique.len(), "staging names must be distinct");
         assert!(l.root_path.ends_with("/r"));
+    }
+
+    #[test]
+    fn mount_points_inside_a_tmpfs_also_exist_in_the_scaffold() {
+        let binds = [BindSpec { source: "/etc/hostname".into(), target: "/data/d/h".into(), access: Access::ReadOnly }];
+        let tmpfs = [TmpfsSpec { target: "/data".into(), size: 1 << 20 }];
+        let mut plan = plan_for(RootSource::Host, NetworkMode::None, &binds, &tmpfs);
+        scaffold_mount_points(&mut plan);
+        let RootPlan::Tmpfs { entries } = &plan.root else { panic!("host mode has a tmpfs root") };
+        let has = |p: &str, dir: bool| {
+            entries.iter().any(|e| e.path().to_str() == Ok(p) && matches!(e, Entry::Dir { .. }) == dir)
+        };
+        assert!(has("data", true) && has("data/d", true) && has("data/d/h", false), "{entries:?}");
     }
 
     #[test]

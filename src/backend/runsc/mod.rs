@@ -93,7 +93,8 @@ impl Backend for Runsc {
         })
     }
 
-    fn run(&self, plan: Plan, io: RunIo) -> Outcome {
+    fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {
+        layout::scaffold_mount_points(&mut plan.mounts);
         let mut outcome = match self.run_runsc(&plan, io) {
             Ok(o) => o,
             Err(e) => Outcome::setup_failed(e),
@@ -133,6 +134,8 @@ fn host_gid_of_root(plan: &Plan) -> Option<u32> {
 /// owns the run (for `husk gc`).
 pub struct RunDir {
     pub path: PathBuf,
+    /// Left in place (HUSK_RUNSC_DEBUG); `husk gc` removes it later.
+    pub keep: bool,
 }
 
 impl RunDir {
@@ -152,7 +155,9 @@ impl RunDir {
 
 impl Drop for RunDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 
@@ -252,7 +257,7 @@ impl Runsc {
             report("state_dir", e, Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()))
         };
         config::ensure_dir(&cfg.runsc_root()).map_err(state_err)?;
-        let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id) };
+        let mut dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
         config::ensure_dir(&dir.path).map_err(state_err)?;
         let write = |p: PathBuf, data: Vec<u8>| {
             std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
@@ -268,7 +273,14 @@ impl Runsc {
         // command's raw wait status (runsc's own exit code folds a
         // signal into 128+N, like a command that exits 128+N), and a
         // failure's message lands there too.
-        argv.push("--debug-command=run".into());
+        // HUSK_RUNSC_DEBUG=1: every runsc process logs in detail to the
+        // same file, and the run directory is kept for reading it.
+        let debug = std::env::var_os("HUSK_RUNSC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
+        if debug {
+            argv.extend(["--debug".into(), "--debug-command=run,boot,gofer".into()]);
+        } else {
+            argv.push("--debug-command=run".into());
+        }
         argv.extend(["run".into(), "--bundle".into(), path(&dir.path), "--pid-file".into(), path(&dir.pid_file())]);
         argv.push(plan.id.clone());
         let cstr = |s: &str| CString::new(s).map_err(|_| report("runsc_args", format!("NUL byte in {s:?}"), None));
@@ -324,6 +336,7 @@ impl Runsc {
             })?;
         }
         let bin = cstr(&path(&cfg.bin))?;
+        dir.keep = debug;
         let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
         // Restored when this function returns, on every path.
         let _append = AppendGuard(match io.capture {
