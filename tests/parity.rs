@@ -306,6 +306,31 @@ mod rootless {
         assert_eq!(v["isolation"]["runtime_choice"]["chosen"], "native", "{v:#}");
     }
 
+    /// Root inside a user namespace that maps only itself (a nested
+    /// container): native cannot map the sandbox's id range there, runsc
+    /// can run; auto picks runsc and says why.
+    #[test]
+    fn auto_picks_runsc_where_native_cannot_work() {
+        require_runsc!();
+        let state = TempDir::new("auto-state");
+        let script = format!(
+            "exec {} --state-dir {} run --json --runtime auto -- sh -c 'dmesg | head -1'",
+            husk_bin().display(),
+            state.path().display()
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "sh", "-c", &script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let v = verdict_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{v:#}");
+        assert_eq!(v["backend"], "runsc", "{v:#}");
+        assert_eq!(v["isolation"]["runtime_choice"]["chosen"], "runsc");
+        assert!(v["isolation"]["runtime_choice"]["why"].as_str().unwrap().contains("id range"), "{v:#}");
+        assert!(stdout_of(&v).contains("gVisor"), "{v:#}");
+    }
+
     /// In a user namespace whose own user.max_user_namespaces is 0 (the
     /// host's settings untouched), native cannot create its namespaces and
     /// neither can runsc's sandbox: auto refuses and names both reasons.
