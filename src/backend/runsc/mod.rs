@@ -80,6 +80,7 @@ impl Backend for Runsc {
                 "platform": self.cfg.platform,
                 "rootless": true,
                 "cgroups": "ignored by runsc (--ignore-cgroups)",
+                // True once the seccomp slot in `run_runsc` carries a profile.
                 "oci_seccomp": false,
             },
             "namespaces": namespaces,
