@@ -34,6 +34,8 @@ PACKAGES=(busybox-static util-linux passwd)
 # HOOK: packages — append what your tests need, e.g. PACKAGES+=(qemu-system-x86).
 # qemu + Debian's kernel: the pure cgroup v2 VM test (scripts/vm-test.sh).
 PACKAGES+=(qemu-system-x86 linux-image-amd64 file cpio)
+# runsc: gVisor, for the runsc backend and tests/parity.rs.
+PACKAGES+=(runsc)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

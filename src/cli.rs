@@ -32,7 +32,8 @@ pub enum Command {
     /// Inspect seccomp profiles: validate one, or print a shipped one.
     #[command(subcommand)]
     Seccomp(SeccompCommand),
-    /// Remove what crashed runs left behind (stale cgroups).
+    /// Remove what runs killed before their own cleanup left behind
+    /// (stale cgroups, runsc sandboxes and state).
     Gc(GcArgs),
 }
 
@@ -115,7 +116,8 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
     pub id_range: Option<String>,
 
-    /// Isolation backend.
+    /// Isolation backend: native, runsc (gVisor), or auto (native where the
+    /// host supports it, else runsc; refuses if neither works).
     #[arg(long, value_enum, default_value = "native")]
     pub runtime: RuntimeArg,
 
@@ -157,6 +159,15 @@ pub struct SandboxArgs {
     /// unprivileged user: husk in the delegated subtree).
     #[arg(long, value_name = "PATH")]
     pub cgroup_parent: Option<String>,
+
+    /// The runsc binary (default: runsc in PATH).
+    #[arg(long, value_name = "PATH")]
+    pub runsc_path: Option<PathBuf>,
+
+    /// gVisor platform for runsc (default: systrap where the installed runsc
+    /// has it, else ptrace; kvm only when asked).
+    #[arg(long, value_name = "NAME")]
+    pub runsc_platform: Option<String>,
 }
 
 /// How one command is run and reported (shared by run and exec).

@@ -140,6 +140,7 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
         kill_grace: plan.kill_grace,
         group: cgroup.as_ref().map(|c| c as &dyn GroupKill),
         seccomp: plan.seccomp.as_ref(),
+        stop: None,
     }
     .run();
     let t_end = now_ns();
@@ -148,7 +149,7 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
 }
 
 /// Human description of a failed step, naming the mount it was at.
-fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
+pub(crate) fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
     let mut msg = format!("setup failed at {}: {:?} ({})", e.step.name(), e.errno, e.errno.desc());
     let mut hint = None;
     if e.step == Step::MountFilesystems

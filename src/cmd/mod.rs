@@ -10,9 +10,9 @@ use crate::cli::{Cli, Command};
 /// Runs the parsed command line; returns the process exit code.
 pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
     match cli.command {
-        Command::Run(args) => run::run(*args, cli.root, t_start),
+        Command::Run(args) => run::run(*args, cli.root, cli.state_dir.as_deref(), t_start),
         Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
-        Command::Gc(args) => gc::gc(args),
+        Command::Gc(args) => gc::gc(args, cli.state_dir.as_deref()),
     }
 }

@@ -43,6 +43,7 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
         RuntimeArg::Auto => RuntimeChoice::Auto,
     };
     spec.limits = crate::cgroup::limits::spec_from_args(a)?;
+    spec.runsc = crate::spec::RunscSpec { path: a.runsc_path.clone(), platform: a.runsc_platform.clone() };
     Ok(())
 }
 
@@ -211,7 +212,7 @@ pub fn root_input(spec: &Spec) -> Result<RootInput<'static>, String> {
     }
 }
 
-pub fn run(args: RunArgs, store_root: Option<PathBuf>, t_start: u64) -> i32 {
+pub fn run(args: RunArgs, store_root: Option<PathBuf>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let p = args.process.clone();
     let fail = |step: &str, msg: String| {
         let o = early_failure(step, msg, None);
@@ -231,10 +232,11 @@ pub fn run(args: RunArgs, store_root: Option<PathBuf>, t_start: u64) -> i32 {
         Ok(r) => r,
         Err(e) => return fail("root", e),
     };
-    let backend = match backend::select(spec.runtime) {
+    let selected = match backend::select(&spec, state_dir) {
         Ok(b) => b,
         Err(e) => return fail("backend", e),
     };
+    let backend = selected.backend;
     let capture = match spec.output {
         OutputSpec::Capture { limit } => Some(limit),
         OutputSpec::Passthrough => None,
@@ -244,7 +246,10 @@ pub fn run(args: RunArgs, store_root: Option<PathBuf>, t_start: u64) -> i32 {
         Err(e) => return fail("plan", e.to_string()),
     };
     let id = plan.id.clone();
-    let isolation = backend.isolation(&plan);
+    let mut isolation = backend.isolation(&plan);
+    if let (Some(note), Some(obj)) = (selected.note, isolation.as_object_mut()) {
+        obj.insert("runtime_choice".into(), note);
+    }
     let outcome = backend.run(plan, RunIo { capture, t_start });
     report(&outcome, &id, backend.name(), &isolation, &p)
 }
