@@ -217,15 +217,25 @@ mod rootless {
         assert!(r["phases_ms"]["runsc"].as_f64().is_some(), "{r:#}");
     }
 
+    /// What gVisor's kernel answers to `uname -v`.
+    const GVISOR_UNAME_V: &str = "#1 SMP Sun Jan 10 15:06:54 PST 2016";
+
     #[test]
     fn command_under_runsc_runs_on_gvisors_kernel() {
         require_runsc!();
         let host_release = nix::sys::utsname::uname().unwrap().release().to_string_lossy().into_owned();
-        let (v, code) = run_json(&["--runtime", "runsc"], &["sh", "-c", "dmesg; uname -r"]);
+        // With husk's default profile, syslog(2) is denied (as natively), so
+        // dmesg fails even on gVisor; uname -v carries gVisor's signature.
+        let (v, code) = run_json(&["--runtime", "runsc"], &["sh", "-c", "uname -v; uname -r; dmesg || true"]);
         assert_eq!(code, 0, "{v:#}");
         let out = stdout_of(&v);
-        assert!(out.contains("Starting gVisor"), "no gVisor boot log in dmesg: {out}");
+        assert!(out.contains(GVISOR_UNAME_V), "uname -v is not gVisor's: {out}");
         assert!(!out.contains(&host_release), "the host's kernel answered: {out}");
+        assert!(stderr_of(&v).contains("dmesg"), "the seccomp profile must deny syslog under runsc too: {v:#}");
+        // Without a filter, gVisor's own boot log answers.
+        let (v, code) = run_json(&["--runtime", "runsc", "--seccomp", "unconfined"], &["dmesg"]);
+        assert_eq!(code, 0, "{v:#}");
+        assert!(stdout_of(&v).contains("Starting gVisor"), "no gVisor boot log in dmesg: {v:#}");
         let (v, _) = run_json(&[], &["uname", "-r"]);
         assert_eq!(stdout_of(&v).trim(), host_release, "native runs on the host's kernel");
     }
@@ -314,7 +324,7 @@ mod rootless {
         require_runsc!();
         let state = TempDir::new("auto-state");
         let script = format!(
-            "exec {} --state-dir {} run --json --runtime auto -- sh -c 'dmesg | head -1'",
+            "exec {} --state-dir {} run --json --runtime auto -- uname -v",
             husk_bin().display(),
             state.path().display()
         );
@@ -328,7 +338,7 @@ mod rootless {
         assert_eq!(v["backend"], "runsc", "{v:#}");
         assert_eq!(v["isolation"]["runtime_choice"]["chosen"], "runsc");
         assert!(v["isolation"]["runtime_choice"]["why"].as_str().unwrap().contains("id range"), "{v:#}");
-        assert!(stdout_of(&v).contains("gVisor"), "{v:#}");
+        assert!(stdout_of(&v).contains(GVISOR_UNAME_V), "{v:#}");
     }
 
     /// In a user namespace whose own user.max_user_namespaces is 0 (the

@@ -30,7 +30,7 @@ fn check(name: &'static str, required: bool, ok: bool, detail: String, fix: Opti
 }
 
 /// `HUSK_NO_CGROUP` set to a true value, as clap reads it for --no-cgroup.
-fn no_cgroup_opt_out() -> bool {
+pub fn no_cgroup_opt_out() -> bool {
     std::env::var("HUSK_NO_CGROUP").map(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")).unwrap_or(false)
 }
 
