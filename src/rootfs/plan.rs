@@ -103,7 +103,7 @@ pub enum RootSource<'a> {
     /// Image layers, top first, and a view of their merged content.
     Layers {
         dirs: Vec<PathBuf>,
-        view: &'a dyn RootView,
+        view: Box<dyn RootView + 'a>,
         userxattr: bool,
         label: String,
     },
@@ -271,7 +271,7 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
             (&dir_view, report)
         }
         RootSource::Layers { view, dirs, label, .. } => (
-            *view,
+            view.as_ref(),
             RootReport {
                 mode: "image",
                 source: Some(label.clone()),

@@ -51,7 +51,10 @@ pub fn run_json(extra: &[&str], cmd: &[&str]) -> (serde_json::Value, i32) {
 pub fn verdict_of(out: &Output) -> serde_json::Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-        panic!("stdout is not one JSON verdict ({e}):\nstdout: {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "stdout is not one JSON verdict ({e}):\nstdout: {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     })
 }
 
