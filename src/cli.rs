@@ -206,6 +206,10 @@ pub struct ImageImportArgs {
     /// Bound on one layer's uncompressed size (decompression bombs).
     #[arg(long, value_name = "SIZE", value_parser = size, env = "HUSK_MAX_LAYER_SIZE", default_value = "16G")]
     pub max_layer_size: u64,
+    /// Bound on a layer's uncompressed/compressed size ratio above 1 GiB
+    /// (0: none).
+    #[arg(long, value_name = "N", default_value_t = 250)]
+    pub max_ratio: u64,
     /// Bound on one layer's number of entries.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_entries: u64,

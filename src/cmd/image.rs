@@ -118,7 +118,12 @@ fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(),
         .map_err(|e| ImageError::Source(e.to_string()))?;
     let opts = ImportOptions {
         name: a.name,
-        limits: Limits { max_layer_bytes: a.max_layer_size, max_entries: a.max_entries, ..Limits::default() },
+        limits: Limits {
+            max_layer_bytes: a.max_layer_size,
+            max_ratio: a.max_ratio,
+            max_entries: a.max_entries,
+            ..Limits::default()
+        },
         owners: owners_for(host, range),
         progress: !a.json && nix::unistd::isatty(std::io::stderr()).unwrap_or(false),
     };

@@ -36,6 +36,10 @@ pub const MAX_JSON: u64 = 4 << 20;
 pub struct Limits {
     /// Uncompressed bytes of one layer's tar stream.
     pub max_layer_bytes: u64,
+    /// Bound on uncompressed/compressed size (0: none), applied above 1 GiB:
+    /// real layers stay far below it, a bomb (about 1000:1 for gzip) is
+    /// stopped within seconds even under a generous `max_layer_bytes`.
+    pub max_ratio: u64,
     pub max_entries: u64,
     pub max_path: usize,
     pub max_depth: usize,
@@ -43,7 +47,21 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_layer_bytes: 16 << 30, max_entries: 1_000_000, max_path: 4096, max_depth: 256 }
+        Limits { max_layer_bytes: 16 << 30, max_ratio: 250, max_entries: 1_000_000, max_path: 4096, max_depth: 256 }
+    }
+}
+
+/// Below this, the ratio bound does not apply (small layers of zeros are
+/// common and harmless).
+pub const RATIO_FLOOR: u64 = 1 << 30;
+
+impl Limits {
+    /// The bound on one layer's uncompressed stream, given its blob size.
+    pub fn layer_bound(&self, compressed: u64) -> u64 {
+        if self.max_ratio == 0 {
+            return self.max_layer_bytes;
+        }
+        self.max_layer_bytes.min(compressed.saturating_mul(self.max_ratio).max(RATIO_FLOOR))
     }
 }
 

@@ -139,7 +139,7 @@ pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
     let declared = declared(&job.media_type).map_err(|why| LayerError::Format { digest: digest.clone(), why })?;
     let head = match blob.fill_buf() {
         Ok(h) => h,
-        Err(e) => return Err(read_error(&digest, Compression::None, job.size, e)),
+        Err(e) => return Err(read_error(&digest, Compression::None, e)),
     };
     let found = sniff(head);
     let compression = match declared {
@@ -166,15 +166,14 @@ pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
             })?)
         }
     };
-    let stream = Verify::new(decoder, Expect::AtMost(job.limits.max_layer_bytes), "layer");
+    let bound = job.limits.layer_bound(job.size);
+    let stream = Verify::new(decoder, Expect::AtMost(bound), "layer");
     let mut tar = TarReader::new(Stream(stream));
-    let mut writer = LayerWriter::new(job.dest, job.owners, job.limits.max_layer_bytes);
+    let mut writer = LayerWriter::new(job.dest, job.owners, bound);
     let names = NameLimits { max_path: job.limits.max_path, max_depth: job.limits.max_depth };
     let unpack = |err| LayerError::Unpack { digest: digest.clone(), err };
     let fail = |e: UnpackError| match e {
-        UnpackError::Io(io) | UnpackError::Tar(super::tar::TarError::Io(io)) => {
-            read_error(&digest, compression, job.limits.max_layer_bytes, io)
-        }
+        UnpackError::Io(io) | UnpackError::Tar(super::tar::TarError::Io(io)) => read_error(&digest, compression, io),
         other => unpack(other),
     };
     loop {
@@ -200,16 +199,14 @@ pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
     // The diff_id covers the whole uncompressed stream, including what
     // follows the end-of-archive marker.
     let Stream(stream) = tar.into_inner();
-    let (checked, decoder) = stream
-        .finish_into(Some(&job.diff_id))
-        .map_err(|e| read_error(&digest, compression, job.limits.max_layer_bytes, e))?;
+    let (checked, decoder) = stream.finish_into(Some(&job.diff_id)).map_err(|e| read_error(&digest, compression, e))?;
     let blob = decoder.into_blob().into_inner();
     // The blob's own digest and size come first in the verdict: a bad blob
     // explains a bad diff_id, not the other way round.
     match blob.finish_into(job.digest.as_ref()).map(|(r, _)| r) {
         Ok(Ok(())) => {}
         Ok(Err(mismatch)) => return Err(LayerError::Blob { digest, mismatch }),
-        Err(e) => return Err(read_error(&digest, compression, job.size, e)),
+        Err(e) => return Err(read_error(&digest, compression, e)),
     }
     match checked {
         Ok(()) => Ok(report),
@@ -218,7 +215,7 @@ pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
     }
 }
 
-fn read_error(digest: &Digest, compression: Compression, _limit: u64, e: io::Error) -> LayerError {
+fn read_error(digest: &Digest, compression: Compression, e: io::Error) -> LayerError {
     match bound_of(&e) {
         Some(b) if b.label == "blob" => {
             LayerError::Blob { digest: digest.clone(), mismatch: Mismatch::TooLong { limit: b.limit } }
