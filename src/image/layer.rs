@@ -432,6 +432,17 @@ impl LayerWriter {
 
     fn parent_error(&self, at: &[Vec<u8>], entry: &str, errno: Errno) -> UnpackError {
         let p = display(&at.join(&b'/'));
+        // openat2 reports a symlink as the last component as ENOTDIR (it
+        // opens the link itself under O_NOFOLLOW): look at what it is.
+        let errno = match (errno, at.split_last()) {
+            (Errno::ENOTDIR, Some((last, up))) => match open_dir_path(self.root.as_fd(), join(up).as_c_str())
+                .and_then(|d| lstat_at(d.as_fd(), &cname(last)))
+            {
+                Ok(st) if file_type(&st) == SFlag::S_IFLNK => Errno::ELOOP,
+                _ => errno,
+            },
+            _ => errno,
+        };
         let why = match errno {
             Errno::ELOOP => format!("parent {p:?} is a symlink; refusing to write through it"),
             Errno::ENOTDIR => format!("parent {p:?} is not a directory"),

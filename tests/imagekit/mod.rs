@@ -73,9 +73,17 @@ impl<'a> Entry<'a> {
     }
 }
 
+/// Octal, or GNU base-256 when the number does not fit.
 fn octal(field: &mut [u8], v: u64) {
     let s = format!("{:0width$o}\0", v, width = field.len() - 1);
-    field.copy_from_slice(s.as_bytes());
+    if s.len() == field.len() {
+        field.copy_from_slice(s.as_bytes());
+        return;
+    }
+    field.fill(0);
+    field[0] = 0x80;
+    let n = field.len();
+    field[n - 8..].copy_from_slice(&v.to_be_bytes());
 }
 
 impl Tar {
@@ -83,7 +91,17 @@ impl Tar {
         Tar::default()
     }
 
-    fn header(&mut self, name: &[u8], kind: u8, mode: u32, uid: u64, gid: u64, size: u64, link: &[u8], dev: (u32, u32)) {
+    fn header(
+        &mut self,
+        name: &[u8],
+        kind: u8,
+        mode: u32,
+        uid: u64,
+        gid: u64,
+        size: u64,
+        link: &[u8],
+        dev: (u32, u32),
+    ) {
         if name.len() > 100 {
             let mut ln = name.to_vec();
             ln.push(0);
@@ -282,7 +300,11 @@ pub fn tar_dir(dir: &Path) -> Vec<u8> {
         let mut names: Vec<_> = std::fs::read_dir(base.join(rel)).unwrap().flatten().collect();
         names.sort_by_key(|e| e.file_name());
         for e in names {
-            let name = if rel.is_empty() { e.file_name().to_string_lossy().to_string() } else { format!("{rel}/{}", e.file_name().to_string_lossy()) };
+            let name = if rel.is_empty() {
+                e.file_name().to_string_lossy().to_string()
+            } else {
+                format!("{rel}/{}", e.file_name().to_string_lossy())
+            };
             if e.file_type().unwrap().is_dir() {
                 t.dir(&format!("{name}/"), 0o755);
                 walk(t, base, &name);
