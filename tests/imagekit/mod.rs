@@ -91,45 +91,36 @@ impl Tar {
         Tar::default()
     }
 
-    fn header(
-        &mut self,
-        name: &[u8],
-        kind: u8,
-        mode: u32,
-        uid: u64,
-        gid: u64,
-        size: u64,
-        link: &[u8],
-        dev: (u32, u32),
-    ) {
+    fn header(&mut self, e: &Entry<'_>, size: u64) {
+        let (name, link) = (e.name, e.link);
         if name.len() > 100 {
             let mut ln = name.to_vec();
             ln.push(0);
-            self.header(b"././@LongLink", b'L', 0, 0, 0, ln.len() as u64, b"", (0, 0));
+            self.header(&Entry::new(b"././@LongLink", b'L'), ln.len() as u64);
             self.data(&ln);
         }
         if link.len() > 100 {
             let mut ll = link.to_vec();
             ll.push(0);
-            self.header(b"././@LongLink", b'K', 0, 0, 0, ll.len() as u64, b"", (0, 0));
+            self.header(&Entry::new(b"././@LongLink", b'K'), ll.len() as u64);
             self.data(&ll);
         }
         let mut h = [0u8; 512];
         let n = name.len().min(100);
         h[..n].copy_from_slice(&name[..n]);
-        octal(&mut h[100..108], mode as u64);
-        octal(&mut h[108..116], uid);
-        octal(&mut h[116..124], gid);
+        octal(&mut h[100..108], e.mode as u64);
+        octal(&mut h[108..116], e.uid);
+        octal(&mut h[116..124], e.gid);
         octal(&mut h[124..136], size);
         octal(&mut h[136..148], 1_700_000_000);
         h[148..156].copy_from_slice(b"        ");
-        h[156] = kind;
+        h[156] = e.kind;
         let l = link.len().min(100);
         h[157..157 + l].copy_from_slice(&link[..l]);
         h[257..263].copy_from_slice(b"ustar ");
         h[263..265].copy_from_slice(b" \0");
-        octal(&mut h[329..337], dev.0 as u64);
-        octal(&mut h[337..345], dev.1 as u64);
+        octal(&mut h[329..337], e.devmajor as u64);
+        octal(&mut h[337..345], e.devminor as u64);
         let sum: u64 = h.iter().map(|&b| b as u64).sum();
         let s = format!("{sum:06o}\0 ");
         h[148..156].copy_from_slice(s.as_bytes());
@@ -144,7 +135,7 @@ impl Tar {
 
     pub fn entry(&mut self, e: Entry<'_>) -> &mut Self {
         let size = if e.kind == b'0' && e.size == 0 { e.data.len() as u64 } else { e.size };
-        self.header(e.name, e.kind, e.mode, e.uid, e.gid, size, e.link, (e.devmajor, e.devminor));
+        self.header(&e, size);
         if !e.data.is_empty() {
             self.data(e.data);
         }
@@ -179,7 +170,7 @@ impl Tar {
             body.extend_from_slice(v);
             body.push(b'\n');
         }
-        self.header(b"pax", b'x', 0o644, 0, 0, body.len() as u64, b"", (0, 0));
+        self.header(&Entry::new(b"pax", b'x'), body.len() as u64);
         self.data(&body);
         self
     }
