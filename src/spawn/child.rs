@@ -78,15 +78,18 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
 /// Dies with the parent (PDEATHSIG) and waits for the id maps.
 fn await_release(chan: &Channel) -> R<()> {
     prctl::set_pdeathsig(Signal::SIGKILL).at(Step::AwaitRelease)?;
-    // Not dumpable: nothing in the sandbox may ptrace us or open
-    // /proc/1/{mem,fd,exe} (CVE-2016-9962 shape).
-    prctl::set_dumpable(false).at(Step::AwaitRelease)?;
     umask(Mode::empty());
     match chan.recv() {
-        Ok(Some(Msg::Release)) => Ok(()),
+        Ok(Some(Msg::Release)) => {}
         // The parent died or gave up before releasing us: leave quietly.
         Ok(_) | Err(_) => exit_now(125),
     }
+    // Not dumpable: nothing in the sandbox may ptrace us or open
+    // /proc/1/{mem,fd,exe} (CVE-2016-9962 shape). Only after the release:
+    // a non-dumpable child's /proc/PID/uid_map belongs to host root, so a
+    // rootless parent could not write the maps (nothing runs in the
+    // sandbox before the release, so nothing could use the window).
+    prctl::set_dumpable(false).at(Step::AwaitRelease)
 }
 
 /// Switches to the ids the maps give us, and drops host supplementary
