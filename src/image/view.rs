@@ -139,3 +139,85 @@ impl RootView for LayeredView {
         target.into_string().ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::layer::{LayerWriter, Owners};
+    use crate::image::tar::{Header, Kind as TarKind};
+    use crate::image::whiteout::{NameLimits, components, meaning};
+
+    fn header(path: &str, kind: TarKind, data: &[u8], link: &str) -> Header {
+        Header {
+            path: path.as_bytes().to_vec(),
+            link: link.as_bytes().to_vec(),
+            kind,
+            mode: if kind == TarKind::Dir { 0o755 } else { 0o644 },
+            uid: 0,
+            gid: 0,
+            size: data.len() as u64,
+            mtime: 0,
+            devmajor: 0,
+            devminor: 0,
+            xattrs: vec![],
+            data_offset: 0,
+        }
+    }
+
+    /// Unpacks `entries` (path, kind, data-or-link) into a fresh layer dir.
+    fn layer(root: &std::path::Path, name: &str, entries: &[(&str, TarKind, &str)]) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fd = nix::fcntl::open(&dir, OFlag::O_PATH | OFlag::O_DIRECTORY, nix::sys::stat::Mode::empty()).unwrap();
+        let mut w = LayerWriter::new(fd, Owners::Invoker, 1 << 20);
+        let limits = NameLimits { max_path: 4096, max_depth: 64 };
+        for (path, kind, s) in entries {
+            let (data, link) = if *kind == TarKind::File { (s.as_bytes(), "") } else { (&b""[..], *s) };
+            let h = header(path, *kind, data, link);
+            let comps = components(&h.path, &limits).unwrap();
+            let m = meaning(&comps).unwrap();
+            w.apply(&h, comps, m, &mut &data[..]).unwrap();
+        }
+        w.finish().unwrap();
+        dir
+    }
+
+    #[test]
+    fn merged_view_honours_whiteouts_opaque_dirs_and_symlinks() {
+        let root = std::env::temp_dir().join(format!("husk-view-{}", std::process::id()));
+        let base = layer(
+            &root,
+            "base",
+            &[
+                ("usr/etc/passwd", TarKind::File, "root:x:0:0::/root:/bin/sh\n"),
+                ("etc", TarKind::Symlink, "usr/etc"),
+                ("var/cache/old", TarKind::File, "o"),
+                ("motd", TarKind::File, "m"),
+                ("lib", TarKind::Dir, ""),
+            ],
+        );
+        let mid = layer(
+            &root,
+            "mid",
+            &[
+                ("var/cache/.wh..wh..opq", TarKind::File, ""),
+                ("var/cache/new", TarKind::File, "n"),
+                (".wh.motd", TarKind::File, ""),
+            ],
+        );
+        // The top layer replaces the directory /lib with a file: nothing of
+        // the lower /lib shows through.
+        let top = layer(&root, "top", &[("lib", TarKind::File, "not a dir")]);
+        let view = LayeredView::open(&[top, mid, base]).unwrap();
+        assert_eq!(view.kind("/var/cache/new"), Some(Kind::File));
+        assert_eq!(view.kind("/var/cache/old"), None, "hidden by the opaque directory");
+        assert_eq!(view.kind("/motd"), None, "whited out");
+        assert_eq!(view.kind("/etc"), Some(Kind::Symlink));
+        assert_eq!(view.readlink("/etc").as_deref(), Some("usr/etc"));
+        assert_eq!(view.kind("/lib"), Some(Kind::File));
+        assert_eq!(view.read_file("/etc/passwd").as_deref(), Some("root:x:0:0::/root:/bin/sh\n"));
+        assert_eq!(view.read_file("/etc/../../../usr/etc/passwd").as_deref(), Some("root:x:0:0::/root:/bin/sh\n"));
+        assert_eq!(view.read_file("/motd"), None);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
