@@ -233,3 +233,37 @@ fn parallel_imports_of_images_sharing_layers_keep_the_store_consistent() {
     let ls: Value = serde_json::from_slice(&husk_in(&store, &["image", "ls", "--json"]).stdout).unwrap();
     assert_eq!(ls.as_array().unwrap().len(), 6);
 }
+
+#[test]
+fn modes_and_mtimes_are_kept_even_for_read_only_directories() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new("modes");
+    let tar = Tar::new()
+        .dir("d/", 0o750)
+        .dir("ro/", 0o555)
+        .file_mode("ro/inside", 0o640, 0, b"x")
+        .dir("ro/sub/", 0o500)
+        .file_mode("ro/sub/deep", 0o400, 0, b"y")
+        .dir("tmp/", 0o1777)
+        .dir("sgid/", 0o2755)
+        .file_mode("bin/tool", 0o755, 0, b"#!")
+        .finish();
+    let mut l = Layout::new(&t.join("m"));
+    l.image(&[Layer::gzip(tar)], json!({}), None);
+    let store = t.join("store");
+    import_ok(&store, &l.dir, &[]);
+    let dir = store.join("layers").join(&layer_dirs(&store)[0]);
+    let mode = |p: &str| std::fs::symlink_metadata(dir.join(p)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(
+        [mode("d"), mode("ro"), mode("ro/inside"), mode("ro/sub"), mode("ro/sub/deep"), mode("tmp"), mode("bin/tool")],
+        [0o750, 0o555, 0o640, 0o500, 0o400, 0o1777, 0o755]
+    );
+    assert_eq!(mode("sgid") & 0o2000, 0o2000);
+    let mtime = std::fs::symlink_metadata(dir.join("ro/inside")).unwrap().mtime();
+    assert_eq!(mtime, 1_700_000_000);
+    assert_eq!(std::fs::symlink_metadata(dir.join("ro")).unwrap().mtime(), 1_700_000_000);
+    // prune can remove read-only trees it does not own the modes of.
+    assert!(husk_in(&store, &["image", "rm", "m"]).status.success());
+    assert!(husk_in(&store, &["image", "prune"]).status.success());
+    assert!(layer_dirs(&store).is_empty());
+}

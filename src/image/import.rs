@@ -160,6 +160,9 @@ fn build_layers(
     let cancel = AtomicBool::new(false);
     let bytes = Arc::new(AtomicU64::new(0));
     let total: u64 = todo.iter().map(|&i| r.layers[i].size).sum();
+    // umask 0 while the layers are written: creation modes are then the
+    // image's own, which saves a chmod per file. Restored before return.
+    let old_umask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
     let results: Mutex<Vec<Option<Built>>> = Mutex::new((0..todo.len()).map(|_| None).collect());
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(todo.len()).max(1);
     let work = || {
@@ -193,6 +196,7 @@ fn build_layers(
             bar.clear();
         }
     });
+    nix::sys::stat::umask(old_umask);
     let mut out = Vec::new();
     let mut first_err = None;
     for res in results.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -242,6 +246,7 @@ fn build_one(
             dest,
             cancel,
             progress: Some(bytes.clone()),
+            umask: Some(0),
         })
         .map_err(|err| ImageError::Layer { image: name.to_string(), err })
     })

@@ -110,6 +110,8 @@ pub enum UnpackError {
 struct DirMeta {
     comps: Vec<Vec<u8>>,
     mode: u32,
+    /// The mode mkdir gave it, when that is already final (saves a chmod).
+    created: Option<u32>,
     ids: Option<(u32, u32)>,
     mtime: Option<i64>,
     xattrs: Vec<(Vec<u8>, Vec<u8>)>,
@@ -123,6 +125,9 @@ pub struct LayerWriter {
     dirs: Vec<DirMeta>,
     buf: Vec<u8>,
     max_file: u64,
+    /// The process umask when the caller knows it (import sets 0 while it
+    /// runs): creation modes are then exact and most chmods can be skipped.
+    umask: Option<u32>,
     pub report: UnpackReport,
 }
 
@@ -131,8 +136,9 @@ const MAX_XATTR_VALUE: usize = 64 << 10;
 
 impl LayerWriter {
     /// `root`: O_PATH fd of the empty build directory.
-    pub fn new(root: OwnedFd, owners: Owners, max_file: u64) -> Self {
-        let root_meta = DirMeta { comps: Vec::new(), mode: 0o755, ids: None, mtime: None, xattrs: Vec::new() };
+    pub fn new(root: OwnedFd, owners: Owners, max_file: u64, umask: Option<u32>) -> Self {
+        let root_meta =
+            DirMeta { comps: Vec::new(), mode: 0o755, created: None, ids: None, mtime: None, xattrs: Vec::new() };
         let mut w = LayerWriter {
             root,
             owners,
@@ -140,6 +146,7 @@ impl LayerWriter {
             dirs: vec![root_meta],
             buf: vec![0u8; 256 << 10],
             max_file,
+            umask,
             report: UnpackReport::default(),
         };
         w.dirs[0].ids = w.ids(0, 0);
@@ -197,7 +204,7 @@ impl LayerWriter {
             }
             let ids = self.ids(h.uid, h.gid);
             let xattrs = self.xattrs(h);
-            self.dirs.push(DirMeta { comps, mode: h.mode, ids, mtime: Some(h.mtime), xattrs });
+            self.dirs.push(DirMeta { comps, mode: h.mode, created: None, ids, mtime: Some(h.mtime), xattrs });
             self.report.dirs += 1;
             return Ok(());
         }
@@ -234,15 +241,22 @@ impl LayerWriter {
         let ids = self.ids(h.uid, h.gid);
         match h.kind {
             Kind::Dir => {
-                let opaque = match mkdirat(parent, name, Mode::from_bits_truncate(0o700)) {
+                // Final permissions right away when they leave the owner
+                // rwx (needed while children are created), else 0700 now
+                // and the real mode at the end.
+                let exact = self.umask == Some(0) && h.mode & 0o7700 == 0o700;
+                let first = if exact { h.mode & 0o777 } else { 0o700 };
+                let mut created = exact.then_some(first);
+                let opaque = match mkdirat(parent, name, Mode::from_bits_truncate(first)) {
                     Ok(()) => false,
                     Err(Errno::EEXIST) => {
                         let st = lstat_at(parent, name).map_err(sys("stat"))?;
                         if file_type(&st) == SFlag::S_IFDIR {
+                            created = None;
                             false
                         } else {
                             let was_whiteout = self.clear(parent, name).map_err(sys("replacing"))?;
-                            mkdirat(parent, name, Mode::from_bits_truncate(0o700)).map_err(sys("mkdir"))?;
+                            mkdirat(parent, name, Mode::from_bits_truncate(first)).map_err(sys("mkdir"))?;
                             was_whiteout
                         }
                     }
@@ -252,12 +266,20 @@ impl LayerWriter {
                     self.make_opaque(comps).map_err(sys("marking the directory opaque"))?;
                 }
                 let xattrs = self.xattrs(h);
-                self.dirs.push(DirMeta { comps: comps.to_vec(), mode: h.mode, ids, mtime: Some(h.mtime), xattrs });
+                self.dirs.push(DirMeta {
+                    comps: comps.to_vec(),
+                    mode: h.mode,
+                    created,
+                    ids,
+                    mtime: Some(h.mtime),
+                    xattrs,
+                });
                 self.report.dirs += 1;
             }
             Kind::File => {
                 let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-                let mode = Mode::from_bits_truncate(0o600);
+                // Writing through this fd works whatever the mode says.
+                let mode = Mode::from_bits_truncate(h.mode & 0o777);
                 let fd = match openat(parent, name, flags, mode) {
                     Err(Errno::EEXIST) => {
                         self.clear(parent, name).map_err(sys("replacing"))?;
@@ -290,7 +312,9 @@ impl LayerWriter {
                 if let Some((u, g)) = ids {
                     fchown(&fd, Some(Uid::from_raw(u)), Some(Gid::from_raw(g))).map_err(sys("chown"))?;
                 }
-                fchmod(&fd, Mode::from_bits_truncate(h.mode)).map_err(sys("chmod"))?;
+                if h.mode & 0o7000 != 0 || self.umask.is_none_or(|m| h.mode & m != 0) {
+                    fchmod(&fd, Mode::from_bits_truncate(h.mode)).map_err(sys("chmod"))?;
+                }
                 for (k, v) in self.xattrs(h) {
                     crate::sys::xattr::fset(fd.as_fd(), &cname(&k), &v).map_err(sys("setxattr"))?;
                 }
@@ -398,6 +422,7 @@ impl LayerWriter {
                     self.dirs.push(DirMeta {
                         comps: want[..=i].to_vec(),
                         mode: 0o755,
+                        created: None,
                         ids,
                         mtime: None,
                         xattrs: vec![],
@@ -417,6 +442,7 @@ impl LayerWriter {
                         self.dirs.push(DirMeta {
                             comps: want[..=i].to_vec(),
                             mode: 0o755,
+                            created: None,
                             ids,
                             mtime: None,
                             xattrs: vec![],
@@ -553,7 +579,9 @@ impl LayerWriter {
             for (k, v) in &d.xattrs {
                 crate::sys::xattr::fset(fd.as_fd(), &cname(k), v).map_err(sys("setxattr"))?;
             }
-            fchmod(&fd, Mode::from_bits_truncate(d.mode)).map_err(sys("chmod"))?;
+            if d.created != Some(d.mode) {
+                fchmod(&fd, Mode::from_bits_truncate(d.mode)).map_err(sys("chmod"))?;
+            }
             if let Some(m) = d.mtime {
                 let t = TimeSpec::new(m, 0);
                 futimens(&fd, &t, &t).map_err(sys("set times"))?;

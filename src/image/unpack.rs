@@ -104,6 +104,8 @@ pub struct LayerJob<'a> {
     pub dest: OwnedFd,
     pub cancel: &'a AtomicBool,
     pub progress: Option<Arc<AtomicU64>>,
+    /// The process umask, when the caller fixed it (see `LayerWriter`).
+    pub umask: Option<u32>,
 }
 
 /// Why a layer was refused; the caller adds which image and blob.
@@ -169,7 +171,7 @@ pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
     let bound = job.limits.layer_bound(job.size);
     let stream = Verify::new(decoder, Expect::AtMost(bound), "layer");
     let mut tar = TarReader::new(Stream(stream));
-    let mut writer = LayerWriter::new(job.dest, job.owners, bound);
+    let mut writer = LayerWriter::new(job.dest, job.owners, bound, job.umask);
     let names = NameLimits { max_path: job.limits.max_path, max_depth: job.limits.max_depth };
     let unpack = |err| LayerError::Unpack { digest: digest.clone(), err };
     let fail = |e: UnpackError| match e {

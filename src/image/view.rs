@@ -169,7 +169,7 @@ mod tests {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let fd = nix::fcntl::open(&dir, OFlag::O_PATH | OFlag::O_DIRECTORY, nix::sys::stat::Mode::empty()).unwrap();
-        let mut w = LayerWriter::new(fd, Owners::Invoker, 1 << 20);
+        let mut w = LayerWriter::new(fd, Owners::Invoker, 1 << 20, None);
         let limits = NameLimits { max_path: 4096, max_depth: 64 };
         for (path, kind, s) in entries {
             let (data, link) = if *kind == TarKind::File { (s.as_bytes(), "") } else { (&b""[..], *s) };
