@@ -62,6 +62,9 @@ pub fn root_for_run(
         reference.to_string()
     };
     let (rec, dirs, lease) = store.lease(&name, &owners)?;
+    if dirs.is_empty() {
+        return Err(ImageError::Format(format!("image {} has no layers: nothing to run", rec.name)));
+    }
     let config: ImageConfig =
         oci::parse(&format!("config {}", rec.config), &store.get_blob(&rec.config)?).map_err(ImageError::Format)?;
     let image = super::config::defaults(&config)?;
