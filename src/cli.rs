@@ -31,6 +31,9 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Manage images: import, ls, inspect, rm, prune.
     Image(ImageArgs),
+    /// Inspect seccomp profiles: validate one, or print a shipped one.
+    #[command(subcommand)]
+    Seccomp(SeccompCommand),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -115,6 +118,16 @@ pub struct SandboxArgs {
     /// Isolation backend.
     #[arg(long, value_enum, default_value = "native")]
     pub runtime: RuntimeArg,
+
+    /// Seccomp profile: default, strict, unconfined (no filter), or the path
+    /// of an OCI/Docker-format profile.
+    #[arg(long, value_name = "default|strict|unconfined|PATH", default_value = "default")]
+    pub seccomp: String,
+
+    /// List the syscalls the filter denied, by name and count, in the
+    /// verdict (the filter stays as strict: husk answers each denial).
+    #[arg(long)]
+    pub seccomp_report: bool,
 }
 
 /// How one command is run and reported (shared by run and exec).
@@ -230,4 +243,30 @@ pub struct ImageNameArgs {
 pub struct JsonArgs {
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SeccompCommand {
+    /// Validate a profile and print what it allows and denies.
+    Check(SeccompCheckArgs),
+    /// Print a shipped profile (default, strict).
+    Show {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SeccompCheckArgs {
+    /// Profile file (OCI/Docker JSON), or the name of a shipped one.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+
+    /// Machine-readable report.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Evaluate Docker's `includes.caps` as if these capabilities were kept.
+    #[arg(long, value_name = "CAP")]
+    pub cap_add: Vec<String>,
 }

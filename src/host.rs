@@ -3,7 +3,7 @@
 
 use crate::spec::IdRange;
 use nix::unistd::{Gid, Uid};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Default host id range for privileged runs when /etc/subuid has no `husk`
 /// entry: high enough that no real account owns it.
@@ -20,6 +20,9 @@ pub struct HostFacts {
     pub last_cap: u32,
     /// `husk` entries of /etc/subuid and /etc/subgid, when both exist.
     pub subid: Option<(IdRange, IdRange)>,
+    /// husk's store (images, layers, compiled seccomp profiles): `--root`,
+    /// else /var/lib/husk as root, $XDG_DATA_HOME/husk otherwise.
+    pub store_root: PathBuf,
 }
 
 impl HostFacts {
@@ -34,7 +37,18 @@ impl HostFacts {
             (Some(u), Some(g)) => Some((u, g)),
             _ => None,
         };
-        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid }
+        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(uid == 0) }
+    }
+}
+
+/// The store directory when `--root` is not given.
+pub fn default_store_root(privileged: bool) -> PathBuf {
+    if privileged {
+        return PathBuf::from("/var/lib/husk");
+    }
+    match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d).join("husk"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".local/share/husk"),
     }
 }
 

@@ -198,6 +198,26 @@ mod tests {
     }
 
     #[test]
+    fn verdict_keys_match_the_documented_schema() {
+        let schema: serde_json::Value = serde_json::from_str(include_str!("../docs/verdict.schema.json")).unwrap();
+        let required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        let o = ended(Termination::Exited, Some(0), None);
+        let iso = serde_json::json!({});
+        let v = serde_json::to_value(Verdict::new("id", "native", &o, &iso, true)).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        for k in &required {
+            assert!(keys.contains(k), "verdict lacks documented key {k}");
+        }
+        for k in &keys {
+            assert!(schema["properties"].get(*k).is_some(), "verdict key {k} is not documented in the schema");
+        }
+        let term = schema["properties"]["termination"]["enum"].as_array().unwrap();
+        for t in ["exited", "signaled", "wall_timeout", "oom_killed", "setup_failed"] {
+            assert!(term.iter().any(|x| x == t), "{t} missing from schema");
+        }
+    }
+
+    #[test]
     fn signal_names_are_symbolic() {
         assert_eq!(signal_name(9), "SIGKILL");
         assert_eq!(signal_name(15), "SIGTERM");

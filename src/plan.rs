@@ -31,6 +31,8 @@ pub enum PlanError {
     IdMap(#[from] IdMapError),
     #[error(transparent)]
     Mounts(#[from] rootfs::MountPlanError),
+    #[error(transparent)]
+    Seccomp(#[from] crate::seccomp::SeccompError),
     #[error("{0}")]
     Other(String),
 }
@@ -79,6 +81,22 @@ pub struct Plan {
     pub last_cap: u32,
     pub timeout: Option<Duration>,
     pub kill_grace: Option<Duration>,
+    /// husk's own argv and environment areas, scrubbed by the init.
+    pub arg_areas: Vec<(usize, usize)>,
+    /// The compiled filter, loaded last before execve; `None` only with
+    /// `--seccomp unconfined`.
+    pub seccomp: Option<crate::seccomp::Program>,
+}
+
+/// (arg_start, arg_end) and (env_start, env_end) of this process, from
+/// /proc/self/stat (fields 48-51; the comm field may contain spaces).
+pub fn arg_areas() -> Vec<(usize, usize)> {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return Vec::new() };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return Vec::new() };
+    // After ") " the fields start at number 3 (state).
+    let f: Vec<usize> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    let get = |n: usize| f.get(n - 3).copied().unwrap_or(0);
+    vec![(get(48), get(49)), (get(50), get(51))]
 }
 
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -181,7 +199,25 @@ pub fn parse_rlimit(value: &str) -> Result<RlimitSpec, PlanError> {
     Ok(RlimitSpec { name: name.to_string(), soft, hard })
 }
 
-fn rlimits(specs: &[RlimitSpec]) -> Vec<Rlimit> {
+/// Checks a requested limit against what the sandbox can possibly set: the
+/// sandbox runs in a user namespace, so it cannot raise a hard limit above
+/// husk's own (that needs CAP_SYS_RESOURCE in the host's namespace).
+fn check_rlimit(r: &Rlimit, name: &str) -> Result<(), PlanError> {
+    let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    if crate::sys::process::get_rlimit(r.resource, &mut cur).is_ok() && r.hard > cur.rlim_max {
+        let show = |v: u64| if v == libc::RLIM_INFINITY { "unlimited".to_string() } else { v.to_string() };
+        return Err(PlanError::BadRlimit {
+            value: format!("{name}={}:{}", show(r.soft), show(r.hard)),
+            why: format!(
+                "the hard limit is above husk's own ({}), which a sandbox cannot exceed; raise husk's limit first (e.g. `ulimit -H`) or ask for less",
+                show(cur.rlim_max)
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn rlimits(specs: &[RlimitSpec]) -> Result<Vec<Rlimit>, PlanError> {
     let mut out: Vec<Rlimit> = DEFAULT_RLIMITS
         .iter()
         .filter_map(|(n, s, h)| Some(Rlimit { resource: rlimit_resource(n)?, soft: *s, hard: *h }))
@@ -195,12 +231,13 @@ fn rlimits(specs: &[RlimitSpec]) -> Vec<Rlimit> {
             soft: s.soft.unwrap_or(libc::RLIM_INFINITY),
             hard: s.hard.unwrap_or(libc::RLIM_INFINITY),
         };
+        check_rlimit(&r, &s.name)?;
         match out.iter_mut().find(|x| x.resource == resource) {
             Some(x) => *x = r,
             None => out.push(r),
         }
     }
-    out
+    Ok(out)
 }
 
 /// Image-derived defaults for a run (filled by the image store; empty in
@@ -297,6 +334,8 @@ impl Plan {
             caps_keep |= 1u64 << parse_cap(c)?;
         }
 
+        let seccomp = crate::seccomp::plan(&spec.seccomp, spec.seccomp_report, caps_keep, &host.store_root)?;
+
         // Mounts.
         let workdir =
             spec.workdir.clone().or(root.image.workdir.clone()).unwrap_or_else(|| crate::spec::DEFAULT_WORKDIR.into());
@@ -343,11 +382,13 @@ impl Plan {
                 gid,
                 groups,
                 caps_keep,
-                rlimits: rlimits(&spec.rlimits),
+                rlimits: rlimits(&spec.rlimits)?,
             },
             last_cap: host.last_cap,
             timeout: spec.timeout,
             kill_grace: spec.kill_grace,
+            arg_areas: arg_areas(),
+            seccomp,
             spec,
         })
     }
@@ -376,14 +417,16 @@ mod tests {
 
     #[test]
     fn rlimits_parse_and_override_defaults() {
-        let r = parse_rlimit("nofile=4096:8192").unwrap();
-        assert_eq!((r.soft, r.hard), (Some(4096), Some(8192)));
+        let r = parse_rlimit("nofile=512:1024").unwrap();
+        assert_eq!((r.soft, r.hard), (Some(512), Some(1024)));
         assert_eq!(parse_rlimit("core=unlimited").unwrap().soft, None);
         assert!(parse_rlimit("nofile=10:5").is_err());
         assert!(parse_rlimit("bogus=1").is_err());
-        let all = rlimits(&[r]);
+        let all = rlimits(&[r]).unwrap();
         let nofile = all.iter().find(|x| x.resource == libc::RLIMIT_NOFILE).unwrap();
-        assert_eq!((nofile.soft, nofile.hard), (4096, 8192));
+        assert_eq!((nofile.soft, nofile.hard), (512, 1024));
+        let huge = parse_rlimit("nofile=unlimited").unwrap();
+        assert!(rlimits(&[huge]).is_err(), "an unlimited nofile hard limit cannot be granted");
         assert!(all.iter().any(|x| x.resource == libc::RLIMIT_CORE && x.hard == 0));
     }
 }

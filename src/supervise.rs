@@ -44,6 +44,9 @@ pub struct Watch<'a> {
     pub timeout: Option<Duration>,
     pub kill_grace: Option<Duration>,
     pub group: Option<&'a dyn GroupKill>,
+    /// Explain mode: the program whose listener the command sends over the
+    /// channel; the watch answers its notifications.
+    pub seccomp: Option<&'a crate::seccomp::Program>,
 }
 
 /// What the watch saw.
@@ -62,6 +65,10 @@ pub struct Watched {
     pub stderr: Option<Captured>,
     /// Monotonic instant the init was reaped.
     pub t_exit: u64,
+    /// Monotonic instant the init reaped the command (0 if it never did).
+    pub t_reaped: u64,
+    /// Syscalls the seccomp filter denied (explain mode only).
+    pub seccomp_denied: crate::seccomp::notify::Denials,
 }
 
 struct Stream {
@@ -102,6 +109,9 @@ impl Watch<'_> {
             })
             .collect();
         let mut chan_open = true;
+        // Only accepted when explain mode asked for it.
+        let report = self.seccomp.filter(|p| p.report());
+        let mut listener: Option<OwnedFd> = None;
         let mut drain_until: Option<Instant> = None;
         let hard_kill = |group: Option<&dyn GroupKill>| {
             let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
@@ -155,6 +165,9 @@ impl Watch<'_> {
                 fds.push((1, self.chan.fd()));
             }
             fds.push((2, self.signals.as_fd()));
+            if let Some(l) = &listener {
+                fds.push((LISTENER, l.as_fd()));
+            }
             for (i, s) in streams.iter().enumerate() {
                 if let Some(fd) = &s.fd {
                     fds.push((3 + i as u8, fd.as_fd()));
@@ -165,25 +178,33 @@ impl Watch<'_> {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(_) => std::thread::sleep(Duration::from_millis(1)),
             }
-            let ready: Vec<u8> = fds
+            let ready: Vec<(u8, PollFlags)> = fds
                 .iter()
                 .zip(&pfds)
-                .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
-                .map(|((tag, _), _)| *tag)
+                .filter_map(|((tag, _), p)| p.revents().filter(|r| !r.is_empty()).map(|r| (*tag, r)))
                 .collect();
 
-            for tag in ready {
+            for (tag, revents) in ready {
                 match tag {
+                    // POLLHUP without POLLIN: no task uses the filter any
+                    // more; a recv now would block forever.
+                    LISTENER if !revents.contains(PollFlags::POLLIN) => listener = None,
+                    LISTENER => {
+                        let (Some(l), Some(p)) = (&listener, report) else { continue };
+                        if crate::seccomp::notify::answer(l.as_fd(), &p.filter, &mut out.seccomp_denied).is_err() {
+                            listener = None;
+                        }
+                    }
                     0 => {
                         out.init = wait_pidfd(self.pidfd.as_fd()).ok();
                         out.t_exit = crate::spawn::now_ns();
                         drain_until = Some(Instant::now() + DRAIN_LIMIT);
                         // The channel may still hold the final status.
                         while chan_open {
-                            chan_open = read_chan(self.chan, &mut out);
+                            chan_open = read_chan(self.chan, &mut out, &mut listener, report.is_some());
                         }
                     }
-                    1 => chan_open = read_chan(self.chan, &mut out),
+                    1 => chan_open = read_chan(self.chan, &mut out, &mut listener, report.is_some()),
                     2 => {
                         while let Ok(Some(info)) = self.signals.read_signal() {
                             let sig = info.ssi_signo as i32;
@@ -207,14 +228,20 @@ impl Watch<'_> {
     }
 }
 
-/// Reads one message; false once the channel is closed.
-fn read_chan(chan: &Channel, out: &mut Watched) -> bool {
-    match chan.recv() {
-        Ok(Some(Msg::Times(t))) => out.times = Some(t),
-        Ok(Some(Msg::Failed(e))) => out.failed = Some(e),
-        Ok(Some(Msg::Exited { code })) => out.command = Some(ExitStatus::Exited(code)),
-        Ok(Some(Msg::Signaled { signal })) => out.command = Some(ExitStatus::Signaled(signal)),
-        Ok(Some(Msg::Release)) => {}
+/// Poll tag of the seccomp listener.
+const LISTENER: u8 = 9;
+
+/// Reads one message; false once the channel is closed. A seccomp listener
+/// is kept only when explain mode expects one (any other fd is closed).
+fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, want_listener: bool) -> bool {
+    match chan.recv_with_fd() {
+        Ok(Some((Msg::Times(t), _))) => out.times = Some(t),
+        Ok(Some((Msg::Failed(e), _))) => out.failed = Some(e),
+        Ok(Some((Msg::Exited { code }, _))) => out.command = Some(ExitStatus::Exited(code)),
+        Ok(Some((Msg::Signaled { signal }, _))) => out.command = Some(ExitStatus::Signaled(signal)),
+        Ok(Some((Msg::SeccompListener, fd))) if want_listener => *listener = fd,
+        Ok(Some((Msg::Reaped { at }, _))) => out.t_reaped = at,
+        Ok(Some((Msg::Release | Msg::SeccompListener, _))) => {}
         Ok(None) | Err(_) => return false,
     }
     true

@@ -27,6 +27,14 @@ pub enum Msg {
     Signaled {
         signal: i32,
     },
+    /// Init -> parent, just before the status: when the init reaped the
+    /// command (CLOCK_MONOTONIC ns), to separate run time from teardown.
+    Reaped {
+        at: u64,
+    },
+    /// Command -> parent: the seccomp listener (explain mode), attached as
+    /// SCM_RIGHTS.
+    SeccompListener,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -45,6 +53,8 @@ impl Msg {
             Msg::Times(t) => (3, 0, t),
             Msg::Exited { code } => (4, code, [0; MAX_TIMES]),
             Msg::Signaled { signal } => (5, signal, [0; MAX_TIMES]),
+            Msg::Reaped { at } => (6, 0, [at, 0, 0, 0, 0, 0, 0, 0]),
+            Msg::SeccompListener => (7, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -74,6 +84,8 @@ impl Msg {
             3 => Msg::Times(t),
             4 => Msg::Exited { code: a },
             5 => Msg::Signaled { signal: a },
+            6 => Msg::Reaped { at: t[0] },
+            7 => Msg::SeccompListener,
             _ => return None,
         })
     }
@@ -114,6 +126,54 @@ impl Channel {
         }
     }
 
+    /// Sends `msg` with `fd` attached (no allocation: usable in the child).
+    pub fn send_fd(&self, msg: Msg, fd: BorrowedFd<'_>) -> Result<(), Errno> {
+        crate::sys::socket::send_with_fd(self.0.as_fd(), &msg.encode(), fd)
+    }
+
+    /// Like `recv`, also returning a file descriptor attached to the message.
+    pub fn recv_with_fd(&self) -> Result<Option<(Msg, Option<OwnedFd>)>, Errno> {
+        use nix::sys::socket::{ControlMessageOwned, recvmsg};
+        use std::os::fd::{AsRawFd, RawFd};
+        let mut buf = [0u8; LEN + 1];
+        let mut cmsg = nix::cmsg_space!(RawFd);
+        loop {
+            let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+            let r = recvmsg::<()>(self.0.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC);
+            let msg = match r {
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e),
+                Ok(m) => m,
+            };
+            let mut fd = None;
+            for c in msg.cmsgs().map_err(|_| Errno::EBADMSG)? {
+                if let ControlMessageOwned::ScmRights(fds) = c {
+                    // The kernel just installed these in our fd table: ours
+                    // to own (and to close, beyond the first).
+                    for raw in fds {
+                        let owned = crate::sys::fd::owned(raw as libc::c_long);
+                        fd.get_or_insert(owned);
+                    }
+                }
+            }
+            let n = msg.bytes;
+            if n == 0 {
+                return Ok(None);
+            }
+            return Msg::decode(&buf[..n]).map(|m| Some((m, fd))).ok_or(Errno::EBADMSG);
+        }
+    }
+
+    /// True when the other end is closed (checked without blocking).
+    pub fn peer_gone(&self) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+            Err(_) => false,
+        }
+    }
+
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
     }
@@ -143,6 +203,8 @@ mod tests {
             Msg::Times([1, 2, 3, 4, 5, 6, 7, 8]),
             Msg::Exited { code: 3 },
             Msg::Signaled { signal: 9 },
+            Msg::Reaped { at: 42 },
+            Msg::SeccompListener,
         ];
         for m in msgs {
             a.send(m).unwrap();
@@ -150,5 +212,20 @@ mod tests {
         }
         drop(a);
         assert_eq!(b.recv().unwrap(), None);
+    }
+
+    #[test]
+    fn a_file_descriptor_travels_with_its_message() {
+        let (a, b) = Channel::pair().unwrap();
+        let (r, w) = nix::unistd::pipe().unwrap();
+        a.send_fd(Msg::SeccompListener, w.as_fd()).unwrap();
+        drop(w);
+        let (msg, fd) = b.recv_with_fd().unwrap().unwrap();
+        assert_eq!(msg, Msg::SeccompListener);
+        nix::unistd::write(fd.unwrap(), b"x").unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(nix::unistd::read(&r, &mut buf).unwrap(), 1);
+        a.send(Msg::Exited { code: 0 }).unwrap();
+        assert_eq!(b.recv_with_fd().unwrap().map(|(m, fd)| (m, fd.is_none())), Some((Msg::Exited { code: 0 }, true)));
     }
 }

@@ -115,7 +115,7 @@ mod tests {
     use super::*;
 
     fn host(uid: u32) -> HostFacts {
-        HostFacts { uid, gid: uid, privileged: uid == 0, last_cap: 40, subid: None }
+        HostFacts { uid, gid: uid, privileged: uid == 0, last_cap: 40, subid: None, store_root: "/nonexistent".into() }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+/// Everything here runs as root and, in scripts/test.sh, as `tester`.
 /// Runs `husk run --json [extra] -- cmd` against `store`; the verdict.
 fn run(store: &Path, extra: &[&str], cmd: &[&str]) -> Value {
     let mut args = vec!["run", "--json"];
@@ -57,132 +58,8 @@ fn whiteout_layers() -> (Layer, Layer) {
 }
 
 const WHITEOUT_PROBE: &str = "ls /etc/motd 2>&1; ls /var/cache; cat /keep/me";
+
 const WHITEOUT_EXPECT: &str = "ls: /etc/motd: No such file or directory\nnew\nkept";
-
-#[test]
-fn image_config_sets_env_cmd_workdir_and_user() {
-    let t = TempDir::new("config");
-    let cfg = json!({
-        "Env": ["FROM_IMAGE=yes", "SHARED=image", "PATH=/bin"],
-        "Cmd": ["sh", "-c", "echo $FROM_IMAGE $SHARED; pwd; id -u; id -G"],
-        "WorkingDir": "/../srv/./w",
-        "User": "user",
-    });
-    let l = busybox_layout(&t.join("bb"), vec![], cfg);
-    let store = t.join("store");
-    let path = l.dir.to_str().unwrap();
-    if !is_root() {
-        // Rootless: one mapped id, so the image's `user` (1000) is the
-        // only identity and there are no supplementary groups.
-        let v = run(&store, &["--image", path], &[]);
-        assert_eq!(out(&v), "yes image\n/srv/w\n1000\n1000\n");
-        return;
-    }
-    let v = run(&store, &["--image", path], &[]);
-    assert_eq!(out(&v), "yes image\n/srv/w\n1000\n1000 50\n", "Cmd, Env, WorkingDir (clamped), User + groups");
-    let v = run(&store, &["--image", "bb", "-e", "SHARED=cli", "--workdir", "/elsewhere", "--user", "0"], &[]);
-    assert_eq!(out(&v), "yes cli\n/elsewhere\n0\n0\n", "flags win over the image config");
-    let v = run(&store, &["--image", "bb"], &["sh", "-c", "echo explicit"]);
-    assert_eq!(out(&v), "explicit\n");
-    assert_eq!(v["isolation"]["rootfs"]["mode"], "image");
-    assert_eq!(v["isolation"]["rootfs"]["layers"], 1);
-}
-
-#[test]
-fn image_files_keep_their_owners_inside_the_sandbox() {
-    if !is_root() {
-        skip_note("ownership shifting needs root (rootless stores give every file to the invoking user)");
-        return;
-    }
-    let t = TempDir::new("owners");
-    let mut tar = Tar::new();
-    tar.file_mode("data/root-file", 0o640, 0, b"r");
-    tar.file_mode("data/user-file", 0o600, 1000, b"u");
-    tar.file_mode("data/far-file", 0o644, 70000, b"f");
-    let l = busybox_layout(&t.join("own"), vec![Layer::gzip(tar.finish())], json!({}));
-    let store = t.join("store");
-    let v =
-        run(&store, &["--image", l.dir.to_str().unwrap()], &["sh", "-c", "stat -c '%n %u:%g %a' /data/* /bin/busybox"]);
-    assert_eq!(
-        out(&v),
-        "/data/far-file 65534:65534 644\n/data/root-file 0:0 640\n/data/user-file 1000:1000 600\n/bin/busybox 0:0 755\n"
-    );
-    // On the host, sandbox root's files belong to the unprivileged range.
-    let dirs = std::fs::read_dir(store.join("layers")).unwrap().flatten().filter(|e| e.path().is_dir());
-    for d in dirs {
-        let md = std::fs::metadata(d.path()).unwrap();
-        assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), 1_000_000_000, "{}", d.path().display());
-    }
-}
-
-fn skip_note(reason: &str) {
-    println!("note: {reason}");
-}
-
-#[test]
-fn whiteouts_and_opaque_dirs_hide_lower_content() {
-    let t = TempDir::new("whiteout");
-    let (lower, upper) = whiteout_layers();
-    let l = busybox_layout(&t.join("wh"), vec![lower, upper], json!({}));
-    let v = run(&t.join("store"), &["--image", l.dir.to_str().unwrap()], &["sh", "-c", WHITEOUT_PROBE]);
-    assert_eq!(out(&v).trim_end(), WHITEOUT_EXPECT);
-}
-
-#[test]
-fn image_root_is_read_only_and_writable_layer_is_discarded() {
-    let t = TempDir::new("readonly");
-    let l = busybox_layout(&t.join("ro"), vec![], json!({}));
-    let store = t.join("store");
-    let p = l.dir.to_str().unwrap();
-    let v =
-        run(&store, &["--image", p], &["sh", "-c", "echo x > /etc/new 2>&1 || echo refused; echo w > ./ok && cat ok"]);
-    assert_eq!(out(&v), "refused\nw\n");
-    let v = run(
-        &store,
-        &["--image", p, "--writable"],
-        &["sh", "-c", "echo x > /etc/new && cat /etc/new && rm /bin/busybox.x 2>/dev/null; echo done"],
-    );
-    assert_eq!(out(&v), "x\ndone\n");
-    let v = run(&store, &["--image", p], &["sh", "-c", "ls /etc/new 2>&1"]);
-    assert!(out(&v).contains("No such file"), "the writable layer is discarded: {}", out(&v));
-}
-
-#[test]
-fn setuid_files_in_the_image_grant_nothing() {
-    let t = TempDir::new("suid");
-    let bb = std::fs::read("/bin/busybox").unwrap();
-    let mut tar = Tar::new();
-    // A setuid-root copy of busybox named `id`: on a nosuid mount it runs
-    // with the caller's ids.
-    tar.file_mode("usr/local/bin/id", 0o4755, 0, &bb);
-    let l = busybox_layout(&t.join("suid"), vec![Layer::gzip(tar.finish())], json!({}));
-    let user = if is_root() { "user" } else { "0" };
-    let v = run(
-        &t.join("store"),
-        &["--image", l.dir.to_str().unwrap(), "--user", user],
-        &["sh", "-c", "stat -c %a /usr/local/bin/id; /usr/local/bin/id -u"],
-    );
-    let expect = if is_root() { "4755\n1000\n" } else { "4755\n0\n" };
-    assert_eq!(out(&v), expect);
-}
-
-#[test]
-fn path_reference_is_imported_on_the_fly_and_cached() {
-    let t = TempDir::new("onthefly");
-    let l = busybox_layout(&t.join("fly"), vec![], json!({}));
-    let store = t.join("store");
-    let v = run(&store, &["--image", l.dir.to_str().unwrap()], &["echo", "one"]);
-    assert_eq!(out(&v), "one\n");
-    let before = tree(&store.join("layers"));
-    let v = run(&store, &["--image", l.dir.to_str().unwrap()], &["echo", "two"]);
-    assert_eq!(out(&v), "two\n");
-    assert_eq!(tree(&store.join("layers")), before, "the second run reuses the stored layers");
-    let v = run(&store, &["--image", "fly"], &["echo", "three"]);
-    assert_eq!(out(&v), "three\n", "and the image is stored under its default name");
-    let v = run(&store, &["--image", "no-such-image"], &["true"]);
-    assert_eq!(v["termination"], "setup_failed");
-    assert!(v["error"]["message"].as_str().unwrap().contains("no image named \"no-such-image:latest\""));
-}
 
 /// Starts a sandbox from image NAME that says it is up (so its lease is
 /// held) and runs until `stop_run` tells it to end.
@@ -191,7 +68,7 @@ fn start_long_run(store: &Path, name: &str, sig: &Path) -> std::process::Child {
     // Sandbox root is an unprivileged host id: let it write the marker.
     std::fs::set_permissions(sig, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let bind = format!("{}:/sig:rw", sig.display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_husk"))
+    let mut child = Command::new(husk_bin())
         .args([
             "run",
             "--image",
@@ -226,81 +103,6 @@ fn stop_run(mut child: std::process::Child, sig: &Path) {
     assert!(child.wait().unwrap().success());
 }
 
-#[test]
-fn rm_refuses_an_image_in_use_and_prune_keeps_its_layers() {
-    let t = TempDir::new("inuse");
-    let l = busybox_layout(&t.join("busy"), vec![], json!({}));
-    let store = t.join("store");
-    import_ok(&store, &l.dir, &[]);
-    let child = start_long_run(&store, "busy", &t.join("sig"));
-    let rm = husk_in(&store, &["image", "rm", "busy"]);
-    assert!(!rm.status.success());
-    assert!(stderr(&rm).contains("image busy:latest is in use"), "{}", stderr(&rm));
-    stop_run(child, &t.join("sig"));
-    let rm = husk_in(&store, &["image", "rm", "busy"]);
-    assert!(rm.status.success(), "{}", stderr(&rm));
-
-    // Re-point a name while a sandbox runs from its old layers: prune
-    // keeps the layers the sandbox has mounted.
-    let old = busybox_layout(&t.join("old"), vec![Layer::gzip(Tar::new().file("x", b"x").finish())], json!({}));
-    import_ok(&store, &old.dir, &["--name", "moving"]);
-    let child = start_long_run(&store, "moving", &t.join("sig2"));
-    import_ok(&store, &l.dir, &["--name", "moving"]);
-    let p: Value = serde_json::from_slice(&husk_in(&store, &["image", "prune", "--json"]).stdout).unwrap();
-    assert_eq!((p["layers_removed"].as_u64(), p["layers_in_use"].as_u64()), (Some(0), Some(1)), "{p}");
-    stop_run(child, &t.join("sig2"));
-    let p: Value = serde_json::from_slice(&husk_in(&store, &["image", "prune", "--json"]).stdout).unwrap();
-    assert_eq!((p["layers_removed"].as_u64(), p["layers_in_use"].as_u64()), (Some(1), Some(0)), "{p}");
-}
-
-#[test]
-fn parallel_imports_and_runs_share_layers_safely() {
-    let t = TempDir::new("busy-store");
-    let store = t.join("store");
-    let a = busybox_layout(&t.join("a"), vec![Layer::gzip(Tar::new().file("a", b"a").finish())], json!({}));
-    let b = busybox_layout(&t.join("b"), vec![Layer::gzip(Tar::new().file("b", b"b").finish())], json!({}));
-    import_ok(&store, &a.dir, &["--name", "a"]);
-    let spawn = |args: Vec<String>| {
-        Command::new(env!("CARGO_BIN_EXE_husk"))
-            .args(&args)
-            .env("HUSK_ROOT", &store)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let mut children = Vec::new();
-    for i in 0..4 {
-        let src = if i % 2 == 0 { &a.dir } else { &b.dir };
-        children.push(spawn(vec![
-            "image".into(),
-            "import".into(),
-            "--name".into(),
-            format!("p{i}"),
-            src.display().to_string(),
-        ]));
-        children.push(spawn(vec!["run".into(), "--image".into(), "a".into(), "--".into(), "cat".into(), "/a".into()]));
-        children.push(spawn(vec![
-            "run".into(),
-            "--image".into(),
-            b.dir.display().to_string(),
-            "--".into(),
-            "cat".into(),
-            "/b".into(),
-        ]));
-    }
-    children.push(spawn(vec!["image".into(), "prune".into()]));
-    for c in children {
-        let o = c.wait_with_output().unwrap();
-        assert!(o.status.success(), "{} / {}", stdout(&o), stderr(&o));
-    }
-    let dirs: Vec<_> =
-        std::fs::read_dir(store.join("layers")).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
-    assert_eq!(dirs.len(), 3, "busybox base + a + b, each once");
-    assert!(tree(&store.join("tmp")).is_empty());
-}
-
 /// The unprivileged test user, when the suite runs as root.
 fn tester() -> Option<(u32, u32)> {
     let pw = std::fs::read_to_string("/etc/passwd").ok()?;
@@ -323,6 +125,217 @@ fn as_tester(bin: &Path, store: &Path, ids: (u32, u32), args: &[&str]) -> Output
         .stdin(Stdio::null())
         .output()
         .unwrap()
+}
+
+/// Everything here runs as root and, in scripts/test.sh, as `tester`.
+mod rootless {
+    use super::*;
+
+    #[test]
+    fn image_config_sets_env_cmd_workdir_and_user() {
+        let t = TempDir::new("config");
+        let cfg = json!({
+            "Env": ["FROM_IMAGE=yes", "SHARED=image", "PATH=/bin"],
+            "Cmd": ["sh", "-c", "echo $FROM_IMAGE $SHARED; pwd; id -u; id -G"],
+            "WorkingDir": "/../srv/./w",
+            "User": "user",
+        });
+        let l = busybox_layout(&t.join("bb"), vec![], cfg);
+        let store = t.join("store");
+        let path = l.dir.to_str().unwrap();
+        if !is_root() {
+            // Rootless: one mapped id, so the image's `user` (1000) is the
+            // only identity and there are no supplementary groups.
+            let v = run(&store, &["--image", path], &[]);
+            assert_eq!(out(&v), "yes image\n/srv/w\n1000\n1000\n");
+            return;
+        }
+        let v = run(&store, &["--image", path], &[]);
+        assert_eq!(out(&v), "yes image\n/srv/w\n1000\n1000 50\n", "Cmd, Env, WorkingDir (clamped), User + groups");
+        let v = run(&store, &["--image", "bb", "-e", "SHARED=cli", "--workdir", "/elsewhere", "--user", "0"], &[]);
+        assert_eq!(out(&v), "yes cli\n/elsewhere\n0\n0\n", "flags win over the image config");
+        let v = run(&store, &["--image", "bb"], &["sh", "-c", "echo explicit"]);
+        assert_eq!(out(&v), "explicit\n");
+        assert_eq!(v["isolation"]["rootfs"]["mode"], "image");
+        assert_eq!(v["isolation"]["rootfs"]["layers"], 1);
+    }
+
+    #[test]
+    fn whiteouts_and_opaque_dirs_hide_lower_content() {
+        let t = TempDir::new("whiteout");
+        let (lower, upper) = whiteout_layers();
+        let l = busybox_layout(&t.join("wh"), vec![lower, upper], json!({}));
+        let v = run(&t.join("store"), &["--image", l.dir.to_str().unwrap()], &["sh", "-c", WHITEOUT_PROBE]);
+        assert_eq!(out(&v).trim_end(), WHITEOUT_EXPECT);
+    }
+
+    #[test]
+    fn image_root_is_read_only_and_writable_layer_is_discarded() {
+        let t = TempDir::new("readonly");
+        let l = busybox_layout(&t.join("ro"), vec![], json!({}));
+        let store = t.join("store");
+        let p = l.dir.to_str().unwrap();
+        let v = run(
+            &store,
+            &["--image", p],
+            &["sh", "-c", "echo x > /etc/new 2>&1 || echo refused; echo w > ./ok && cat ok"],
+        );
+        assert_eq!(out(&v), "refused\nw\n");
+        let v = run(
+            &store,
+            &["--image", p, "--writable"],
+            &["sh", "-c", "echo x > /etc/new && cat /etc/new && rm /bin/busybox.x 2>/dev/null; echo done"],
+        );
+        assert_eq!(out(&v), "x\ndone\n");
+        let v = run(&store, &["--image", p], &["sh", "-c", "ls /etc/new 2>&1"]);
+        assert!(out(&v).contains("No such file"), "the writable layer is discarded: {}", out(&v));
+    }
+
+    #[test]
+    fn setuid_files_in_the_image_grant_nothing() {
+        let t = TempDir::new("suid");
+        let bb = std::fs::read("/bin/busybox").unwrap();
+        let mut tar = Tar::new();
+        // A setuid-root copy of busybox named `id`: on a nosuid mount it runs
+        // with the caller's ids.
+        tar.file_mode("usr/local/bin/id", 0o4755, 0, &bb);
+        let l = busybox_layout(&t.join("suid"), vec![Layer::gzip(tar.finish())], json!({}));
+        let user = if is_root() { "user" } else { "0" };
+        let v = run(
+            &t.join("store"),
+            &["--image", l.dir.to_str().unwrap(), "--user", user],
+            &["sh", "-c", "stat -c %a /usr/local/bin/id; /usr/local/bin/id -u"],
+        );
+        let expect = if is_root() { "4755\n1000\n" } else { "4755\n0\n" };
+        assert_eq!(out(&v), expect);
+    }
+
+    #[test]
+    fn path_reference_is_imported_on_the_fly_and_cached() {
+        let t = TempDir::new("onthefly");
+        let l = busybox_layout(&t.join("fly"), vec![], json!({}));
+        let store = t.join("store");
+        let v = run(&store, &["--image", l.dir.to_str().unwrap()], &["echo", "one"]);
+        assert_eq!(out(&v), "one\n");
+        let before = tree(&store.join("layers"));
+        let v = run(&store, &["--image", l.dir.to_str().unwrap()], &["echo", "two"]);
+        assert_eq!(out(&v), "two\n");
+        assert_eq!(tree(&store.join("layers")), before, "the second run reuses the stored layers");
+        let v = run(&store, &["--image", "fly"], &["echo", "three"]);
+        assert_eq!(out(&v), "three\n", "and the image is stored under its default name");
+        let v = run(&store, &["--image", "no-such-image"], &["true"]);
+        assert_eq!(v["termination"], "setup_failed");
+        assert!(v["error"]["message"].as_str().unwrap().contains("no image named \"no-such-image:latest\""));
+    }
+
+    #[test]
+    fn rm_refuses_an_image_in_use_and_prune_keeps_its_layers() {
+        let t = TempDir::new("inuse");
+        let l = busybox_layout(&t.join("busy"), vec![], json!({}));
+        let store = t.join("store");
+        import_ok(&store, &l.dir, &[]);
+        let child = start_long_run(&store, "busy", &t.join("sig"));
+        let rm = husk_in(&store, &["image", "rm", "busy"]);
+        assert!(!rm.status.success());
+        assert!(stderr(&rm).contains("image busy:latest is in use"), "{}", stderr(&rm));
+        stop_run(child, &t.join("sig"));
+        let rm = husk_in(&store, &["image", "rm", "busy"]);
+        assert!(rm.status.success(), "{}", stderr(&rm));
+
+        // Re-point a name while a sandbox runs from its old layers: prune
+        // keeps the layers the sandbox has mounted.
+        let old = busybox_layout(&t.join("old"), vec![Layer::gzip(Tar::new().file("x", b"x").finish())], json!({}));
+        import_ok(&store, &old.dir, &["--name", "moving"]);
+        let child = start_long_run(&store, "moving", &t.join("sig2"));
+        import_ok(&store, &l.dir, &["--name", "moving"]);
+        let p: Value = serde_json::from_slice(&husk_in(&store, &["image", "prune", "--json"]).stdout).unwrap();
+        assert_eq!((p["layers_removed"].as_u64(), p["layers_in_use"].as_u64()), (Some(0), Some(1)), "{p}");
+        stop_run(child, &t.join("sig2"));
+        let p: Value = serde_json::from_slice(&husk_in(&store, &["image", "prune", "--json"]).stdout).unwrap();
+        assert_eq!((p["layers_removed"].as_u64(), p["layers_in_use"].as_u64()), (Some(1), Some(0)), "{p}");
+    }
+
+    #[test]
+    fn parallel_imports_and_runs_share_layers_safely() {
+        let t = TempDir::new("busy-store");
+        let store = t.join("store");
+        let a = busybox_layout(&t.join("a"), vec![Layer::gzip(Tar::new().file("a", b"a").finish())], json!({}));
+        let b = busybox_layout(&t.join("b"), vec![Layer::gzip(Tar::new().file("b", b"b").finish())], json!({}));
+        import_ok(&store, &a.dir, &["--name", "a"]);
+        let spawn = |args: Vec<String>| {
+            Command::new(husk_bin())
+                .args(&args)
+                .env("HUSK_ROOT", &store)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut children = Vec::new();
+        for i in 0..4 {
+            let src = if i % 2 == 0 { &a.dir } else { &b.dir };
+            children.push(spawn(vec![
+                "image".into(),
+                "import".into(),
+                "--name".into(),
+                format!("p{i}"),
+                src.display().to_string(),
+            ]));
+            children.push(spawn(vec![
+                "run".into(),
+                "--image".into(),
+                "a".into(),
+                "--".into(),
+                "cat".into(),
+                "/a".into(),
+            ]));
+            children.push(spawn(vec![
+                "run".into(),
+                "--image".into(),
+                b.dir.display().to_string(),
+                "--".into(),
+                "cat".into(),
+                "/b".into(),
+            ]));
+        }
+        children.push(spawn(vec!["image".into(), "prune".into()]));
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{} / {}", stdout(&o), stderr(&o));
+        }
+        let dirs: Vec<_> =
+            std::fs::read_dir(store.join("layers")).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+        assert_eq!(dirs.len(), 3, "busybox base + a + b, each once");
+        assert!(tree(&store.join("tmp")).is_empty());
+    }
+}
+
+#[test]
+fn image_files_keep_their_owners_inside_the_sandbox() {
+    if !is_root() {
+        println!("SKIP: needs root (ownership shifting; rootless stores give every file to the invoking user)");
+        return;
+    }
+    let t = TempDir::new("owners");
+    let mut tar = Tar::new();
+    tar.file_mode("data/root-file", 0o640, 0, b"r");
+    tar.file_mode("data/user-file", 0o600, 1000, b"u");
+    tar.file_mode("data/far-file", 0o644, 70000, b"f");
+    let l = busybox_layout(&t.join("own"), vec![Layer::gzip(tar.finish())], json!({}));
+    let store = t.join("store");
+    let v =
+        run(&store, &["--image", l.dir.to_str().unwrap()], &["sh", "-c", "stat -c '%n %u:%g %a' /data/* /bin/busybox"]);
+    assert_eq!(
+        out(&v),
+        "/data/far-file 65534:65534 644\n/data/root-file 0:0 640\n/data/user-file 1000:1000 600\n/bin/busybox 0:0 755\n"
+    );
+    // On the host, sandbox root's files belong to the unprivileged range.
+    let dirs = std::fs::read_dir(store.join("layers")).unwrap().flatten().filter(|e| e.path().is_dir());
+    for d in dirs {
+        let md = std::fs::metadata(d.path()).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), 1_000_000_000, "{}", d.path().display());
+    }
 }
 
 #[test]

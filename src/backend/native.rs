@@ -37,6 +37,7 @@ impl Backend for Native {
             "rootfs": plan.mounts.report,
             "capabilities": caps,
             "no_new_privs": true,
+            "seccomp": crate::seccomp::isolation(plan.seccomp.as_ref()),
             "downgrades": [],
         })
     }
@@ -98,6 +99,7 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64), ErrorReport>
         timeout: plan.timeout,
         kill_grace: plan.kill_grace,
         group: None,
+        seccomp: plan.seccomp.as_ref(),
     }
     .run();
     Ok((watched, spawned.t_clone))
@@ -120,7 +122,7 @@ fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
             MountKind::Overlay(_) => "overlay",
             MountKind::Mask => "mask",
             MountKind::ReadOnly | MountKind::SetReadOnly => "read-only remount",
-            MountKind::Create(_) => "mount point creation",
+            MountKind::Create(_) | MountKind::Populate(_) => "mount point creation",
         };
         msg.push_str(&format!(" [{what} at /{}]", op.target.to_string_lossy()));
         if e.errno == nix::errno::Errno::EACCES {
@@ -130,14 +132,29 @@ fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
     if e.step == Step::Exec {
         let cmd = plan.process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
         msg = match e.errno {
+            nix::errno::Errno::ENOENT if cmd.contains('/') => {
+                format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)")
+            }
             nix::errno::Errno::ENOENT => {
                 format!("command not found: {cmd} (searched PATH inside the sandbox)")
             }
             errno => format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()),
         };
     }
+    if e.step == Step::Seccomp {
+        hint = Some(
+            "the kernel refused the seccomp filter (EINVAL: built without CONFIG_SECCOMP_FILTER?); \
+             --seccomp unconfined runs without one, and the verdict says so"
+                .into(),
+        );
+    }
     if e.step == Step::AssembleRoot && e.errno == nix::errno::Errno::EINVAL {
-        hint = Some("overlayfs refused the layers; run `husk doctor` to check overlay support".into());
+        hint = Some(match &plan.mounts.report.source {
+            Some(src) if plan.mounts.report.mode == "rootfs" => format!(
+                "overlayfs refused {src} as a lower layer: give a directory on a regular filesystem (not procfs, sysfs or another overlay's upper dir)"
+            ),
+            _ => "overlayfs refused the layers; run `husk doctor` to check overlay support".into(),
+        });
     }
     (msg, hint)
 }
@@ -146,19 +163,23 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
     let mut phases: BTreeMap<&'static str, f64> = BTreeMap::new();
     phases.insert("plan", ms(io.t_start, t_clone));
     if let Some(t) = w.times {
-        let pairs: [(&'static str, u64, u64); 6] = [
+        let pairs: [(&'static str, u64, u64); 7] = [
             ("clone", t_clone, t[phase::CHILD_START]),
             ("id_map", t[phase::CHILD_START], t[phase::RELEASED]),
             ("namespaces", t[phase::RELEASED], t[phase::NAMESPACES]),
             ("mounts", t[phase::NAMESPACES], t[phase::MOUNTS]),
             ("pivot", t[phase::MOUNTS], t[phase::PIVOT]),
             ("confine", t[phase::PIVOT], t[phase::CONFINED]),
+            ("seccomp", t[phase::CONFINED], t[phase::SECCOMP]),
         ];
         for (name, a, b) in pairs {
             phases.insert(name, ms(a, b));
         }
-        if w.t_exit > 0 {
-            phases.insert("run", ms(t[phase::CONFINED], w.t_exit));
+        if w.t_reaped > 0 {
+            phases.insert("run", ms(t[phase::SECCOMP], w.t_reaped));
+            phases.insert("teardown", ms(w.t_reaped, w.t_exit.max(w.t_reaped)));
+        } else if w.t_exit > 0 {
+            phases.insert("run", ms(t[phase::SECCOMP], w.t_exit));
         }
     }
     let mut outcome =
@@ -167,6 +188,9 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
     outcome.phases_ms = phases;
     outcome.stdout = w.stdout;
     outcome.stderr = w.stderr;
+    // The filter is in place from install_seccomp on: a failure before it
+    // (or at it) ran without one.
+    let filtered = w.failed.is_none_or(|e| e.step == Step::Exec);
     if let Some(e) = w.failed {
         let (message, hint) = describe(plan, &e);
         outcome.termination = Termination::SetupFailed;
@@ -198,6 +222,9 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
                 });
             }
         }
+    }
+    if filtered {
+        outcome.seccomp = Some(crate::seccomp::verdict(plan.seccomp.as_ref(), &w.seccomp_denied, outcome.signal));
     }
     outcome
 }

@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod image;
 pub mod run;
+pub mod seccomp;
 
 use crate::cli::{Cli, Command};
 use crate::paths::Paths;
@@ -13,6 +14,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
     let paths = Paths::from_cli(cli.root.as_deref(), cli.state_dir.as_deref());
     match cli.command {
         Command::Run(args) => run::run(*args, &paths, t_start),
+        Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
         Command::Image(args) => image::image(args, &paths),
     }

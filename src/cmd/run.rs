@@ -37,6 +37,8 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
     spec.rlimits =
         a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
     spec.id_range = a.id_range.as_deref().map(crate::userns::parse_range).transpose().map_err(|e| e.to_string())?;
+    spec.seccomp = crate::seccomp::parse_arg(&a.seccomp)?;
+    spec.seccomp_report = a.seccomp_report;
     spec.runtime = match a.runtime {
         RuntimeArg::Native => RuntimeChoice::Native,
         RuntimeArg::Runsc => RuntimeChoice::Runsc,
@@ -170,7 +172,13 @@ pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json
 }
 
 /// Writes `data` to a temp file beside `path`, then renames it into place.
+/// Anything but a regular file (a device, FIFO, `/dev/stderr`, `/dev/fd/N`)
+/// is written in place instead: renaming over it would replace, say, the
+/// host's /dev/null with a regular file when husk runs as root.
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return std::fs::OpenOptions::new().write(true).truncate(true).open(path)?.write_all(data);
+    }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let tmp: PathBuf = dir.join(format!(
         ".{}.tmp{}",
@@ -230,7 +238,11 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
     {
         return fail("arguments", e);
     }
-    let host = HostFacts::probe();
+    let mut host = HostFacts::probe();
+    // One store for everything (images, compiled seccomp profiles).
+    if let Ok(p) = paths {
+        host.store_root = p.root.clone();
+    }
     let (root, _lease) = match root_input(&spec, &host, paths) {
         Ok(r) => r,
         Err(e) => return fail("root", e),

@@ -147,6 +147,9 @@ pub enum MountKind {
     SetReadOnly,
     /// Create an entry inside an already-mounted writable tmpfs.
     Create(Entry),
+    /// Create entries (paths relative to the target directory, parents
+    /// first) inside a freshly mounted tmpfs of ours.
+    Populate(Vec<Entry>),
 }
 
 /// Everything the child needs to build `/`.

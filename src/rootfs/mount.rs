@@ -18,6 +18,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 type R<T> = Result<T, StepError>;
 
+/// Staging-relative empty directory that masked directories are bound to.
+const EMPTY_DIR: &CStr = c"e";
+
 /// Opens `path` inside the tree rooted at `root` (O_PATH), never leaving it.
 pub fn open_in_root(root: BorrowedFd<'_>, path: &CStr) -> Result<OwnedFd, Errno> {
     let path = if path.is_empty() { c"." } else { path };
@@ -40,9 +43,9 @@ fn split_parent(path: &CStr) -> (CString, CString) {
 /// An existing entry of the same kind is accepted.
 pub fn create_entry(base: BorrowedFd<'_>, entry: &Entry) -> Result<(), Errno> {
     let (parent, name) = split_parent(entry.path());
-    let dir = open_in_root(base, &parent)?;
+    let dir = if parent.is_empty() { None } else { Some(open_in_root(base, &parent)?) };
     // O_PATH fds serve as dirfd for the *at calls below.
-    let dirfd = dir.as_fd();
+    let dirfd = dir.as_ref().map(|d| d.as_fd()).unwrap_or(base);
     let exists_ok = |r: Result<(), Errno>| match r {
         Err(Errno::EEXIST) => Ok(()),
         other => other,
@@ -95,6 +98,7 @@ pub fn assemble(plan: &MountPlan) -> R<Assembled> {
 
     let staging = tmpfs_mount(8 << 20, 0o700, None, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV).at(Step::Staging)?;
     move_mount_to_path(staging.as_fd(), AT_FDCWD, &plan.staging).at(Step::Staging)?;
+    mkdirat(staging.as_fd(), EMPTY_DIR, Mode::from_bits_truncate(0o555)).at(Step::Staging)?;
 
     let root = match &plan.root {
         RootPlan::Tmpfs { entries } => {
@@ -230,10 +234,20 @@ fn run_op(root: BorrowedFd<'_>, staging: BorrowedFd<'_>, staging_path: &CStr, op
             let path = CString::new(format!("/proc/self/fd/{}", target.as_raw_fd())).unwrap_or_default();
             mount_overlay(staging, ov, &path)
         }
+        MountKind::Populate(entries) => {
+            for e in entries {
+                create_entry(target.as_fd(), e)?;
+            }
+            Ok(())
+        }
         MountKind::Mask => {
             let st = fstat(&target)?;
             if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
-                attach(tmpfs_mount(4096, 0o555, None, sys | MOUNT_ATTR_RDONLY)?.as_fd())
+                // A read-only clone of the staging area's empty directory:
+                // far cheaper than a tmpfs per masked directory.
+                let empty = open_tree(staging, EMPTY_DIR, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)?;
+                mount_setattr(empty.as_fd(), false, sys | MOUNT_ATTR_RDONLY, 0)?;
+                attach(empty.as_fd())
             } else {
                 let null = open_tree(AT_FDCWD, c"/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)?;
                 mount_setattr(null.as_fd(), false, sys | MOUNT_ATTR_RDONLY, 0)?;

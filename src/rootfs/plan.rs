@@ -53,8 +53,10 @@ const PROC_MASKED: &[&str] = &[
     "proc/fs/nfsd",
 ];
 const PROC_READONLY: &[&str] = &["proc/sys", "proc/bus", "proc/fs", "proc/irq"];
-const SYS_MASKED: &[&str] =
-    &["sys/firmware", "sys/devices/virtual/powercap", "sys/kernel/debug", "sys/kernel/security"];
+/// A fresh sysfs has no debugfs/securityfs mounted, so only these leak:
+/// firmware tables (ACPI, DMI, EFI variables) and energy counters (a power
+/// side channel, "Platypus").
+const SYS_MASKED: &[&str] = &["sys/firmware", "sys/devices/virtual/powercap"];
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 const DEV_LINKS: &[(&str, &str)] = &[
     ("fd", "/proc/self/fd"),
@@ -567,13 +569,15 @@ fn file(path: &str, data: String) -> Entry {
 }
 
 fn plan_dev(ops: &mut Vec<MountOp>, dev: &str, devpts_gid: Option<u32>) {
-    let create = |e: Entry| MountOp { target: e.path().clone(), kind: MountKind::Create(e), optional: false };
-    for d in ["pts", "shm", "mqueue"] {
-        ops.push(create(Entry::Dir { path: cstring(&format!("{dev}/{d}")), mode: 0o755 }));
-    }
+    // All of /dev's own entries in one op: one directory fd, no per-entry
+    // path resolution.
+    let mut entries: Vec<Entry> =
+        ["pts", "shm", "mqueue"].iter().map(|d| Entry::Dir { path: cstring(d), mode: 0o755 }).collect();
+    entries.extend(DEV_NODES.iter().map(|n| Entry::File { path: cstring(n), mode: 0o666, data: Vec::new() }));
+    entries.extend(DEV_LINKS.iter().map(|(n, t)| Entry::Symlink { path: cstring(n), target: cstring(t) }));
+    ops.push(MountOp { target: cstring(dev), kind: MountKind::Populate(entries), optional: false });
     for n in DEV_NODES {
         let path = format!("{dev}/{n}");
-        ops.push(create(Entry::File { path: cstring(&path), mode: 0o666, data: Vec::new() }));
         ops.push(MountOp {
             target: cstring(&path),
             kind: MountKind::Bind {
@@ -582,9 +586,6 @@ fn plan_dev(ops: &mut Vec<MountOp>, dev: &str, devpts_gid: Option<u32>) {
             },
             optional: false,
         });
-    }
-    for (name, target) in DEV_LINKS {
-        ops.push(create(Entry::Symlink { path: cstring(&format!("{dev}/{name}")), target: cstring(target) }));
     }
     let flags = attrs::NOSUID | attrs::NOEXEC;
     ops.push(MountOp {

@@ -10,6 +10,7 @@ use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::process::{Forked, exit_now, fork};
+use nix::fcntl::OFlag;
 use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::stat::{Mode, umask};
@@ -38,6 +39,10 @@ pub fn init_signals() -> SigSet {
 pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
     let mut times = [0u64; MAX_TIMES];
     times[phase::CHILD_START] = now_ns();
+    // `ps` shows what this process is, on the host and inside; and the
+    // sandbox must not read husk's host command line from /proc/1/cmdline.
+    let _ = prctl::set_name(c"husk:[init]");
+    crate::sys::process::scrub_cmdline(&plan.arg_areas, b"husk:[init]");
     match setup(plan, chan, stdio, &mut times) {
         Ok(cmd) => super::init::reap(cmd, chan),
         Err(e) => fail(chan, e),
@@ -47,7 +52,7 @@ pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
 fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_TIMES]) -> R<nix::unistd::Pid> {
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
-    become_root(plan)?;
+    become_root(plan, chan)?;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
     if plan.network == NetworkMode::None {
@@ -63,13 +68,27 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
     times[phase::PIVOT] = now_ns();
 
     redirect_stdio(stdio)?;
+    // Shrink the bounding set once, here, for both processes, to what
+    // --cap-add asked for. Effective capabilities are untouched, so both can
+    // still switch users below.
+    crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(plan.last_cap), plan.process.caps_keep)
+        .at(Step::DropCaps)?;
     // Forwarded signals are blocked from here on and collected with
     // sigwait by the reaper: no handler ever runs in the init.
     init_signals().thread_block().at(Step::ForkCommand)?;
+    // The command must not run a single instruction of its own while the
+    // init still holds capabilities: it waits at this gate until the init
+    // has confined itself (EOF instead of a byte means the init failed).
+    let (gate_r, gate_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).at(Step::ForkCommand)?;
     match fork().at(Step::ForkCommand)? {
-        Forked::Child => super::command::run(plan, chan, times),
+        Forked::Child => {
+            drop(gate_w);
+            super::command::run(plan, chan, times, gate_r)
+        }
         Forked::Parent { pid, .. } => {
-            confine_init(plan)?;
+            drop(gate_r);
+            confine_init(plan, chan)?;
+            nix::unistd::write(&gate_w, &[1]).at(Step::InitConfine)?;
             Ok(pid)
         }
     }
@@ -86,23 +105,34 @@ fn await_release(chan: &Channel) -> R<()> {
     }
     // Not dumpable: nothing in the sandbox may ptrace us or open
     // /proc/1/{mem,fd,exe} (CVE-2016-9962 shape). Only after the release:
-    // a non-dumpable child's /proc/PID/uid_map belongs to host root, so a
-    // rootless parent could not write the maps (nothing runs in the
-    // sandbox before the release, so nothing could use the window).
+    // a non-dumpable task's /proc/<pid>/{uid_map,gid_map,setgroups} belong
+    // to host root, so a rootless parent could no longer write the maps.
+    // Nothing runs in the sandbox before this point.
     prctl::set_dumpable(false).at(Step::AwaitRelease)
 }
 
 /// Switches to the ids the maps give us, and drops host supplementary
 /// groups (they would otherwise stay attached to the sandbox).
-fn become_root(plan: &Plan) -> R<()> {
-    let (uid, gid) = (Uid::from_raw(plan.ids.init_uid), Gid::from_raw(plan.ids.init_gid));
-    nix::unistd::setresgid(gid, gid, gid).at(Step::BecomeRoot)?;
+fn become_root(plan: &Plan, chan: &Channel) -> R<()> {
     if !plan.ids.deny_setgroups {
         nix::unistd::setgroups(&[]).at(Step::BecomeRoot)?;
     }
-    nix::unistd::setresuid(uid, uid, uid).at(Step::BecomeRoot)?;
-    // A credential change resets dumpability; set it again.
-    prctl::set_dumpable(false).at(Step::BecomeRoot)
+    switch_ids(plan.ids.init_uid, plan.ids.init_gid, chan, Step::BecomeRoot)
+}
+
+/// setresgid + setresuid, then re-arm what a credential change clears: the
+/// parent-death signal and non-dumpability. If husk died in the window where
+/// no death signal was armed, leave now.
+fn switch_ids(uid: u32, gid: u32, chan: &Channel, step: Step) -> R<()> {
+    let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
+    nix::unistd::setresgid(gid, gid, gid).at(step)?;
+    nix::unistd::setresuid(uid, uid, uid).at(step)?;
+    prctl::set_dumpable(false).at(step)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).at(step)?;
+    if chan.peer_gone() {
+        exit_now(125);
+    }
+    Ok(())
 }
 
 /// chdir into the workdir and prove the cwd is inside the new root (a cwd
@@ -122,10 +152,18 @@ fn redirect_stdio(stdio: ChildStdio) -> R<()> {
     Ok(())
 }
 
-/// The init keeps no privilege once the command runs: every capability
-/// dropped, no_new_privs set.
-fn confine_init(plan: &Plan) -> R<()> {
-    crate::sys::caps::drop_bounding(0, plan.last_cap).at(Step::InitConfine)?;
+/// The init keeps no privilege once the command runs: it takes the
+/// command's ids (so it can still forward signals to it without CAP_KILL),
+/// drops every capability and sets no_new_privs.
+fn confine_init(plan: &Plan, chan: &Channel) -> R<()> {
+    let p = &plan.process;
+    crate::sys::caps::drop_bounding(p.caps_keep, 0).at(Step::InitConfine)?;
+    if (p.uid, p.gid) != (plan.ids.init_uid, plan.ids.init_gid) {
+        if !plan.ids.deny_setgroups {
+            nix::unistd::setgroups(&[]).at(Step::InitConfine)?;
+        }
+        switch_ids(p.uid, p.gid, chan, Step::InitConfine)?;
+    }
     crate::sys::caps::set_process_caps(0, plan.last_cap).at(Step::InitConfine)?;
     prctl::set_no_new_privs().at(Step::InitConfine)
 }

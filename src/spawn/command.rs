@@ -1,6 +1,7 @@
 //! The command's process (pid 2): confinement steps in the order the kernel
-//! requires, ending in execve. Seccomp goes last so the filter also covers
-//! the execve itself.
+//! requires, then the seccomp filter, then execve. Seccomp goes last so the
+//! filter also covers the execve itself, and after no_new_privs, which
+//! loading a filter without CAP_SYS_ADMIN requires.
 
 use super::step::{AtStep, Step, StepError};
 use super::{fail, now_ns, phase};
@@ -13,14 +14,33 @@ use nix::sys::prctl;
 use nix::sys::signal::SigSet;
 use nix::sys::stat::{Mode, umask};
 use nix::unistd::{Gid, Uid};
+use std::os::fd::OwnedFd;
 
 type R<T> = Result<T, StepError>;
 
-pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> ! {
+pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES], gate: OwnedFd) -> ! {
     if let Err(e) = confine(plan) {
         fail(chan, e);
     }
+    // Wait until the init has dropped its own privileges (see child.rs).
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(&gate, &mut byte) {
+            Ok(1) => break,
+            Err(Errno::EINTR) => continue,
+            _ => exit_now(125),
+        }
+    }
+    drop(gate);
     times[phase::CONFINED] = now_ns();
+    // Last, so the filter also covers execve and nothing of husk's own
+    // setup has to be allowed by the profile.
+    if let Some(seccomp) = &plan.seccomp
+        && let Err(e) = seccomp.apply(chan)
+    {
+        fail(chan, e);
+    }
+    times[phase::SECCOMP] = now_ns();
     let _ = chan.send(Msg::Times(*times));
     let errno = exec(plan);
     // exec failed: 127 when nothing was found, 126 when found but not runnable.
@@ -32,7 +52,7 @@ fn confine(plan: &Plan) -> R<()> {
     // inherited tty fd is refused (CVE-2017-5226).
     nix::unistd::setsid().at(Step::Setsid)?;
     let p = &plan.process;
-    crate::sys::caps::drop_bounding(p.caps_keep, plan.last_cap).at(Step::DropCaps)?;
+    // The init already shrank the bounding set to caps_keep.
     set_identity(plan)?;
     crate::sys::caps::set_process_caps(p.caps_keep, plan.last_cap).at(Step::DropCaps)?;
     for r in &p.rlimits {

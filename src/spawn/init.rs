@@ -9,7 +9,6 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 pub fn reap(cmd: Pid, chan: &Channel) -> ! {
-    nix::sys::prctl::set_name(c"husk:[init]").ok();
     let set = init_signals();
     loop {
         let Ok(sig) = set.wait() else { continue };
@@ -25,6 +24,7 @@ pub fn reap(cmd: Pid, chan: &Channel) -> ! {
                         Some(ExitStatus::Signaled(signal)) => Msg::Signaled { signal },
                         None => continue,
                     };
+                    let _ = chan.send(Msg::Reaped { at: crate::spawn::now_ns() });
                     let _ = chan.send(msg);
                     exit_now(0);
                 }

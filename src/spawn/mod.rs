@@ -22,6 +22,7 @@ pub mod phase {
     pub const MOUNTS: usize = 3;
     pub const PIVOT: usize = 4;
     pub const CONFINED: usize = 5;
+    pub const SECCOMP: usize = 6;
 }
 
 /// Monotonic nanoseconds (same clock as std's Instant on Linux).

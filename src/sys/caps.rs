@@ -25,11 +25,15 @@ fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> SysResult<()> {
     check(ret as libc::c_long).map(|_| ())
 }
 
-/// Removes every capability not in `keep` (bit N = capability N) from the
-/// bounding set. Needs CAP_SETPCAP, so it runs before the final capset.
-pub fn drop_bounding(keep: u64, last_cap: u32) -> SysResult<()> {
-    for cap in 0..=last_cap {
-        if keep & (1u64 << cap) != 0 {
+/// Removes from the bounding set every capability that is in `current`
+/// but not in `keep` (bit N = capability N). Needs CAP_SETPCAP, so it runs
+/// before the final capset. `current` lets a caller that knows its bounding
+/// set skip one prctl per capability already gone (each prctl passes the
+/// LSM hooks, which are not free).
+pub fn drop_bounding(current: u64, keep: u64) -> SysResult<()> {
+    for cap in 0..64u32 {
+        let bit = 1u64 << cap;
+        if current & bit == 0 || keep & bit != 0 {
             continue;
         }
         match prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0) {
@@ -77,4 +81,14 @@ pub fn current() -> SysResult<(u64, u64, u64)> {
     check(ret)?;
     let join = |f: fn(&CapData) -> u32| (f(&data[0]) as u64) | ((f(&data[1]) as u64) << 32);
     Ok((join(|d| d.effective), join(|d| d.permitted), join(|d| d.inheritable)))
+}
+
+/// Bit mask of every capability this kernel knows.
+pub fn all_caps(last_cap: u32) -> u64 {
+    if last_cap >= 63 { u64::MAX } else { (1u64 << (last_cap + 1)) - 1 }
+}
+
+/// Empties the ambient set.
+pub fn clear_ambient() -> SysResult<()> {
+    prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0)
 }

@@ -12,6 +12,7 @@ pub mod net;
 pub mod process;
 pub mod seccomp;
 pub mod signal;
+pub mod socket;
 pub mod xattr;
 
 pub use nix::errno::Errno;

@@ -208,3 +208,36 @@ pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> 
     let ret = unsafe { libc::setrlimit(resource, &lim) };
     check(ret as libc::c_long).map(|_| ())
 }
+
+/// Overwrites this process's argv and environment areas (what
+/// /proc/<pid>/cmdline and /environ show) with `title` and NULs. The
+/// sandbox init is a fork of husk: without this, anything in the sandbox
+/// could read husk's host command line (host paths, --env values) from
+/// /proc/1/cmdline. `areas` are (start, end) address pairs from
+/// /proc/self/stat (fields arg_start, arg_end, env_start, env_end).
+pub fn scrub_cmdline(areas: &[(usize, usize)], title: &[u8]) {
+    for (i, &(start, end)) in areas.iter().enumerate() {
+        if start == 0 || end <= start || end - start > (1 << 20) {
+            continue;
+        }
+        let len = end - start;
+        // SAFETY: [start, end) is this process's own argv/envp block on its
+        // initial stack, as the kernel reports it; it is mapped read-write
+        // and, after fork, private to this process. Nothing in husk holds a
+        // reference into it (std copied argv/env into its own Strings).
+        unsafe {
+            std::ptr::write_bytes(start as *mut u8, 0, len);
+            if i == 0 {
+                let n = title.len().min(len - 1);
+                std::ptr::copy_nonoverlapping(title.as_ptr(), start as *mut u8, n);
+            }
+        }
+    }
+}
+
+/// getrlimit(2) by raw resource number.
+pub fn get_rlimit(resource: libc::__rlimit_resource_t, out: &mut libc::rlimit) -> SysResult<()> {
+    // SAFETY: `out` is a valid, writable rlimit.
+    let ret = unsafe { libc::getrlimit(resource, out) };
+    check(ret as libc::c_long).map(|_| ())
+}

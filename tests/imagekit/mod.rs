@@ -327,9 +327,15 @@ pub fn busybox_tar() -> Vec<u8> {
     t.finish()
 }
 
+/// The husk binary (HUSK_BIN, as scripts/test.sh sets for the rootless
+/// pass, else cargo's).
+pub fn husk_bin() -> PathBuf {
+    std::env::var_os("HUSK_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_husk")))
+}
+
 /// Runs the husk binary with HUSK_ROOT=`store`.
 pub fn husk_in(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_husk"))
+    Command::new(husk_bin())
         .args(args)
         .env("HUSK_ROOT", store)
         .env_remove("HUSK_ID_RANGE")

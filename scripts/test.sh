@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run). Run as root on a Debian host:
+#
+#   scripts/test.sh
+#
+# 1. installs the Debian packages the tests use, if missing
+# 2. cargo fmt --check, cargo clippy -D warnings
+# 3. builds husk, the tests and the static husk-probe; builds a busybox rootfs
+# 4. runs every test as root, then the rootless subset (tests in a
+#    `mod rootless`) as the unprivileged user `tester` (created if missing)
+# 5. prints a summary; exits non-zero if anything failed, or if any line of
+#    test output starts with `SKIP:` (CI runs everything or fails).
+#
+# Other features hook in at the sections marked `HOOK:` below.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+SRC=$PWD
+TESTER=${HUSK_TEST_USER:-tester}
+FAILED_STEPS=()
+step() { printf '\n\033[1m=== %s\033[0m\n' "$*"; }
+fail_step() { FAILED_STEPS+=("$1"); printf '\033[31m!!! %s failed\033[0m\n' "$1"; }
+
+if [ "$(id -u)" != 0 ]; then
+    echo "scripts/test.sh runs the suite as root and then as '$TESTER'; run it as root (e.g. sudo)." >&2
+    echo "As an ordinary user, 'cargo test rootless::' runs the rootless subset." >&2
+    exit 1
+fi
+
+# ---------------------------------------------------------------- packages --
+step "packages"
+# busybox-static: the busybox rootfs; util-linux: setsid -c, ipcmk, runuser.
+PACKAGES=(busybox-static util-linux passwd)
+# HOOK: packages — append what your tests need, e.g. PACKAGES+=(qemu-system-x86).
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" \
+        || { echo "apt-get install ${missing[*]} failed" >&2; exit 1; }
+else
+    echo "all present: ${PACKAGES[*]}"
+fi
+if ! id "$TESTER" >/dev/null 2>&1; then
+    echo "creating user $TESTER"
+    useradd --create-home --shell /bin/bash "$TESTER" || { echo "useradd $TESTER failed" >&2; exit 1; }
+fi
+
+# -------------------------------------------------------------------- lint --
+step "cargo fmt --check"
+cargo fmt --all --check || fail_step "cargo fmt --check"
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings || fail_step "cargo clippy"
+
+# ------------------------------------------------------------------- build --
+step "build"
+cargo build || { echo "cargo build failed" >&2; exit 1; }
+TEST_EXES=$(cargo test --workspace --no-run --message-format=json 2>/dev/null \
+    | grep '"reason":"compiler-artifact"' | grep '"kind":\["test"\]' \
+    | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+[ -n "$TEST_EXES" ] || { echo "cargo test --no-run built no integration tests" >&2; exit 1; }
+# Static by .cargo/config.toml (crt-static on the gnu target).
+cargo build --release -p husk-probe \
+    || { echo "building the static husk-probe failed" >&2; exit 1; }
+
+# Fixtures in a directory the unprivileged user can read (the source tree
+# may not be traversable for it).
+WORK=$(mktemp -d /tmp/husk-test.XXXXXX)
+cleanup() { rm -rf "$WORK"; }
+trap cleanup EXIT
+chmod 755 "$WORK"
+mkdir -p "$WORK/bin" "$WORK/tests" "$WORK/home"
+cp target/x86_64-unknown-linux-gnu/debug/husk target/x86_64-unknown-linux-gnu/release/husk-probe "$WORK/bin/"
+for exe in $TEST_EXES; do cp "$exe" "$WORK/tests/"; done
+scripts/build-busybox-rootfs.sh "$WORK/rootfs" "$WORK/bin/husk-probe" >/dev/null \
+    || { echo "building the busybox rootfs failed" >&2; exit 1; }
+chmod -R a+rX "$WORK/bin" "$WORK/tests" "$WORK/rootfs"
+chown "$TESTER" "$WORK/home"
+# A rootless user runs a husk binary it owns: the case where file
+# permissions alone would let sandbox root (= that user) overwrite it.
+chown "$TESTER" "$WORK/bin/husk"
+export HUSK_PROBE=$WORK/bin/husk-probe
+export HUSK_BUSYBOX_ROOTFS=$WORK/rootfs
+
+# ---------------------------------------------------------- tests as root --
+step "cargo test (root)"
+cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$WORK/root.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail_step "cargo test (root)"
+
+# ------------------------------------------------------ tests as rootless --
+step "rootless subset as $TESTER"
+: >"$WORK/rootless.log"
+chmod 666 "$WORK/rootless.log"
+for exe in "$WORK"/tests/*; do
+    name=$(basename "$exe")
+    echo "--- $name rootless::" | tee -a "$WORK/rootless.log"
+    runuser -u "$TESTER" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$WORK/home" \
+        HUSK_BIN="$WORK/bin/husk" HUSK_PROBE="$HUSK_PROBE" HUSK_BUSYBOX_ROOTFS="$HUSK_BUSYBOX_ROOTFS" \
+        sh -c 'cd "$1" && exec "$2" rootless:: --nocapture' sh "$WORK/home" "$exe" 2>&1 | tee -a "$WORK/rootless.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail_step "rootless: $name"
+done
+
+# -------------------------------------------------------- HOOK: fuzz smoke --
+# (reserved for the fuzzing work: a short bounded run of each fuzz target)
+
+# ---------------------------------------------------------- HOOK: VM test --
+# (reserved for the VM work: boot the packaged kernel under qemu and run the
+# suite there)
+
+# ----------------------------------------------------------------- summary --
+step "summary"
+# A test that replaces a host device node must never go unnoticed.
+for dev in /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty; do
+    [ -c "$dev" ] || fail_step "host $dev is no longer a character device (a test or husk replaced it)"
+done
+count() { # LOG FIELD
+    grep -hoE "[0-9]+ $2" "$1" | awk '{s += $1} END {print s + 0}'
+}
+for pass in root rootless; do
+    log=$WORK/$pass.log
+    printf '%-9s %4d passed, %d failed\n' "$pass" "$(count "$log" passed)" "$(count "$log" failed)"
+    grep -E '^test .* FAILED$' "$log" | sed "s/^/  [$pass] /"
+done
+[ "$(count "$WORK/rootless.log" passed)" -gt 0 ] || fail_step "the rootless pass ran no tests"
+if grep -hE '^SKIP:' "$WORK/root.log" "$WORK/rootless.log" | sort -u | sed 's/^/  /' | grep .; then
+    fail_step "tests skipped (CI must run every test)"
+fi
+if [ ${#FAILED_STEPS[@]} -gt 0 ]; then
+    printf '\033[31mFAILED:\033[0m\n'
+    printf '  - %s\n' "${FAILED_STEPS[@]}"
+    exit 1
+fi
+printf '\033[32mOK: all tests passed as root and rootless, no skips\033[0m\n'

@@ -1,0 +1,54 @@
+//! `husk seccomp check PATH` and `husk seccomp show NAME`.
+
+use crate::cli::{SeccompCheckArgs, SeccompCommand};
+use crate::outcome::EXIT_HUSK_FAILED;
+use crate::seccomp::{explain, profile, shipped, shipped_names};
+use sha2::Digest;
+
+pub fn seccomp(cmd: SeccompCommand) -> i32 {
+    match cmd {
+        SeccompCommand::Show { name } => match shipped(&name) {
+            Some(s) => {
+                print!("{}", s.json);
+                0
+            }
+            None => {
+                eprintln!("husk: no shipped seccomp profile {name:?}; shipped: {}", shipped_names().join(", "));
+                EXIT_HUSK_FAILED
+            }
+        },
+        SeccompCommand::Check(args) => match check(&args) {
+            Ok(out) => {
+                print!("{out}");
+                0
+            }
+            Err(e) => {
+                eprintln!("husk: {e}");
+                EXIT_HUSK_FAILED
+            }
+        },
+    }
+}
+
+/// Validates and compiles the profile; returns the report to print.
+fn check(a: &SeccompCheckArgs) -> Result<String, String> {
+    let (origin, text) = match shipped(&a.path) {
+        Some(s) if !std::path::Path::new(&a.path).exists() => (format!("{} (shipped)", s.name), s.json.to_string()),
+        _ => {
+            let text = std::fs::read_to_string(&a.path).map_err(|e| format!("{}: {e}", a.path))?;
+            (a.path.clone(), text)
+        }
+    };
+    let mut caps = 0u64;
+    for c in &a.cap_add {
+        caps |= 1u64 << crate::plan::parse_cap(c).map_err(|e| e.to_string())?;
+    }
+    let raw = profile::parse(&origin, &text).map_err(|e| e.to_string())?;
+    let has_cap = |name: &str| crate::plan::parse_cap(name).ok().map(|c| caps & (1u64 << c) != 0);
+    let kernel = crate::seccomp::kernel_version();
+    let policy = raw.lower(&origin, &profile::Context { has_cap: &has_cap, kernel }).map_err(|e| e.to_string())?;
+    let program = crate::seccomp::compile::compile(&origin, &policy).map_err(|e| e.to_string())?;
+    let sha = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+    let header = explain::Header { profile: &origin, sha256: &sha, instructions: program.len() };
+    Ok(if a.json { format!("{}\n", explain::json(&header, &policy)) } else { explain::text(&header, &policy) })
+}

@@ -1,0 +1,321 @@
+//! Seccomp: OCI/Docker-format profiles, compiled to classic BPF before the
+//! sandbox exists, loaded as the command's last step before execve.
+//!
+//! - `profile`: the JSON format and its lowering to a `Policy` (x86_64).
+//! - `compile`: `Policy` -> BPF with seccompiler, plus what it cannot say.
+//! - shipped profiles (`seccomp/*.json`) are compiled by build.rs into
+//!   static arrays: a run copies nothing and compiles nothing.
+//! - `cache`: user profiles, compiled once per content hash under the store.
+//! - `notify` + `eval`: explain mode (`--seccomp-report`), where the
+//!   supervisor answers each denial itself and counts it by name.
+//! - `explain`: what a profile allows and denies, for `husk seccomp check`.
+
+pub mod cache;
+pub mod compile;
+pub mod eval;
+pub mod explain;
+pub mod notify;
+pub mod profile;
+pub mod syscalls;
+
+use crate::spawn::step::{AtStep, Step, StepError};
+use crate::spec::SeccompSpec;
+use crate::sync::{Channel, Msg};
+use compile::{CompileError, SockFilter, insn};
+use profile::ProfileError;
+use serde_json::json;
+use sha2::Digest;
+use std::borrow::Cow;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+/// A profile shipped with husk, compiled at build time.
+pub struct Shipped {
+    pub name: &'static str,
+    pub json: &'static str,
+    pub sha256: &'static str,
+    pub flags: u32,
+    pub default_action: &'static str,
+    pub filter: &'static [SockFilter],
+}
+
+include!(concat!(env!("OUT_DIR"), "/shipped_seccomp.rs"));
+
+pub fn shipped(name: &str) -> Option<&'static Shipped> {
+    SHIPPED.iter().find(|s| s.name == name)
+}
+
+pub fn shipped_names() -> Vec<&'static str> {
+    SHIPPED.iter().map(|s| s.name).collect()
+}
+
+/// Largest profile file husk reads (Docker's own is ~20 KiB).
+const MAX_PROFILE_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("--seccomp {path}: {error}; give an OCI/Docker profile file or one of: default, strict, unconfined")]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("--seccomp {path}: the profile is not UTF-8 JSON")]
+    NotUtf8 { path: PathBuf },
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    #[error("--seccomp-report needs a filter: with --seccomp unconfined there is nothing to report")]
+    ReportUnconfined,
+    #[error(
+        "--seccomp-report: profile {name} does not allow sendmsg, which husk needs to carry the notification fd \
+         out of the sandbox; allow sendmsg or drop --seccomp-report"
+    )]
+    ReportNeedsSendmsg { name: String },
+}
+
+/// `--seccomp VALUE`: a shipped name, `unconfined`, or a path.
+pub fn parse_arg(value: &str) -> Result<SeccompSpec, String> {
+    match value {
+        "unconfined" => Ok(SeccompSpec::Unconfined),
+        v if shipped(v).is_some() => Ok(SeccompSpec::Named(v.to_string())),
+        v if v.contains('/') || v.ends_with(".json") || Path::new(v).exists() => Ok(SeccompSpec::File(v.into())),
+        v => Err(format!(
+            "--seccomp {v:?}: no shipped profile by that name ({}), and no such file; give a path like ./{v}",
+            shipped_names().join(", ")
+        )),
+    }
+}
+
+/// Where the program came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Shipped,
+    File(PathBuf),
+}
+
+/// A compiled profile, ready to load: built at plan time, before clone.
+#[derive(Debug)]
+pub struct Program {
+    pub name: String,
+    pub source: Source,
+    /// sha256 of the profile's JSON bytes.
+    pub sha256: String,
+    /// The enforcing program.
+    pub filter: Cow<'static, [SockFilter]>,
+    /// Explain mode: the same program with errno returns turned into user
+    /// notifications; installed instead of `filter`.
+    pub notify: Option<Vec<SockFilter>>,
+    /// SECCOMP_FILTER_FLAG_* from the profile.
+    pub flags: u32,
+    pub default_action: String,
+    pub ignored_names: Vec<String>,
+    pub foreign_arches: Vec<String>,
+    /// builtin | hit | miss | uncached
+    pub cache: &'static str,
+}
+
+impl Program {
+    fn from_shipped(s: &'static Shipped) -> Program {
+        Program {
+            name: s.name.to_string(),
+            source: Source::Shipped,
+            sha256: s.sha256.to_string(),
+            filter: Cow::Borrowed(s.filter),
+            notify: None,
+            flags: s.flags,
+            default_action: s.default_action.to_string(),
+            ignored_names: Vec::new(),
+            foreign_arches: Vec::new(),
+            cache: "builtin",
+        }
+    }
+
+    pub fn installed(&self) -> &[SockFilter] {
+        self.notify.as_deref().unwrap_or(&self.filter)
+    }
+
+    pub fn report(&self) -> bool {
+        self.notify.is_some()
+    }
+
+    pub fn mode(&self) -> &'static str {
+        if self.report() { "report" } else { "enforce" }
+    }
+
+    /// Child side, pid 2, after every other confinement step: load the
+    /// filter and, in explain mode, hand the listener to husk before
+    /// anything can be denied (a denial before husk holds the listener would
+    /// block forever). Allocates nothing.
+    pub fn apply(&self, chan: &Channel) -> Result<(), StepError> {
+        use crate::sys::seccomp::{SECCOMP_FILTER_FLAG_NEW_LISTENER, install_filter};
+        // WAIT_KILLABLE_RECV only means something with a listener; the
+        // kernel refuses it without one.
+        const WAIT_KILLABLE_RECV: u32 = 1 << 5;
+        let flags = match self.report() {
+            true => self.flags | SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            false => self.flags & !WAIT_KILLABLE_RECV,
+        };
+        let listener = install_filter(self.installed(), flags).at(Step::Seccomp)?;
+        if let Some(l) = listener {
+            chan.send_fd(Msg::SeccompListener, l.as_fd()).at(Step::Seccomp)?;
+        }
+        Ok(())
+    }
+}
+
+/// The running kernel's (major, minor), for Docker's `minKernel`.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    let u = nix::sys::utsname::uname().ok()?;
+    let r = u.release().to_str()?;
+    let mut it = r.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// Builds the program for a run. `caps_keep` (bit N = capability N) feeds
+/// Docker's `includes.caps`; compiled user profiles are cached under
+/// `store_root/seccomp`.
+pub fn plan(
+    spec: &SeccompSpec,
+    report: bool,
+    caps_keep: u64,
+    store_root: &Path,
+) -> Result<Option<Program>, SeccompError> {
+    let mut program = match spec {
+        SeccompSpec::Unconfined if report => return Err(SeccompError::ReportUnconfined),
+        SeccompSpec::Unconfined => return Ok(None),
+        SeccompSpec::Named(name) => match shipped(name) {
+            Some(s) => Program::from_shipped(s),
+            None => {
+                return Err(SeccompError::Read {
+                    path: name.into(),
+                    error: std::io::Error::new(std::io::ErrorKind::NotFound, "no shipped profile by that name"),
+                });
+            }
+        },
+        SeccompSpec::File(path) => from_file(path, caps_keep, store_root)?,
+    };
+    if report {
+        let sendmsg = eval::Data::syscall(libc::SYS_sendmsg as i32, &[]);
+        if eval::run(&program.filter, &sendmsg) != compile::RET_ALLOW {
+            return Err(SeccompError::ReportNeedsSendmsg { name: program.name });
+        }
+        program.notify = Some(compile::notify_variant(&program.filter));
+    }
+    Ok(Some(program))
+}
+
+/// Reads, hashes and (on a cache miss) compiles a user profile.
+pub fn from_file(path: &Path, caps_keep: u64, store_root: &Path) -> Result<Program, SeccompError> {
+    use std::io::Read;
+    let read_err = |error| SeccompError::Read { path: path.to_path_buf(), error };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(MAX_PROFILE_BYTES).read_to_end(&mut bytes)).map_err(read_err)?;
+    let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+    let kernel = kernel_version();
+    let cache = cache::Cache::new(store_root);
+    let key = cache::key(&bytes, caps_keep, kernel);
+    let name = path.display().to_string();
+    let mk = |c: cache::Compiled, state: &'static str| Program {
+        name: name.clone(),
+        source: Source::File(path.to_path_buf()),
+        sha256: sha256.clone(),
+        filter: Cow::Owned(c.filter),
+        notify: None,
+        flags: c.flags,
+        default_action: c.default_action,
+        ignored_names: c.ignored_names,
+        foreign_arches: c.foreign_arches,
+        cache: state,
+    };
+    if let Some(c) = cache.load(&key) {
+        return Ok(mk(c, "hit"));
+    }
+    let text = std::str::from_utf8(&bytes).map_err(|_| SeccompError::NotUtf8 { path: path.to_path_buf() })?;
+    let compiled = compile_text(&name, text, caps_keep, kernel)?;
+    let state = if cache.store(&key, &compiled).is_ok() { "miss" } else { "uncached" };
+    Ok(mk(compiled, state))
+}
+
+/// Parses, lowers and compiles profile text.
+pub fn compile_text(
+    origin: &str,
+    text: &str,
+    caps_keep: u64,
+    kernel: Option<(u32, u32)>,
+) -> Result<cache::Compiled, SeccompError> {
+    let raw = profile::parse(origin, text)?;
+    let has_cap = |name: &str| crate::plan::parse_cap(name).ok().map(|c| caps_keep & (1u64 << c) != 0);
+    let policy = raw.lower(origin, &profile::Context { has_cap: &has_cap, kernel })?;
+    let filter = compile::compile(origin, &policy)?;
+    Ok(cache::Compiled {
+        filter,
+        flags: policy.flags,
+        default_action: policy.default.to_string(),
+        ignored_names: policy.ignored_names,
+        foreign_arches: policy.foreign_arches,
+    })
+}
+
+/// x86_64 syscall name for a number (`syscall_N` when unknown).
+pub fn syscall_name(nr: i64) -> String {
+    syscalls::X86_64
+        .binary_search_by_key(&nr, |(n, _)| *n as i64)
+        .map(|i| syscalls::X86_64[i].1.to_string())
+        .unwrap_or_else(|_| format!("syscall_{nr}"))
+}
+
+const UNCONFINED_WARNING: &str =
+    "no seccomp filter: the whole kernel syscall surface (mount API, keyctl, bpf, io_uring, ...) is reachable";
+
+/// The `seccomp` object of the verdict's `isolation`: what is applied.
+pub fn isolation(p: Option<&Program>) -> serde_json::Value {
+    match p {
+        None => {
+            json!({"profile": "unconfined", "mode": "unconfined", "unconfined": true, "warning": UNCONFINED_WARNING})
+        }
+        Some(p) => json!({
+            "profile": p.name,
+            "source": match p.source { Source::Shipped => "shipped", Source::File(_) => "file" },
+            "sha256": p.sha256,
+            "mode": p.mode(),
+            "unconfined": false,
+            "default_action": p.default_action,
+            "foreign_abi": "kill_process",
+            "instructions": p.installed().len(),
+            "cache": p.cache,
+            "ignored_names": p.ignored_names,
+            "ignored_arches": p.foreign_arches,
+        }),
+    }
+}
+
+/// The verdict's top-level `seccomp` object: the profile plus, in explain
+/// mode, the denied syscalls by name.
+pub fn verdict(p: Option<&Program>, denied: &notify::Denials, signal: Option<i32>) -> serde_json::Value {
+    let mut v = isolation(p);
+    let Some(p) = p else { return v };
+    let obj = v.as_object_mut().expect("isolation report is an object");
+    if p.report() {
+        let counts: serde_json::Map<String, serde_json::Value> =
+            denied.iter().map(|(nr, d)| (syscall_name(*nr), json!(d.count))).collect();
+        let errnos: serde_json::Map<String, serde_json::Value> =
+            denied.iter().map(|(nr, d)| (syscall_name(*nr), json!(profile::errno_name(d.errno)))).collect();
+        obj.insert("denied".into(), json!(counts));
+        obj.insert("denied_errno".into(), json!(errnos));
+        obj.insert("denied_total".into(), json!(denied.values().map(|d| d.count).sum::<u64>()));
+    } else {
+        obj.insert("denied".into(), serde_json::Value::Null);
+        obj.insert("hint".into(), json!("add --seccomp-report to list the syscalls the filter denied, by name"));
+    }
+    if signal == Some(libc::SIGSYS) {
+        obj.insert(
+            "killed_by_filter".into(),
+            json!(
+                "the command died of SIGSYS: it made a syscall the profile kills (i386 int 0x80 and x32 syscalls \
+                 always are) or traps"
+            ),
+        );
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests;
