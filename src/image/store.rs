@@ -388,6 +388,16 @@ impl Store {
             report.layers_removed += 1;
             report.bytes_freed += bytes;
         }
+        // Lock files of names that no longer have a record (nobody can hold
+        // them: a run leases an image only while its record exists).
+        let names: BTreeSet<String> = records.iter().map(|r| format!("image-{}", Self::record_key(&r.name))).collect();
+        let locks = self.root.join("locks");
+        for e in std::fs::read_dir(&locks).map_err(|e| store_err(&locks, e))?.flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            if n.starts_with("image-") && !names.contains(&n) && self.try_lock(&n, true)?.is_some() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
         let blobs = self.root.join("blobs");
         for e in std::fs::read_dir(&blobs).map_err(|e| store_err(&blobs, e))?.flatten() {
             if !blob_refs.contains(e.file_name().to_string_lossy().as_ref()) {
