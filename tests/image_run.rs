@@ -161,6 +161,23 @@ mod rootless {
     }
 
     #[test]
+    fn image_symlinks_cannot_carry_mounts_into_proc() {
+        // WorkingDir and /tmp reach husk's /proc through the image's own
+        // symlinks: refused, naming where they lead.
+        let t = TempDir::new("symmount");
+        let evil = Layer::gzip(Tar::new().symlink("w", "/proc/sys").finish());
+        let l = busybox_layout(&t.join("sym"), vec![evil], json!({"WorkingDir": "/w"}));
+        let store = t.join("store");
+        let p = l.dir.to_str().unwrap();
+        let v = run(&store, &["--image", p], &["true"]);
+        assert_eq!(v["termination"], "setup_failed");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("resolves to /proc/sys inside the root"), "{msg}");
+        let v = run(&store, &["--image", p, "--workdir", "/work"], &["sh", "-c", "pwd"]);
+        assert_eq!(out(&v), "/work\n");
+    }
+
+    #[test]
     fn whiteouts_and_opaque_dirs_hide_lower_content() {
         let t = TempDir::new("whiteout");
         let (lower, upper) = whiteout_layers();

@@ -376,6 +376,16 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
     let mut resolved = Vec::new();
     for (target, kind, mk, what) in user {
         let (canon, _) = canonical(&target)?;
+        // A symlink in the image (or rootfs) must not carry a mount into
+        // husk's /proc, /dev or /sys (the image-config-path shape of
+        // CVE-2022-23648, e.g. WorkingDir /w with /w -> /proc/sys).
+        if !host_mode && is_reserved(&canon) {
+            return Err(MountPlanError::BadTarget {
+                what,
+                path: format!("/{target}"),
+                why: format!("resolves to /{canon} inside the root, under /proc, /dev or /sys (husk manages those)"),
+            });
+        }
         if !seen.insert(canon.clone()) {
             return Err(MountPlanError::Duplicate { what, target: format!("/{target}") });
         }
