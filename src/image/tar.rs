@@ -236,6 +236,9 @@ impl<R: TarInput> TarReader<R> {
         if let Some(p) = pax {
             p.apply(&mut h).map_err(|why| self.bad(format!("PAX header: {why}")))?;
         }
+        // Times outside 1970..2514 are clamped rather than refused: they
+        // mean nothing for a sandbox, and futimens would reject some.
+        h.mtime = h.mtime.clamp(0, 1 << 34);
         h.kind = match b[156] {
             b'0' | b'\0' | b'7' if h.path.ends_with(b"/") => Kind::Dir,
             b'0' | b'\0' | b'7' => Kind::File,
