@@ -23,6 +23,8 @@ pub struct HostFacts {
     /// husk's store (images, layers, compiled seccomp profiles): `--root`,
     /// else /var/lib/husk as root, $XDG_DATA_HOME/husk otherwise.
     pub store_root: PathBuf,
+    /// cgroup layout: v2 / v1 / hybrid, mounts, controllers, own cgroup.
+    pub cgroup: crate::cgroup::CgroupHost,
 }
 
 impl HostFacts {
@@ -37,7 +39,8 @@ impl HostFacts {
             (Some(u), Some(g)) => Some((u, g)),
             _ => None,
         };
-        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(uid == 0) }
+        let cgroup = crate::cgroup::CgroupHost::probe();
+        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(uid == 0), cgroup }
     }
 }
 

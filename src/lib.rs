@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod capture;
+pub mod cgroup;
 pub mod cli;
 pub mod cmd;
 pub mod host;

@@ -33,6 +33,8 @@ pub enum PlanError {
     Mounts(#[from] rootfs::MountPlanError),
     #[error(transparent)]
     Seccomp(#[from] crate::seccomp::SeccompError),
+    #[error(transparent)]
+    Cgroup(#[from] crate::cgroup::CgroupError),
     #[error("{0}")]
     Other(String),
 }
@@ -86,6 +88,8 @@ pub struct Plan {
     /// The compiled filter, loaded last before execve; `None` only with
     /// `--seccomp unconfined`.
     pub seccomp: Option<crate::seccomp::Program>,
+    /// Resource limits and where the run's cgroup goes.
+    pub cgroup: crate::cgroup::CgroupPlan,
 }
 
 /// (arg_start, arg_end) and (env_start, env_end) of this process, from
@@ -367,6 +371,9 @@ impl Plan {
             names.push("net");
         }
 
+        let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
+        let cgroup = crate::cgroup::CgroupPlan::build(&spec.limits, &host.cgroup, who)?;
+
         Ok(Plan {
             id: new_id(),
             hostname: cstr("--hostname", &spec.hostname)?,
@@ -389,6 +396,7 @@ impl Plan {
             kill_grace: spec.kill_grace,
             arg_areas: arg_areas(),
             seccomp,
+            cgroup,
             spec,
         })
     }

@@ -114,6 +114,15 @@ pub enum RuntimeChoice {
     Auto,
 }
 
+/// `--runsc-path` / `--runsc-platform` (for `--runtime runsc|auto`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RunscSpec {
+    /// The runsc binary; `None`: `runsc` in PATH.
+    pub path: Option<PathBuf>,
+    /// gVisor platform; `None`: systrap where available, else ptrace.
+    pub platform: Option<String>,
+}
+
 /// Everything one sandboxed run needs, as the user gave it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
@@ -145,6 +154,8 @@ pub struct Spec {
     pub seccomp: SeccompSpec,
     pub seccomp_report: bool,
     pub runtime: RuntimeChoice,
+    #[serde(default)]
+    pub runsc: RunscSpec,
 }
 
 pub const DEFAULT_TMP_SIZE: u64 = 64 << 20;
@@ -179,6 +190,7 @@ impl Spec {
             seccomp: SeccompSpec::default(),
             seccomp_report: false,
             runtime: RuntimeChoice::Native,
+            runsc: RunscSpec::default(),
         }
     }
 }

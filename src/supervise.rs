@@ -35,6 +35,21 @@ pub trait GroupKill {
     fn kill_all(&self);
 }
 
+/// How a watch reaches the command when signalling the watched pid is not
+/// the way (runsc: the command lives in gVisor's kernel and is reached only
+/// through `runsc kill`). Without it the watch signals the pidfd.
+pub trait Stop {
+    /// Delivers a forwarded signal, or the grace SIGTERM, to the command.
+    fn signal(&self, sig: i32);
+    /// Kills every process of the sandbox. On false (or if the watched
+    /// process is still there `FORCE_AFTER` later) the watch SIGKILLs it.
+    fn kill_all(&self) -> bool;
+}
+
+/// How long a `Stop::kill_all` may take to end the watched process before
+/// it is killed outright.
+const FORCE_AFTER: Duration = Duration::from_secs(3);
+
 pub struct Watch<'a> {
     pub pidfd: &'a OwnedFd,
     pub chan: &'a Channel,
@@ -47,6 +62,7 @@ pub struct Watch<'a> {
     /// Explain mode: the program whose listener the command sends over the
     /// channel; the watch answers its notifications.
     pub seccomp: Option<&'a crate::seccomp::Program>,
+    pub stop: Option<&'a dyn Stop>,
 }
 
 /// What the watch saw.
@@ -113,12 +129,29 @@ impl Watch<'_> {
         let report = self.seccomp.filter(|p| p.report());
         let mut listener: Option<OwnedFd> = None;
         let mut drain_until: Option<Instant> = None;
-        let hard_kill = |group: Option<&dyn GroupKill>| {
-            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+        // The group first: cgroup.kill takes every member at once, so
+        // nothing can fork away while the init's pid namespace collapses.
+        let force = |group: Option<&dyn GroupKill>| {
             if let Some(g) = group {
                 g.kill_all();
             }
+            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
         };
+        // Returns when to force the kill, if `stop` took it on.
+        let hard_kill = |group: Option<&dyn GroupKill>| match self.stop {
+            Some(s) if s.kill_all() => Some(Instant::now() + FORCE_AFTER),
+            _ => {
+                force(group);
+                None
+            }
+        };
+        let signal = |sig: i32| match self.stop {
+            Some(s) => s.signal(sig),
+            None => {
+                let _ = pidfd_send_signal(self.pidfd.as_fd(), sig);
+            }
+        };
+        let mut force_at: Option<Instant> = None;
 
         loop {
             let now = Instant::now();
@@ -136,21 +169,29 @@ impl Watch<'_> {
                 out.timed_out = true;
                 match self.kill_grace {
                     Some(g) if !g.is_zero() => {
-                        let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGTERM);
+                        signal(libc::SIGTERM);
                         kill_at = Some(now + g);
                     }
-                    _ => hard_kill(self.group),
+                    _ => force_at = hard_kill(self.group),
                 }
             }
             if let Some(k) = kill_at
                 && now >= k
                 && out.init.is_none()
             {
-                hard_kill(self.group);
+                force_at = hard_kill(self.group);
                 kill_at = None;
             }
+            if let Some(f) = force_at
+                && now >= f
+                && out.init.is_none()
+            {
+                force(self.group);
+                force_at = None;
+            }
 
-            let wake = [deadline.filter(|_| !out.timed_out), kill_at, drain_until].into_iter().flatten().min();
+            let wake =
+                [deadline.filter(|_| !out.timed_out), kill_at, force_at, drain_until].into_iter().flatten().min();
             let timeout = match wake {
                 Some(w) => PollTimeout::try_from(w.saturating_duration_since(now).as_millis().min(60_000) as u64 + 1)
                     .unwrap_or(PollTimeout::MAX),
@@ -210,9 +251,9 @@ impl Watch<'_> {
                             let sig = info.ssi_signo as i32;
                             if out.interrupted.is_some() && sig == libc::SIGINT {
                                 // A second Ctrl-C: stop waiting for a clean exit.
-                                hard_kill(self.group);
+                                force_at = hard_kill(self.group);
                             } else {
-                                let _ = pidfd_send_signal(self.pidfd.as_fd(), sig);
+                                signal(sig);
                             }
                             out.interrupted = Some(sig);
                         }

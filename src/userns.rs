@@ -115,7 +115,15 @@ mod tests {
     use super::*;
 
     fn host(uid: u32) -> HostFacts {
-        HostFacts { uid, gid: uid, privileged: uid == 0, last_cap: 40, subid: None, store_root: "/nonexistent".into() }
+        HostFacts {
+            uid,
+            gid: uid,
+            privileged: uid == 0,
+            last_cap: 40,
+            subid: None,
+            store_root: "/nonexistent".into(),
+            cgroup: Default::default(),
+        }
     }
 
     #[test]

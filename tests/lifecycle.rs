@@ -177,6 +177,9 @@ mod rootless {
                 use std::os::unix::process::CommandExt;
                 c.uid(uid).gid(gid).env_remove("HUSK_ROOT").env_remove("HUSK_STATE_DIR");
             }
+            // No cgroup is delegated to ordinary users on this host: limits
+            // would refuse (tested in cgroup_limits); this checks the rest.
+            c.env("HUSK_NO_CGROUP", "1");
             c
         };
         for i in 0..15 {
@@ -198,7 +201,19 @@ mod rootless {
 
     #[test]
     fn doctor_reports_this_host() {
-        let out = husk(&["doctor", "--json"]).output().unwrap();
+        // Unprivileged without a delegated cgroup, default limits cannot be
+        // applied: doctor must say so, with a fix, instead of claiming native
+        // isolation works. HUSK_NO_CGROUP=1 (an explicit opt-out) lifts it.
+        if !is_root() && !delegated_cgroup() {
+            let out = husk(&["doctor", "--json"]).env_remove("HUSK_NO_CGROUP").output().unwrap();
+            assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["native_ok"], false, "{v:#}");
+            let cg = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "cgroups").unwrap();
+            assert_eq!(cg["ok"], false, "{cg}");
+            assert!(cg["fix"].as_str().unwrap_or("").contains("--no-cgroup"), "{cg}");
+        }
+        let out = husk(&["doctor", "--json"]).env("HUSK_NO_CGROUP", if is_root() { "" } else { "1" }).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["native_ok"], true, "{v:#}");
@@ -217,5 +232,19 @@ mod rootless {
         let out = husk(&["doctor"]).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("OK") && text.contains("user_namespaces"), "{text}");
+    }
+
+    /// Whether the calling user owns a writable cgroup v2 subtree.
+    fn delegated_cgroup() -> bool {
+        let Ok(text) = std::fs::read_to_string("/proc/self/cgroup") else { return false };
+        let Some(path) = text.lines().find_map(|l| l.strip_prefix("0::")) else { return false };
+        ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].iter().any(|m| {
+            let dir = format!("{m}{path}");
+            std::path::Path::new(&format!("{dir}/cgroup.subtree_control")).exists()
+                && nix::unistd::access(dir.as_str(), nix::unistd::AccessFlags::W_OK).is_ok()
+                && std::fs::read_to_string(format!("{dir}/cgroup.controllers"))
+                    .map(|c| c.contains("memory"))
+                    .unwrap_or(false)
+        })
     }
 }

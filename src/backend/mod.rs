@@ -1,11 +1,14 @@
 //! Isolation backends behind one trait: the same `Plan` in, the same
 //! `Outcome` out. Selected once per command.
 
+pub mod auto;
 pub mod native;
+pub mod runsc;
 
 use crate::outcome::Outcome;
 use crate::plan::Plan;
-use crate::spec::RuntimeChoice;
+use crate::spec::{RuntimeChoice, Spec};
+use std::path::Path;
 
 /// Per-run I/O choices that are not part of the sandbox itself.
 #[derive(Clone, Copy, Debug)]
@@ -25,10 +28,48 @@ pub trait Backend {
     fn isolation(&self, plan: &Plan) -> serde_json::Value;
 }
 
-/// Picks the backend for a run.
-pub fn select(choice: RuntimeChoice) -> Result<Box<dyn Backend>, String> {
-    match choice {
-        RuntimeChoice::Native | RuntimeChoice::Auto => Ok(Box::new(native::Native)),
-        RuntimeChoice::Runsc => Err("the runsc backend is not available in this build; use --runtime native".into()),
+/// The backend picked for a run, and (for `--runtime auto`) why.
+pub struct Selected {
+    pub backend: Box<dyn Backend>,
+    /// Goes into the verdict as `isolation.runtime_choice`.
+    pub note: Option<serde_json::Value>,
+}
+
+/// Picks the backend for a run. `state` is husk's `--state-dir`, if given.
+/// Explain mode answers seccomp notifications from the host kernel; under
+/// runsc the profile is enforced inside gVisor, where husk cannot see them.
+const REPORT_NATIVE_ONLY: &str = "--seccomp-report needs the native backend (under runsc, gVisor enforces the profile inside its own kernel); drop --seccomp-report or use --runtime native";
+
+pub fn select(spec: &Spec, state: Option<&Path>) -> Result<Selected, String> {
+    let native = || Selected { backend: Box::new(native::Native), note: None };
+    let runsc_cfg = || {
+        let dir = runsc::config::state_dir(state)?;
+        runsc::config::RunscConfig::resolve(&spec.runsc, &dir)
+    };
+    match spec.runtime {
+        RuntimeChoice::Native => Ok(native()),
+        RuntimeChoice::Runsc => {
+            if spec.seccomp_report {
+                return Err(REPORT_NATIVE_ONLY.into());
+            }
+            let cfg = runsc_cfg().map_err(|e| format!("--runtime runsc: {e}"))?;
+            let blockers = auto::runsc_blockers(&auto::HostView::probe(), &cfg.platform);
+            if !blockers.is_empty() {
+                return Err(format!("--runtime runsc cannot work on this host: {}", blockers.join("; ")));
+            }
+            Ok(Selected { backend: Box::new(runsc::Runsc::new(cfg)), note: None })
+        }
+        RuntimeChoice::Auto => {
+            let facts = auto::Facts::probe(&auto::HostView::probe(), runsc_cfg);
+            let (pick, note) = auto::choose(facts)?;
+            let backend: Box<dyn Backend> = match pick {
+                auto::Pick::Native => Box::new(native::Native),
+                auto::Pick::Runsc(_) if spec.seccomp_report => {
+                    return Err(format!("--runtime auto picked runsc ({note}), but {REPORT_NATIVE_ONLY}"));
+                }
+                auto::Pick::Runsc(cfg) => Box::new(runsc::Runsc::new(cfg)),
+            };
+            Ok(Selected { backend, note: Some(note) })
+        }
     }
 }

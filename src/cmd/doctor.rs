@@ -29,6 +29,11 @@ fn check(name: &'static str, required: bool, ok: bool, detail: String, fix: Opti
     Check { name, ok, required, detail, fix: if ok { None } else { fix.map(str::to_string) } }
 }
 
+/// `HUSK_NO_CGROUP` set to a true value, as clap reads it for --no-cgroup.
+fn no_cgroup_opt_out() -> bool {
+    std::env::var("HUSK_NO_CGROUP").map(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")).unwrap_or(false)
+}
+
 fn kernel_release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default()
 }
@@ -37,6 +42,7 @@ fn kernel_release() -> String {
 fn sandbox_check(host: &HostFacts) -> Check {
     let mut spec = Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = OutputSpec::Capture { limit: 4096 };
+    spec.limits.no_cgroup = no_cgroup_opt_out();
     let root = match crate::cmd::run::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None)) {
         Ok((r, _)) => r,
         Err(e) => return check("sandbox", true, false, e, None),
@@ -110,24 +116,18 @@ pub fn collect() -> Report {
     ));
     let pidfd = crate::sys::process::pidfd_open(nix::unistd::getpid()).is_ok();
     checks.push(check("pidfd", true, pidfd, "pidfd_open(2)".into(), Some("Linux 5.3 or newer")));
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let v2 = mountinfo.lines().any(|l| l.contains(" - cgroup2 "));
-    let v1 = mountinfo.lines().any(|l| l.contains(" - cgroup "));
-    let mode = match (v1, v2) {
-        (true, true) => "hybrid (v1 controllers + v2)",
-        (false, true) => "v2 (unified)",
-        (true, false) => "v1",
-        _ => "none mounted",
-    };
-    checks.push(check("cgroups", false, v1 || v2, mode.into(), Some("mount cgroup2 at /sys/fs/cgroup")));
-    let runsc = which("runsc");
-    checks.push(check(
-        "runsc",
-        false,
-        runsc.is_some(),
-        runsc.map(|p| p.display().to_string()).unwrap_or_else(|| "not found in PATH".into()),
-        Some("apt-get install runsc (for --runtime runsc)"),
-    ));
+    let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
+    let (ok, detail, fix) = crate::cgroup::doctor(&host.cgroup, who);
+    // With the explicit opt-out (HUSK_NO_CGROUP=1, what --no-cgroup reads),
+    // runs need no cgroup, so its absence does not block native isolation.
+    let required = !no_cgroup_opt_out();
+    let detail = if required { detail } else { format!("{detail} (not required: HUSK_NO_CGROUP is set)") };
+    checks.push(Check { name: "cgroups", ok, required, detail, fix });
+    // Not required for native isolation; proves `--runtime runsc` works.
+    checks.push(match crate::backend::runsc::check(&host, None) {
+        Ok(detail) => check("runsc", false, true, detail, None),
+        Err((detail, fix)) => Check { name: "runsc", ok: false, required: false, detail, fix },
+    });
     checks.push(sandbox_check(&host));
     let native_ok = checks.iter().all(|c| c.ok || !c.required);
     Report { native_ok, checks }

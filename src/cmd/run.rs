@@ -44,6 +44,8 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
         RuntimeArg::Runsc => RuntimeChoice::Runsc,
         RuntimeArg::Auto => RuntimeChoice::Auto,
     };
+    spec.limits = crate::cgroup::limits::spec_from_args(a)?;
+    spec.runsc = crate::spec::RunscSpec { path: a.runsc_path.clone(), platform: a.runsc_platform.clone() };
     Ok(())
 }
 
@@ -160,6 +162,9 @@ pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json
         let _ = serde_json::to_writer(&mut out, &v);
         let _ = out.write_all(b"\n");
     }
+    if let Some(line) = crate::cgroup::explain(outcome) {
+        eprintln!("husk: {line}");
+    }
     if outcome.termination == Termination::SetupFailed
         && let Some(e) = &outcome.error
     {
@@ -226,7 +231,7 @@ pub fn root_input(
     }
 }
 
-pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
+pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let p = args.process.clone();
     let fail = |step: &str, msg: String| {
         let o = early_failure(step, msg, None);
@@ -247,10 +252,11 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         Ok(r) => r,
         Err(e) => return fail("root", e),
     };
-    let backend = match backend::select(spec.runtime) {
+    let selected = match backend::select(&spec, state_dir) {
         Ok(b) => b,
         Err(e) => return fail("backend", e),
     };
+    let backend = selected.backend;
     let capture = match spec.output {
         OutputSpec::Capture { limit } => Some(limit),
         OutputSpec::Passthrough => None,
@@ -260,7 +266,10 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         Err(e) => return fail("plan", e.to_string()),
     };
     let id = plan.id.clone();
-    let isolation = backend.isolation(&plan);
+    let mut isolation = backend.isolation(&plan);
+    if let (Some(note), Some(obj)) = (selected.note, isolation.as_object_mut()) {
+        obj.insert("runtime_choice".into(), note);
+    }
     let outcome = backend.run(plan, RunIo { capture, t_start });
     report(&outcome, &id, backend.name(), &isolation, &p)
 }

@@ -181,17 +181,27 @@ pub struct RootReport {
 impl MountPlan {
     /// Every host tree the plan mounts, in execution order.
     pub fn sources(&self) -> impl Iterator<Item = &Source> {
+        self.root_sources().chain(self.ops.iter().flat_map(|op| op.sources()))
+    }
+
+    /// The host trees under the root itself (overlay lower layers).
+    pub fn root_sources(&self) -> impl Iterator<Item = &Source> {
         let root: &[(CString, Source)] = match &self.root {
             RootPlan::Overlay(ov) => &ov.lowers,
             RootPlan::Tmpfs { .. } => &[],
         };
-        root.iter().map(|(_, s)| s).chain(self.ops.iter().flat_map(|op| -> Box<dyn Iterator<Item = &Source>> {
-            match &op.kind {
-                MountKind::Bind { source, .. } => Box::new(std::iter::once(source)),
-                MountKind::Overlay(ov) => Box::new(ov.lowers.iter().map(|(_, s)| s)),
-                _ => Box::new(std::iter::empty()),
-            }
-        }))
+        root.iter().map(|(_, s)| s)
+    }
+}
+
+impl MountOp {
+    /// The host trees this op mounts.
+    pub fn sources(&self) -> Box<dyn Iterator<Item = &Source> + '_> {
+        match &self.kind {
+            MountKind::Bind { source, .. } => Box::new(std::iter::once(source)),
+            MountKind::Overlay(ov) => Box::new(ov.lowers.iter().map(|(_, s)| s)),
+            _ => Box::new(std::iter::empty()),
+        }
     }
 }
 

@@ -85,11 +85,24 @@ pub struct Assembled {
     pub staging: OwnedFd,
 }
 
-/// Steps private_mounts .. mount_filesystems: everything up to pivot_root.
+/// Steps private_mounts .. read_only_root: everything up to pivot_root.
 pub fn assemble(plan: &MountPlan) -> R<Assembled> {
+    let assembled = prepare(plan, |_| true)?;
+    mount_ops(plan, &assembled)?;
+    seal_root(plan, &assembled)?;
+    Ok(assembled)
+}
+
+/// Steps private_mounts .. assemble_root: clones the host trees of the root
+/// and of the ops `wanted` selects (by index), makes every mount private, mounts the
+/// staging tmpfs and builds the root (scaffold tmpfs or overlay) in it. The
+/// ops themselves are left to `mount_ops` (native) or to another runtime
+/// (runsc mounts them as OCI mounts, see `stage`).
+pub fn prepare(plan: &MountPlan, wanted: impl Fn(usize) -> bool) -> R<Assembled> {
     // Clone every host tree while all host paths are still visible (the
     // staging tmpfs below may cover one of them).
-    for src in plan.sources() {
+    let ops = plan.ops.iter().enumerate().filter(|(i, _)| wanted(*i)).flat_map(|(_, op)| op.sources());
+    for src in plan.root_sources().chain(ops) {
         src.open().at(Step::OpenSources)?;
     }
     // Nothing we mount may propagate back to the host, nor host mounts in.
@@ -123,19 +136,58 @@ pub fn assemble(plan: &MountPlan) -> R<Assembled> {
             .at(Step::AssembleRoot)?
         }
     };
+    Ok(Assembled { root, staging })
+}
 
+/// Step mount_filesystems: every op of the plan, in order, inside the root.
+pub fn mount_ops(plan: &MountPlan, a: &Assembled) -> R<()> {
     for (i, op) in plan.ops.iter().enumerate() {
-        run_op(root.as_fd(), staging.as_fd(), &plan.staging, op).map_err(|errno| StepError {
+        run_op(a.root.as_fd(), a.staging.as_fd(), &plan.staging, op).map_err(|errno| StepError {
             step: Step::MountFilesystems,
             errno,
             detail: i as u32,
         })?;
     }
+    Ok(())
+}
 
+/// Step read_only_root: the host-mode scaffold tmpfs becomes read-only once
+/// everything is mounted into it (an overlay root is mounted read-only).
+pub fn seal_root(plan: &MountPlan, a: &Assembled) -> R<()> {
     if matches!(plan.root, RootPlan::Tmpfs { .. }) {
-        mount_setattr(root.as_fd(), false, MOUNT_ATTR_RDONLY, 0).at(Step::ReadOnlyRoot)?;
+        mount_setattr(a.root.as_fd(), false, MOUNT_ATTR_RDONLY, 0).at(Step::ReadOnlyRoot)?;
     }
-    Ok(Assembled { root, staging })
+    Ok(())
+}
+
+/// Mounts the tree of a bind or overlay op at `name` in the staging area
+/// instead of at its target inside the root: for a runtime that mounts it
+/// itself from there (runsc's gofer serves only the mounts its OCI spec
+/// names, not mounts nested inside the root directory). A file source gets
+/// a file as mount point. Other kinds are EINVAL.
+pub fn stage(a: &Assembled, op: &MountOp, name: &CStr) -> Result<(), Errno> {
+    let staging = a.staging.as_fd();
+    match &op.kind {
+        MountKind::Bind { source, attrs } => {
+            let tree = source.tree()?;
+            mount_setattr(tree, source.recursive, *attrs, 0)?;
+            let st = fstat(tree)?;
+            if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
+                mkdir_ok(staging, name)?;
+            } else {
+                let entry = Entry::File { path: name.to_owned(), mode: 0o600, data: Vec::new() };
+                create_entry(staging, &entry)?;
+            }
+            move_mount_to_path(tree, staging, name)
+        }
+        MountKind::Overlay(ov) => {
+            mkdir_ok(staging, name)?;
+            let target = open_in_root(staging, name)?;
+            let path = CString::new(format!("/proc/self/fd/{}", target.as_raw_fd())).unwrap_or_default();
+            mount_overlay(staging, ov, &path)
+        }
+        _ => Err(Errno::EINVAL),
+    }
 }
 
 /// pivot_root into `root` and detach the old root entirely (the

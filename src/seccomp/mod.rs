@@ -113,6 +113,17 @@ pub struct Program {
 }
 
 impl Program {
+    /// The profile as OCI JSON, for backends that apply it themselves
+    /// (runsc's --oci-seccomp). `None` if a profile file vanished since it
+    /// was compiled.
+    pub fn profile_json(&self) -> Option<serde_json::Value> {
+        let text = match &self.source {
+            Source::Shipped => shipped(&self.name)?.json.to_string(),
+            Source::File(path) => std::fs::read_to_string(path).ok()?,
+        };
+        serde_json::from_str(&text).ok()
+    }
+
     fn from_shipped(s: &'static Shipped) -> Program {
         Program {
             name: s.name.to_string(),

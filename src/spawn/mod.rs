@@ -62,11 +62,16 @@ pub struct Spawned {
     pub t_clone: u64,
 }
 
-/// Hook for the cgroup facility: the fd to clone into, and a callback to
-/// attach the waiting child by pid (v1 hierarchies) before it is released.
+/// Hook for the cgroup facility: the fd to clone into; `join_self`, run by
+/// the child first thing after clone (before it even waits for release),
+/// for hierarchies it cannot be born into (v1); and `attach`, run by the
+/// parent before release. `born_inside` says the child was cloned into
+/// `clone_into()`'s cgroup (false after the clone(2) fallback).
 pub trait CgroupJoin {
     fn clone_into(&self) -> Option<BorrowedFd<'_>>;
-    fn attach(&self, pid: Pid) -> Result<(), String>;
+    /// In the child: must not allocate.
+    fn join_self(&self) -> Result<(), Errno>;
+    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String>;
 }
 
 /// Privileged runs clone every host tree here, as host root (see
@@ -112,14 +117,23 @@ pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) ->
     let flags = plan.namespaces.clone_flags;
     let t_clone = now_ns();
     let into = cgroup.and_then(|c| c.clone_into());
+    let mut born_inside = into.is_some();
     let forked = match clone3(flags, into) {
-        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => clone_legacy(flags),
+        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => {
+            born_inside = false;
+            clone_legacy(flags)
+        }
         other => other,
     };
     match forked {
         Err(errno) => Err(SpawnError::Clone { flags: plan.namespaces.names.join(","), errno, hint: clone_hint(errno) }),
         Ok(Forked::Child) => {
             drop(parent_end);
+            if let Some(cg) = cgroup
+                && let Err(errno) = cg.join_self()
+            {
+                fail(&child_end, step::StepError::new(step::Step::JoinCgroup, errno));
+            }
             child::run(plan, &child_end, stdio)
         }
         Ok(Forked::Parent { pid, pidfd }) => {
@@ -135,7 +149,7 @@ pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) ->
                 return Err(e.into());
             }
             if let Some(cg) = cgroup
-                && let Err(e) = cg.attach(pid)
+                && let Err(e) = cg.attach(pid, born_inside)
             {
                 kill(&pidfd);
                 return Err(SpawnError::Cgroup(e));

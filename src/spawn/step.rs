@@ -48,6 +48,7 @@ steps! {
     Exec = 27 => "exec",
     JoinCgroup = 30 => "join_cgroup",
     JoinNamespaces = 31 => "join_namespaces",
+    ExecRunsc = 40 => "exec_runsc",
 }
 
 /// A failed step: which one, the errno, and a step-specific detail (for

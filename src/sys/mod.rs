@@ -6,6 +6,7 @@
 //! the child between clone and execve.
 
 pub mod caps;
+pub mod command;
 pub mod fd;
 pub mod mount;
 pub mod net;

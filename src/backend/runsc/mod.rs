@@ -1,0 +1,480 @@
+//! The runsc backend: the same `Plan` run under gVisor, a user-space kernel
+//! between the command and the host's. husk builds the root exactly as the
+//! native backend would (in a private mount namespace of runsc's child),
+//! renders the plan as an OCI bundle, runs `runsc run`, and maps what runsc
+//! reports onto the same `Outcome`.
+
+pub mod bundle;
+pub mod config;
+pub mod gc;
+pub mod launch;
+pub mod layout;
+pub mod outcome;
+
+use super::{Backend, RunIo};
+use crate::outcome::{ErrorReport, Outcome};
+use crate::plan::Plan;
+use crate::spawn::{ChildStdio, now_ns};
+use crate::spec::NetworkMode;
+use crate::supervise::{Stop, Watch, signal_fd};
+use crate::sys::fd::CStrArray;
+use config::{Mode, RunscConfig};
+use serde_json::json;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub struct Runsc {
+    pub cfg: RunscConfig,
+}
+
+impl Runsc {
+    pub fn new(cfg: RunscConfig) -> Runsc {
+        Runsc { cfg }
+    }
+}
+
+fn report(step: &str, message: String, hint: Option<String>) -> ErrorReport {
+    ErrorReport { step: step.into(), errno: None, message, hint }
+}
+
+impl Backend for Runsc {
+    fn name(&self) -> &'static str {
+        "runsc"
+    }
+
+    fn isolation(&self, plan: &Plan) -> serde_json::Value {
+        let caps: Vec<String> = caps::all()
+            .into_iter()
+            .filter(|c| (c.index() as u32) <= plan.last_cap && plan.process.caps_keep & (1u64 << c.index()) != 0)
+            .map(|c| c.to_string())
+            .collect();
+        let mut namespaces = vec!["pid", "ipc", "uts", "mount"];
+        if plan.network == NetworkMode::None {
+            namespaces.push("net");
+        }
+        let user_mapping = match (self.cfg.mode, user_ns(self.cfg.mode, plan)) {
+            (mode, Some(ns)) => json!({
+                "mode": if mode == Mode::Root { "privileged" } else { "rootless" },
+                "uid_map": ns.uid_map.trim(),
+                "gid_map": ns.gid_map.trim(),
+                "sandbox_root_host_uid": match mode {
+                    Mode::Root => plan.ids.host_uid_of(0),
+                    Mode::Rootless { uid, .. } => Some(uid),
+                    Mode::NamespaceRoot => None,
+                },
+            }),
+            (_, None) => json!({
+                "mode": "rootless",
+                "uid_map": std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default().trim(),
+                "gid_map": std::fs::read_to_string("/proc/self/gid_map").unwrap_or_default().trim(),
+                "sandbox_root_host_uid": null,
+            }),
+        };
+        json!({
+            "kernel": "gvisor",
+            "runsc": {
+                "path": self.cfg.bin.display().to_string(),
+                "version": self.cfg.info.version,
+                "platform": self.cfg.platform,
+                "rootless": true,
+                "cgroups": "runsc, its gofer and sandbox are born in husk's cgroup (runsc itself: --ignore-cgroups)",
+                "oci_seccomp": plan.seccomp.is_some(),
+            },
+            "namespaces": namespaces,
+            "user_mapping": user_mapping,
+            "user": { "uid": plan.process.uid, "gid": plan.process.gid },
+            "network": match plan.network { NetworkMode::None => "none", NetworkMode::Host => "host" },
+            "rootfs": plan.mounts.report,
+            "capabilities": caps,
+            "no_new_privs": true,
+            "seccomp": crate::seccomp::isolation(plan.seccomp.as_ref()),
+            "downgrades": plan.cgroup.downgrades(),
+        })
+    }
+
+    fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {
+        layout::scaffold_mount_points(&mut plan.mounts);
+        let mut outcome = match self.run_runsc(&plan, io) {
+            Ok(o) => o,
+            Err(e) => Outcome::setup_failed(e),
+        };
+        outcome.duration_ms = crate::outcome::round3(now_ns().saturating_sub(io.t_start) as f64 / 1e6);
+        outcome
+    }
+}
+
+/// runsc's user namespace: as root, the sandbox's id range exactly as the
+/// native backend maps it; rootless, the invoking user as its root; inside
+/// a user namespace already, none (husk is root there).
+fn user_ns(mode: Mode, plan: &Plan) -> Option<launch::UserNs> {
+    match mode {
+        Mode::Root => Some(launch::UserNs {
+            uid_map: plan.ids.uid_map.clone(),
+            gid_map: plan.ids.gid_map.clone(),
+            deny_setgroups: plan.ids.deny_setgroups,
+        }),
+        Mode::Rootless { uid, gid } => Some(launch::UserNs {
+            uid_map: format!("0 {uid} 1\n"),
+            gid_map: format!("0 {gid} 1\n"),
+            deny_setgroups: true,
+        }),
+        Mode::NamespaceRoot => None,
+    }
+}
+
+fn host_gid_of_root(plan: &Plan) -> Option<u32> {
+    match &plan.ids.mode {
+        crate::userns::IdMode::Privileged { gid_range, .. } => Some(gid_range.base),
+        crate::userns::IdMode::Rootless { host_gid, .. } => Some(*host_gid),
+    }
+}
+
+/// husk's files for one run: the bundle, runsc's pid file and log, and who
+/// owns the run (for `husk gc`).
+pub struct RunDir {
+    pub path: PathBuf,
+    /// Left in place (HUSK_RUNSC_DEBUG); `husk gc` removes it later.
+    pub keep: bool,
+}
+
+impl RunDir {
+    pub fn config(&self) -> PathBuf {
+        self.path.join("config.json")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.path.join("runsc.log")
+    }
+    pub fn pid_file(&self) -> PathBuf {
+        self.path.join("sandbox.pid")
+    }
+    pub fn owner(&self) -> PathBuf {
+        self.path.join("owner")
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// `runsc kill` / `runsc delete` for one container.
+pub struct Ctl<'a> {
+    pub cfg: &'a RunscConfig,
+    pub network: NetworkMode,
+    pub id: &'a str,
+}
+
+impl Ctl<'_> {
+    /// Runs `runsc <global flags> <args>`; Err carries runsc's message.
+    pub fn runsc(&self, args: &[&str]) -> Result<(), String> {
+        let mut cmd = Command::new(&self.cfg.bin);
+        cmd.args(self.cfg.global_args(self.network)).args(args);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        crate::sys::command::die_with_parent(&mut cmd);
+        let out = cmd.output().map_err(|e| format!("running {}: {e}", self.cfg.bin.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("runsc {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+}
+
+impl Stop for Ctl<'_> {
+    fn signal(&self, sig: i32) {
+        let _ = self.runsc(&["kill", self.id, &sig.to_string()]);
+    }
+
+    fn kill_all(&self) -> bool {
+        self.runsc(&["kill", "--all", self.id, "KILL"]).is_ok()
+    }
+}
+
+/// When husk's stdout or stderr (`fd`) is a regular file not opened for
+/// appending, sets O_APPEND on it for the run and returns true. gVisor
+/// writes a donated regular file at an offset of its own, starting at 0,
+/// and never moves the shared one: `{ echo a; husk run ...; echo b; } > f`
+/// would lose `a` under the command's output and that under `b`. With
+/// O_APPEND the command's writes land at the end; `restore_stdio` then
+/// clears the flag and moves the shared offset after them. (Reopening the
+/// file instead needs permission on it, which a rootless husk writing to
+/// someone else's file does not have.)
+fn set_append(fd: i32) -> bool {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use nix::sys::stat::{SFlag, fstat};
+    let Ok(st) = with_stdio(fd, |b| fstat(b)) else { return false };
+    let Ok(flags) = with_stdio(fd, |b| fcntl(b, FcntlArg::F_GETFL)) else { return false };
+    let flags = OFlag::from_bits_truncate(flags);
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG || flags.contains(OFlag::O_APPEND) {
+        return false;
+    }
+    with_stdio(fd, |b| fcntl(b, FcntlArg::F_SETFL(flags | OFlag::O_APPEND))).is_ok()
+}
+
+/// Undoes `set_append` on drop.
+struct AppendGuard([bool; 2]);
+
+impl Drop for AppendGuard {
+    fn drop(&mut self) {
+        for (fd, set) in [1, 2].into_iter().zip(self.0) {
+            if set {
+                restore_stdio(fd);
+            }
+        }
+    }
+}
+
+fn restore_stdio(fd: i32) {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    if let Ok(flags) = with_stdio(fd, |b| fcntl(b, FcntlArg::F_GETFL)) {
+        let flags = OFlag::from_bits_truncate(flags) - OFlag::O_APPEND;
+        let _ = with_stdio(fd, |b| fcntl(b, FcntlArg::F_SETFL(flags)));
+    }
+    let _ = with_stdio(fd, |b| nix::unistd::lseek(b, 0, nix::unistd::Whence::SeekEnd));
+}
+
+/// Calls `f` with husk's own stdout (1) or stderr (2).
+fn with_stdio<T>(fd: i32, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> T) -> T {
+    use std::os::fd::AsFd;
+    match fd {
+        2 => f(std::io::stderr().as_fd()),
+        _ => f(std::io::stdout().as_fd()),
+    }
+}
+
+impl Runsc {
+    fn run_runsc(&self, plan: &Plan, io: RunIo) -> Result<Outcome, ErrorReport> {
+        let cfg = &self.cfg;
+        let layout = layout::layout(&plan.mounts);
+        // The run's profile in OCI format: `--oci-seccomp` makes runsc apply
+        // it to the command inside gVisor. A profile that cannot be rendered
+        // is refused, never dropped (fail closed).
+        let profile = match &plan.seccomp {
+            Some(p) => Some(p.profile_json().ok_or_else(|| {
+                report("seccomp", format!("cannot read seccomp profile {} to hand it to runsc", p.name), None)
+            })?),
+            None => None,
+        };
+        let seccomp = profile.as_ref();
+        let config = bundle::render(&bundle::Inputs { plan, layout: &layout, seccomp })
+            .map_err(|e| report("bundle", e.to_string(), None))?;
+
+        let state_err = |e: String| {
+            report("state_dir", e, Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()))
+        };
+        config::ensure_dir(&cfg.runsc_root()).map_err(state_err)?;
+        if cfg.mode != Mode::Root {
+            // runsc runs as husk's own uid here: its state must be ours.
+            use std::os::unix::fs::MetadataExt;
+            let me = nix::unistd::Uid::effective().as_raw();
+            let owner = std::fs::metadata(cfg.runsc_root()).map(|m| m.uid()).unwrap_or(me);
+            if owner != me {
+                return Err(state_err(format!(
+                    "runsc's state dir {} belongs to uid {owner}, not to husk's uid {me} here",
+                    cfg.runsc_root().display()
+                )));
+            }
+        }
+        let mut dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
+        config::ensure_dir(&dir.path).map_err(state_err)?;
+        let write = |p: PathBuf, data: Vec<u8>| {
+            std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
+        };
+        write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
+        write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
+
+        let path = |p: &Path| p.display().to_string();
+        let mut argv: Vec<String> = vec![path(&cfg.bin)];
+        argv.extend(cfg.global_args(plan.network));
+        if seccomp.is_some() {
+            argv.push("--oci-seccomp".into());
+        }
+        argv.push(format!("--debug-log={}", path(&dir.log())));
+        // Only `run` logs: the line "Exiting with status: N" is the
+        // command's raw wait status (runsc's own exit code folds a
+        // signal into 128+N, like a command that exits 128+N), and a
+        // failure's message lands there too.
+        // HUSK_RUNSC_DEBUG=1: every runsc process logs in detail to the
+        // same file, and the run directory is kept for reading it.
+        let debug = std::env::var_os("HUSK_RUNSC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
+        if debug {
+            argv.extend(["--debug".into(), "--debug-command=run,boot,gofer".into()]);
+        } else {
+            argv.push("--debug-command=run".into());
+        }
+        argv.extend(["run".into(), "--bundle".into(), path(&dir.path), "--pid-file".into(), path(&dir.pid_file())]);
+        argv.push(plan.id.clone());
+        let cstr = |s: &str| CString::new(s).map_err(|_| report("runsc_args", format!("NUL byte in {s:?}"), None));
+        let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
+        let envp = CStrArray::new(vec![cstr("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")?]);
+
+        let sys_err = |what: &str| {
+            let what = what.to_string();
+            move |e: nix::errno::Errno| ErrorReport {
+                step: "stdio".into(),
+                errno: Some(format!("{e:?}")),
+                message: format!("{what}: {e}"),
+                hint: None,
+            }
+        };
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("creating capture pipes"));
+        type Pipe = Option<(OwnedFd, OwnedFd)>;
+        let (out, err): (Pipe, Pipe) = match io.capture {
+            Some(_) => (Some(pipe()?), Some(pipe()?)),
+            None => (None, None),
+        };
+        let stdio = ChildStdio {
+            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
+            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
+        };
+        let signals = signal_fd().map_err(sys_err("blocking forwarded signals"))?;
+        // runsc's gofer and sandbox become husk's children if runsc dies
+        // first, so husk can reap (and, if need be, kill) them.
+        nix::sys::prctl::set_child_subreaper(true).map_err(sys_err("PR_SET_CHILD_SUBREAPER"))?;
+
+        let user_ns = user_ns(cfg.mode, plan);
+        if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), host_gid_of_root(plan)) {
+            // runsc runs as the sandbox's mapped root: it writes its state
+            // and the run's pid file and log there.
+            for d in [cfg.runsc_root(), dir.path.clone()] {
+                std::os::unix::fs::chown(&d, Some(uid), Some(gid))
+                    .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
+            }
+            // Host trees are cloned here, as host root, so runsc's mapped
+            // root needs no search permission on their parents.
+            crate::spawn::open_sources(plan).map_err(|e| report("open_sources", e.to_string(), None))?;
+        }
+        let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
+        let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
+        exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
+        let expose = launch::Expose::new(cfg.state.clone(), &exposed);
+        if cfg.mode == Mode::Root {
+            expose.open().map_err(|(p, e)| ErrorReport {
+                step: "open_sources".into(),
+                errno: Some(format!("{e:?}")),
+                message: format!("cloning {} for runsc: {e}", p.display()),
+                hint: None,
+            })?;
+        }
+        let bin = cstr(&path(&cfg.bin))?;
+        dir.keep = debug;
+        let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
+        // Restored when this function returns, on every path.
+        let _append = AppendGuard(match io.capture {
+            Some(_) => [false, false],
+            None => [set_append(1), set_append(2)],
+        });
+        // The run's cgroup: runsc, its gofer and its sandbox are all born in
+        // it, so limits bound the whole gVisor sandbox (the sentry's own
+        // memory included) and the group kill reaches every one of them.
+        let t_cg = now_ns();
+        let cgroup = plan.cgroup.create(&plan.id).map_err(|e| ErrorReport {
+            step: "cgroup".into(),
+            errno: e.errno().map(|e| format!("{e:?}")),
+            message: e.to_string(),
+            hint: None,
+        })?;
+        let cg_setup_ms = crate::outcome::round3(now_ns().saturating_sub(t_cg) as f64 / 1e6);
+        let launched = launch::spawn(&l, cgroup.as_ref().map(|c| c as &dyn crate::spawn::CgroupJoin)).map_err(|e| {
+            ErrorReport {
+                step: e.step().into(),
+                errno: e.errno().map(|e| format!("{e:?}")),
+                message: e.to_string(),
+                hint: None,
+            }
+        })?;
+        drop(l);
+        let limit = io.capture.unwrap_or(0);
+        let ctl = Ctl { cfg, network: plan.network, id: &plan.id };
+        let watched = Watch {
+            pidfd: &launched.pidfd,
+            chan: &launched.chan,
+            signals: &signals,
+            stdout: out.map(|(r, _w)| (r, limit)),
+            stderr: err.map(|(r, _w)| (r, limit)),
+            timeout: plan.timeout,
+            kill_grace: plan.kill_grace,
+            group: cgroup.as_ref().map(|c| c as &dyn crate::supervise::GroupKill),
+            seccomp: None,
+            stop: Some(&ctl),
+        }
+        .run();
+
+        // Teardown: nothing of runsc's may outlive the run.
+        outcome::reap_descendants();
+        let log = std::fs::read_to_string(dir.log()).map(|t| outcome::parse_log(&t)).unwrap_or_default();
+        let mut cleanup_errors = Vec::new();
+        if log.status.is_none() && watched.failed.is_none() {
+            // runsc did not finish on its own (killed, or failed midway):
+            // its state may still name the container.
+            let mut report = gc::RunscGcReport::default();
+            gc::delete(cfg, &plan.id, &mut report);
+            cleanup_errors.extend(report.errors);
+        }
+        let t_end = now_ns();
+        let mut o = outcome::outcome_of(plan, &watched, &log, launched.t_clone, io.t_start, t_end);
+        match cgroup {
+            Some(c) => {
+                let t = now_ns();
+                let report = c.finish();
+                o.phases_ms.insert("cgroup_setup", cg_setup_ms);
+                o.phases_ms.insert("cgroup_teardown", crate::outcome::round3(now_ns().saturating_sub(t) as f64 / 1e6));
+                report.apply_to(&mut o);
+            }
+            None => crate::cgroup::CgroupReport::disabled(&mut o),
+        }
+        if o.termination != crate::outcome::Termination::SetupFailed || o.seccomp.is_none() {
+            let mut sc = crate::seccomp::isolation(plan.seccomp.as_ref());
+            if let (Some(obj), true) = (sc.as_object_mut(), plan.seccomp.is_some()) {
+                obj.insert("enforced_by".into(), json!("gvisor (runsc --oci-seccomp)"));
+            }
+            o.seccomp = Some(sc);
+        }
+        if let (Some(e), false) = (&mut o.error, cleanup_errors.is_empty()) {
+            e.message.push_str(&format!(" (cleanup: {})", cleanup_errors.join("; ")));
+        }
+        Ok(o)
+    }
+}
+
+/// `husk doctor`'s runsc check: runs one trivial sandbox under runsc with
+/// husk's defaults. Ok: what ran where; Err: (what failed, how to fix).
+pub fn check(host: &crate::host::HostFacts, state: Option<&Path>) -> Result<String, (String, Option<String>)> {
+    let fix = Some("apt-get install runsc (for --runtime runsc), or pass --runsc-path".to_string());
+    let dir = config::state_dir(state).map_err(|e| (e, None))?;
+    let cfg = RunscConfig::resolve(&crate::spec::RunscSpec::default(), &dir).map_err(|e| (e, fix))?;
+    let blockers = super::auto::runsc_blockers(&super::auto::HostView::probe(), &cfg.platform);
+    if !blockers.is_empty() {
+        return Err((blockers.join("; "), None));
+    }
+    let mut spec = crate::spec::Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
+    spec.output = crate::spec::OutputSpec::Capture { limit: 4096 };
+    let root = crate::cmd::run::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
+        .map(|(root, _)| root)
+        .map_err(|e| (e, None))?;
+    let plan = Plan::build(spec, host, root).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
+    let (version, platform, bin) = (cfg.info.version.clone(), cfg.platform.clone(), cfg.bin.clone());
+    let rootless = cfg.mode.rootless();
+    let o = Runsc::new(cfg).run(plan, RunIo { capture: Some(4096), t_start: now_ns() });
+    match (o.termination, o.status) {
+        (crate::outcome::Termination::Exited, Some(0)) => Ok(format!(
+            "runsc {version} ({}) ran a sandbox on platform {platform}{} in {:.0} ms",
+            bin.display(),
+            if rootless { ", rootless" } else { "" },
+            o.duration_ms
+        )),
+        _ => {
+            let e = o.error.as_ref();
+            let detail = e.map(|e| e.message.clone()).unwrap_or_else(|| format!("{:?}", o.termination));
+            Err((
+                format!("runsc {version} on platform {platform} could not run a sandbox: {detail}"),
+                e.and_then(|e| e.hint.clone()),
+            ))
+        }
+    }
+}

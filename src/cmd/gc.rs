@@ -1,0 +1,79 @@
+//! `husk gc`: removes what runs that died before their own cleanup left
+//! behind. One small function per resource kind, each returning its part
+//! of the report.
+
+use crate::backend::runsc::gc::RunscGcReport;
+use crate::cgroup::{self, Caller};
+use crate::cli::GcArgs;
+use crate::host::HostFacts;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// One section per resource kind husk may leave behind when it is killed
+/// before its own cleanup runs.
+#[derive(Serialize, Debug, Default)]
+pub struct Report {
+    pub cgroups: cgroup::gc::GcReport,
+    pub runsc: RunscGcReport,
+}
+
+/// Stale run cgroups under husk's parents (and `--cgroup-parent`).
+pub fn gc_cgroups(host: &HostFacts, args: &GcArgs) -> cgroup::gc::GcReport {
+    let who = Caller { uid: host.uid, privileged: host.privileged };
+    let mut parents = cgroup::gc::parents(&host.cgroup, None, who);
+    if let Some(p) = &args.cgroup_parent {
+        let rel = PathBuf::from(p.trim_matches('/'));
+        if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+            return cgroup::gc::GcReport {
+                errors: vec![format!("invalid --cgroup-parent {p:?}: give a path below the cgroup mount")],
+                ..Default::default()
+            };
+        }
+        parents.extend(cgroup::gc::parents(&host.cgroup, Some(&rel), who));
+    }
+    cgroup::gc::collect(&parents, args.min_age)
+}
+
+/// Leftovers of runsc runs: sandboxes still alive, runsc's container
+/// state, husk's run directories.
+pub fn gc_runsc(state_dir: Option<&Path>) -> RunscGcReport {
+    match crate::backend::runsc::config::state_dir(state_dir) {
+        Ok(state) => crate::backend::runsc::gc::gc_runsc(&state),
+        Err(e) => RunscGcReport { errors: vec![e], ..Default::default() },
+    }
+}
+
+pub fn gc(args: GcArgs, state_dir: Option<&Path>) -> i32 {
+    let host = HostFacts::probe();
+    // runsc first: killing a leftover sandbox empties its cgroup, which the
+    // cgroup pass can then remove.
+    let runsc = gc_runsc(state_dir);
+    let report = Report { cgroups: gc_cgroups(&host, &args), runsc };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        let r = &report.runsc;
+        for id in &r.removed {
+            println!("removed runsc container {id}");
+        }
+        for pid in &r.killed {
+            println!("killed runsc sandbox pid {pid}");
+        }
+        for id in &r.running {
+            println!("kept runsc run {id}: its husk is still running");
+        }
+        let c = &report.cgroups;
+        for d in &c.removed {
+            println!("removed cgroup {d}");
+        }
+        for d in &c.busy {
+            println!("kept cgroup {d}: it still has processes");
+        }
+        for e in r.errors.iter().chain(&c.errors) {
+            eprintln!("husk: gc: {e}");
+        }
+        println!("runsc: {} removed, {} still running", r.removed.len(), r.running.len());
+        println!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
+    }
+    if report.runsc.errors.is_empty() && report.cgroups.errors.is_empty() { 0 } else { 1 }
+}

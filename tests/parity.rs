@@ -1,0 +1,485 @@
+//! The same promises under both backends: the same scenario runs natively
+//! and under runsc (gVisor, Debian's `runsc`, installed by scripts/test.sh)
+//! and must give the same exit code, termination and verdict shape. Plus
+//! what only runsc has: the command runs on gVisor's kernel, nothing of
+//! runsc survives husk, `husk gc` cleans up after a killed husk, and
+//! `--runtime auto` picks and refuses honestly.
+//!
+//! Not here yet (they need features on other branches): memory-limit
+//! enforcement under runsc (cgroups) and create/exec/rm parity (long-lived
+//! sandboxes).
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Native,
+    Runsc,
+}
+
+impl Backend {
+    pub const BOTH: [Backend; 2] = [Backend::Native, Backend::Runsc];
+
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Backend::Native => &[],
+            Backend::Runsc => &["--runtime", "runsc"],
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Native => "native",
+            Backend::Runsc => "runsc",
+        }
+    }
+}
+
+/// runsc on this host (scripts/test.sh installs Debian's package).
+pub fn runsc_installed() -> bool {
+    ["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"].iter().any(|p| Path::new(p).exists())
+}
+
+#[macro_export]
+macro_rules! require_runsc {
+    () => {
+        if !runsc_installed() {
+            common::skip("runsc is not installed (scripts/test.sh installs Debian's runsc package)");
+            return;
+        }
+    };
+}
+
+/// `extra` with the backend's flags in front.
+pub fn with(b: Backend, extra: &[&str]) -> Vec<String> {
+    b.args().iter().chain(extra).map(|s| s.to_string()).collect()
+}
+
+pub fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Host processes whose command line mentions `needle` (runsc, its gofer
+/// and sandbox all carry the run's id in theirs).
+pub fn host_processes_naming(needle: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.parse::<u32>().is_err() || name == me {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(format!("/proc/{name}/cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+mod rootless {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_the_same_under_both_backends() {
+        require_runsc!();
+        let cases: &[(&[&str], i32, &str)] = &[
+            (&["sh", "-c", "exit 0"], 0, "exited"),
+            (&["sh", "-c", "exit 3"], 3, "exited"),
+            (&["sh", "-c", "exit 128"], 128, "exited"),
+            (&["husk-no-such-command"], 127, "setup_failed"),
+            (&["/husk-no-such-command"], 127, "setup_failed"),
+            (&["/etc/hostname"], 126, "setup_failed"),
+            (&["sh", "-c", "kill -9 $$"], 128 + 9, "signaled"),
+        ];
+        for b in Backend::BOTH {
+            for (cmd, want, termination) in cases {
+                let (v, code) = run_json(&refs(&with(b, &[])), cmd);
+                assert_eq!(code, *want, "{b:?} {cmd:?}: {v:#}");
+                assert_eq!(v["exit_code"], *want, "{b:?} {cmd:?}");
+                assert_eq!(v["termination"], *termination, "{b:?} {cmd:?}: {v:#}");
+                assert_eq!(v["backend"], b.name());
+                if *want == 127 {
+                    assert_eq!(
+                        (v["error"]["step"].as_str(), v["error"]["errno"].as_str()),
+                        (Some("exec"), Some("ENOENT"))
+                    );
+                }
+            }
+            let (v, _) = run_json(&refs(&with(b, &[])), &["sh", "-c", "kill -9 $$"]);
+            assert_eq!((v["signal"].as_i64(), v["signal_name"].as_str()), (Some(9), Some("SIGKILL")), "{b:?}");
+            // Passthrough mode returns the same code.
+            let mut args = vec!["run".to_string()];
+            args.extend(with(b, &["--", "sh", "-c", "exit 7"]));
+            let out = husk(&refs(&args)).output().unwrap();
+            assert_eq!(out.status.code(), Some(7), "{b:?} passthrough");
+        }
+    }
+
+    #[test]
+    fn root_is_read_only_and_workdir_writable_but_bounded() {
+        require_runsc!();
+        for b in Backend::BOTH {
+            for root in Root::BOTH {
+                let extra = with(b, &["--workdir-size", "1M"]);
+                let run = script_in(
+                    root,
+                    &refs(&extra),
+                    "{probe} write /husk-ro-test; {probe} write /etc/husk-ro-test; \
+                     {probe} fill /workspace/small 512K; {probe} fill /workspace/big 2M; {probe} cwd",
+                );
+                let r = &run.reports;
+                assert_eq!(r.len(), 5, "{b:?} {root:?}: {:#}", run.verdict);
+                for w in &r[..2] {
+                    assert_eq!(w["ok"], false, "{b:?} {root:?}: root writable: {w}");
+                    assert_eq!(w["errno"], "EROFS", "{b:?} {root:?}: {w}");
+                }
+                assert_eq!(r[2]["ok"], true, "{b:?} {root:?}: workdir not writable: {}", r[2]);
+                assert_eq!(r[3]["ok"], false, "{b:?} {root:?}: workdir unbounded: {}", r[3]);
+                assert_eq!(r[3]["errno"], "ENOSPC", "{b:?} {root:?}: {}", r[3]);
+                assert_eq!(r[4]["getcwd"], "/workspace", "{b:?} {root:?}: {}", r[4]);
+            }
+        }
+    }
+
+    #[test]
+    fn no_network_but_loopback() {
+        require_runsc!();
+        for b in Backend::BOTH {
+            let run = probe_in(Root::Host, &refs(&with(b, &[])), &["ifaces"]);
+            assert_eq!(run.report()["names"], serde_json::json!(["lo"]), "{b:?}: {}", run.report());
+            assert_eq!(run.report()["interfaces"][0]["up"], true, "{b:?}: {}", run.report());
+            assert_eq!(run.verdict["isolation"]["network"], "none");
+        }
+    }
+
+    #[test]
+    fn env_cwd_and_user_are_the_same() {
+        require_runsc!();
+        for b in Backend::BOTH {
+            let extra = with(b, &["--user", "1000:1000", "-e", "HUSK_PARITY=yes", "--workdir", "/w"]);
+            let run = script_in(Root::Busybox, &refs(&extra), "{probe} ids; {probe} env; {probe} cwd; {probe} caps");
+            let r = &run.reports;
+            assert_eq!(r.len(), 4, "{b:?}: {:#}", run.verdict);
+            assert_eq!((r[0]["euid"].as_u64(), r[0]["egid"].as_u64()), (Some(1000), Some(1000)), "{b:?}: {}", r[0]);
+            assert_eq!(r[1]["env"]["HUSK_PARITY"], "yes", "{b:?}: {}", r[1]);
+            assert!(r[1]["env"]["PATH"].as_str().is_some_and(|p| p.contains("/bin")), "{b:?}: {}", r[1]);
+            assert_eq!(r[2]["getcwd"], "/w", "{b:?}: {}", r[2]);
+            assert_eq!(r[3]["all_empty"], true, "{b:?}: capabilities left: {}", r[3]);
+            assert_eq!(r[3]["no_new_privs"], true, "{b:?}: {}", r[3]);
+            // The workdir belongs to the command's user: it can write there.
+            let run = script_in(Root::Busybox, &refs(&extra), "{probe} write /w/file");
+            assert_eq!(run.report()["ok"], true, "{b:?}: {}", run.report());
+        }
+    }
+
+    #[test]
+    fn capture_is_bounded_and_truncated_the_same_way() {
+        require_runsc!();
+        let mut seen = Vec::new();
+        for b in Backend::BOTH {
+            let extra = with(b, &["--output-limit", "100"]);
+            let (v, code) = run_json(
+                &refs(&extra),
+                &["sh", "-c", "i=0; while [ $i -lt 1000 ]; do echo 123456789; i=$((i+1)); done; echo tail-end >&2"],
+            );
+            assert_eq!(code, 0, "{b:?}: {v:#}");
+            assert_eq!(v["stdout"]["bytes"], 10_000, "{b:?}");
+            assert_eq!(v["stdout"]["truncated"], true, "{b:?}");
+            assert!(v["stdout"]["text"].as_str().unwrap().contains("bytes truncated]"), "{b:?}");
+            assert_eq!(v["stderr"]["text"], "tail-end\n", "{b:?}");
+            seen.push(v["stdout"]["text"].clone());
+        }
+        assert_eq!(seen[0], seen[1], "the kept head and tail differ between backends");
+    }
+
+    #[test]
+    fn verdicts_have_the_same_shape() {
+        require_runsc!();
+        let (n, _) = run_json(&[], &["true"]);
+        let (r, _) = run_json(&["--runtime", "runsc"], &["true"]);
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&n), keys(&r), "top-level verdict keys differ");
+        for k in ["namespaces", "user", "network", "rootfs", "capabilities", "no_new_privs", "downgrades"] {
+            assert!(n["isolation"].get(k).is_some() && r["isolation"].get(k).is_some(), "isolation.{k}: {r:#}");
+        }
+        assert_eq!(n["isolation"]["rootfs"], r["isolation"]["rootfs"]);
+        assert_eq!((n["backend"].as_str(), r["backend"].as_str()), (Some("native"), Some("runsc")));
+        // runsc says what it actually applied.
+        assert_eq!(r["isolation"]["kernel"], "gvisor");
+        assert!(r["isolation"]["runsc"]["platform"].as_str().is_some_and(|p| p != "kvm"), "{r:#}");
+        assert!(r["isolation"]["runsc"]["version"].is_string());
+        assert!(r["phases_ms"]["runsc"].as_f64().is_some(), "{r:#}");
+    }
+
+    #[test]
+    fn command_under_runsc_runs_on_gvisors_kernel() {
+        require_runsc!();
+        let host_release = nix::sys::utsname::uname().unwrap().release().to_string_lossy().into_owned();
+        let (v, code) = run_json(&["--runtime", "runsc"], &["sh", "-c", "dmesg; uname -r"]);
+        assert_eq!(code, 0, "{v:#}");
+        let out = stdout_of(&v);
+        assert!(out.contains("Starting gVisor"), "no gVisor boot log in dmesg: {out}");
+        assert!(!out.contains(&host_release), "the host's kernel answered: {out}");
+        let (v, _) = run_json(&[], &["uname", "-r"]);
+        assert_eq!(stdout_of(&v).trim(), host_release, "native runs on the host's kernel");
+    }
+
+    #[test]
+    fn timeout_kills_double_forked_daemon() {
+        require_runsc!();
+        for b in Backend::BOTH {
+            for root in Root::BOTH {
+                let marker = unique("parity-daemon");
+                let script = format!("{{probe}} daemon {marker} 300; exec {{probe}} sleep {marker} 300");
+                let run = script_in(root, &refs(&with(b, &["--timeout", "1s"])), &script);
+                // Checked at once: husk returns only after the sandbox is gone.
+                let left = host_pids_with(&format!("sleep\0{marker}\0"));
+                let id = run.verdict["id"].as_str().unwrap_or_default().to_string();
+                let runsc_left = host_processes_naming(&id);
+                assert_eq!(run.code, 124, "{b:?} {root:?}: {:#}", run.verdict);
+                assert_eq!(run.verdict["termination"], "wall_timeout");
+                assert_eq!(run.verdict["signal"], 9);
+                assert_eq!(run.report()["ok"], true, "{b:?} {root:?}: the daemon did not start: {}", run.report());
+                assert_eq!(left, Vec::<i32>::new(), "{b:?} {root:?}: sandbox processes outlived the timeout");
+                assert!(!id.is_empty());
+                assert_eq!(runsc_left, Vec::<String>::new(), "{b:?} {root:?}: runsc processes outlived the run");
+            }
+        }
+    }
+
+    #[test]
+    fn kill_grace_sends_sigterm_first() {
+        require_runsc!();
+        for b in Backend::BOTH {
+            let extra = with(b, &["--timeout", "1s", "--kill-grace", "5s"]);
+            let (v, code) = run_json(
+                &refs(&extra),
+                &["sh", "-c", "trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done"],
+            );
+            assert_eq!(code, 124, "{b:?}: {v:#}");
+            assert!(stdout_of(&v).contains("got-term"), "{b:?}: {v:#}");
+        }
+    }
+
+    #[test]
+    fn output_to_a_file_lands_in_order() {
+        require_runsc!();
+        for b in Backend::BOTH {
+            let dir = TempDir::new("parity-file");
+            let file = dir.join("out");
+            let husk = husk_bin();
+            let runtime = b.args().join(" ");
+            let script = format!(
+                "{{ echo first; {} run {runtime} -- sh -c 'echo middle; echo err >&2'; echo last; }} > {} 2>&1",
+                husk.display(),
+                file.display()
+            );
+            let st = std::process::Command::new("sh").args(["-c", &script]).status().unwrap();
+            assert!(st.success());
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert_eq!(text, "first\nmiddle\nerr\nlast\n", "{b:?}");
+        }
+    }
+
+    #[test]
+    fn runsc_refuses_what_it_cannot_do_here() {
+        require_runsc!();
+        let (v, code) = run_json(&["--runtime", "runsc", "--runsc-platform", "no-such-platform"], &["true"]);
+        assert_eq!(code, 125, "{v:#}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("ptrace"), "names the platforms it has: {v:#}");
+        let (v, code) = run_json(&["--runtime", "runsc", "--runsc-path", "/husk-no-such-runsc"], &["true"]);
+        assert_eq!(code, 125, "{v:#}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("/husk-no-such-runsc"), "{v:#}");
+    }
+
+    #[test]
+    fn auto_picks_native_where_it_works() {
+        let (v, code) = run_json(&["--runtime", "auto"], &["true"]);
+        assert_eq!(code, 0, "{v:#}");
+        assert_eq!(v["backend"], "native");
+        assert_eq!(v["isolation"]["runtime_choice"]["chosen"], "native", "{v:#}");
+    }
+
+    /// Root inside a user namespace that maps only itself (a nested
+    /// container): native cannot map the sandbox's id range there, runsc
+    /// can run; auto picks runsc and says why.
+    #[test]
+    fn auto_picks_runsc_where_native_cannot_work() {
+        require_runsc!();
+        let state = TempDir::new("auto-state");
+        let script = format!(
+            "exec {} --state-dir {} run --json --runtime auto -- sh -c 'dmesg | head -1'",
+            husk_bin().display(),
+            state.path().display()
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "sh", "-c", &script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let v = verdict_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{v:#}");
+        assert_eq!(v["backend"], "runsc", "{v:#}");
+        assert_eq!(v["isolation"]["runtime_choice"]["chosen"], "runsc");
+        assert!(v["isolation"]["runtime_choice"]["why"].as_str().unwrap().contains("id range"), "{v:#}");
+        assert!(stdout_of(&v).contains("gVisor"), "{v:#}");
+    }
+
+    /// In a user namespace whose own user.max_user_namespaces is 0 (the
+    /// host's settings untouched), native cannot create its namespaces and
+    /// neither can runsc's sandbox: auto refuses and names both reasons.
+    #[test]
+    fn auto_refuses_naming_both_reasons_when_user_namespaces_are_off() {
+        require_runsc!();
+        let script = format!(
+            "echo 0 > /proc/sys/user/max_user_namespaces && exec {} run --json --runtime auto -- true",
+            husk_bin().display()
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "sh", "-c", &script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let v = verdict_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{v:#}");
+        assert_eq!(v["termination"], "setup_failed");
+        assert_eq!(v["error"]["step"], "backend", "{v:#}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("native: ") && msg.contains("runsc: "), "both reasons: {msg}");
+        assert!(msg.matches("max_user_namespaces = 0").count() >= 2, "{msg}");
+        // What really happens there: runsc alone fails the same way.
+        let script = format!(
+            "echo 0 > /proc/sys/user/max_user_namespaces && exec {} run --json --runtime runsc -- true",
+            husk_bin().display()
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "sh", "-c", &script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let v = verdict_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{v:#}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("max_user_namespaces = 0"), "{v:#}");
+    }
+}
+
+mod root {
+    use super::*;
+    use std::process::{Child, Stdio};
+    use std::time::Duration;
+
+    /// A runsc run of `sleep 300` with its own state dir; returns the child
+    /// and the run's id once its sandbox is up.
+    fn start_sleeper(state: &Path) -> (Child, String) {
+        let state_arg = state.display().to_string();
+        let child = husk(&["--state-dir", &state_arg, "run", "--runtime", "runsc", "--", "sleep", "300"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let runs = state.join("runsc-runs");
+        let mut id = String::new();
+        let up = wait_until(Duration::from_secs(20), || {
+            let ids: Vec<String> = std::fs::read_dir(&runs)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            if let Some(i) = ids.first() {
+                id = i.clone();
+            }
+            !id.is_empty()
+                && runs.join(&id).join("sandbox.pid").exists()
+                && host_processes_naming(&id).iter().any(|p| p.contains("runsc-sandbox"))
+        });
+        assert!(up, "the runsc sandbox never showed up");
+        (child, id)
+    }
+
+    #[test]
+    fn sigkill_of_husk_leaves_no_runsc_process_and_gc_removes_its_state() {
+        require_root!();
+        require_runsc!();
+        let state = TempDir::new("runsc-state");
+        let (mut child, id) = start_sleeper(state.path());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let gone = wait_until(Duration::from_secs(5), || {
+            host_processes_naming(&id).iter().all(|p| p.contains("<defunct>") || !p.contains("runsc"))
+        });
+        assert!(gone, "runsc processes survived SIGKILL of husk: {:?}", host_processes_naming(&id));
+        let state_arg = state.path().display().to_string();
+        let out = husk(&["--state-dir", &state_arg, "gc", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["runsc"]["removed"].as_array().unwrap().iter().any(|x| x == id.as_str()), "{v:#}");
+        assert!(!state.join("runsc-runs").join(&id).exists());
+        let left: Vec<_> = std::fs::read_dir(state.join("runsc")).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "runsc state left: {left:?}");
+    }
+
+    #[test]
+    fn gc_kills_the_sandbox_of_a_dead_husk_but_not_a_live_one() {
+        require_root!();
+        require_runsc!();
+        let state = TempDir::new("runsc-state");
+        let state_arg = state.path().display().to_string();
+        let (mut child, id) = start_sleeper(state.path());
+        // A live husk's run is left alone.
+        let out = husk(&["--state-dir", &state_arg, "gc", "--json"]).output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["runsc"]["running"].as_array().unwrap().iter().any(|x| x == id.as_str()), "{v:#}");
+        assert!(host_processes_naming(&id).iter().any(|p| p.contains("runsc-sandbox")));
+        // Its owner record now names a dead process: gc must kill the sandbox.
+        std::fs::write(state.join("runsc-runs").join(&id).join("owner"), "1 0\n").unwrap();
+        let out = husk(&["--state-dir", &state_arg, "gc", "--json"]).output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["runsc"]["killed"].as_array().is_some_and(|k| !k.is_empty()), "{v:#}");
+        assert!(v["runsc"]["removed"].as_array().unwrap().iter().any(|x| x == id.as_str()), "{v:#}");
+        let status = child.wait().unwrap();
+        assert!(!status.success());
+        let gone = wait_until(Duration::from_secs(5), || {
+            host_processes_naming(&id).iter().all(|p| p.contains("<defunct>") || !p.contains("runsc"))
+        });
+        assert!(gone, "{:?}", host_processes_naming(&id));
+    }
+
+    #[test]
+    fn binds_keep_their_access_under_runsc() {
+        require_root!();
+        require_runsc!();
+        for b in Backend::BOTH {
+            let dir = TempDir::new("parity-bind");
+            // Writable by the sandbox's root, an unprivileged host id under
+            // both backends.
+            std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+            std::fs::write(dir.join("in"), "from-host\n").unwrap();
+            let rw = format!("{}:/data:rw", dir.path().display());
+            let ro = format!("{}:/ro", dir.path().display());
+            let extra = with(b, &["--bind", &rw, "--bind", &ro]);
+            let run = script_in(
+                Root::Host,
+                &refs(&extra),
+                "{probe} read /data/in; {probe} write /data/out; {probe} write /ro/out2",
+            );
+            let r = &run.reports;
+            assert_eq!(r.len(), 3, "{b:?}: {:#}", run.verdict);
+            assert_eq!(r[0]["head"], "from-host\n", "{b:?}: {}", r[0]);
+            assert_eq!(r[1]["ok"], true, "{b:?}: rw bind not writable: {}", r[1]);
+            assert!(dir.join("out").exists(), "{b:?}: the write did not reach the host");
+            // Sandbox root is never host root, not even for what runsc's
+            // gofer creates on the host.
+            assert_eq!(owner(&dir.join("out")), mapped_root(), "{b:?}");
+            assert_eq!(r[2]["ok"], false, "{b:?}: ro bind writable: {}", r[2]);
+            assert_eq!(r[2]["errno"], "EROFS", "{b:?}: {}", r[2]);
+        }
+    }
+}
