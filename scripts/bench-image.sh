@@ -10,7 +10,8 @@
 #      (and vs `docker run --rm --network none` when dockerd is running)
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
-husk=${HUSK:-$here/target/release/husk}
+husk=${HUSK:-$here/target/x86_64-unknown-linux-gnu/release/husk}
+[ -x "$husk" ] || husk=$here/target/release/husk
 layout=${LAYOUT:-$here/build/images/python}
 work=${BENCH_DIR:-/tmp/husk-bench}
 runs=${RUNS:-10}
