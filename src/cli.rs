@@ -29,6 +29,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Check what this host supports and how to fix what it does not.
     Doctor(DoctorArgs),
+    /// Manage images: import, ls, inspect, rm, prune.
+    Image(ImageArgs),
     /// Inspect seccomp profiles: validate one, or print a shipped one.
     #[command(subcommand)]
     Seccomp(SeccompCommand),
@@ -237,6 +239,65 @@ pub struct GcArgs {
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
     /// Machine-readable report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ImageArgs {
+    #[command(subcommand)]
+    pub command: ImageCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ImageCommand {
+    /// Import an OCI layout directory, oci-archive or `docker save` tarball.
+    Import(ImageImportArgs),
+    /// List stored images.
+    Ls(JsonArgs),
+    /// Show an image's record, config defaults and layers (JSON).
+    Inspect(ImageNameArgs),
+    /// Remove an image's name (refused while a sandbox uses it).
+    Rm(ImageNameArgs),
+    /// Remove layers and blobs no image references.
+    Prune(JsonArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ImageImportArgs {
+    /// PATH or PATH:TAG (TAG selects by org.opencontainers.image.ref.name).
+    pub path: String,
+    /// Name to store it under, NAME[:TAG] (default: from the source).
+    #[arg(long, value_name = "NAME[:TAG]")]
+    pub name: Option<String>,
+    /// Print the imported image as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Bound on one layer's uncompressed size (decompression bombs).
+    #[arg(long, value_name = "SIZE", value_parser = size, env = "HUSK_MAX_LAYER_SIZE", default_value = "16G")]
+    pub max_layer_size: u64,
+    /// Bound on a layer's uncompressed/compressed size ratio above 1 GiB
+    /// (0: none).
+    #[arg(long, value_name = "N", default_value_t = 250)]
+    pub max_ratio: u64,
+    /// Bound on one layer's number of entries.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_entries: u64,
+    /// Host id range the layers are unpacked for (as root): BASE:COUNT.
+    #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
+    pub id_range: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ImageNameArgs {
+    /// NAME[:TAG] (`:latest` when omitted).
+    pub name: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct JsonArgs {
     #[arg(long)]
     pub json: bool,
 }

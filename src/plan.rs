@@ -262,6 +262,8 @@ pub struct RootInput<'a> {
     pub image: ImageDefaults,
     /// The root's /etc/passwd text, for user names and HOME.
     pub passwd: Option<String>,
+    /// The root's /etc/group text, for group names and memberships.
+    pub group: Option<String>,
 }
 
 impl Plan {
@@ -280,30 +282,23 @@ impl Plan {
             return Err(PlanError::NoCommand);
         }
 
-        // Identity.
+        // Identity: names and groups from the root's own passwd/group.
         let user = spec.user.clone().or(root.image.user.clone());
-        let (uid, gid, home) = match &user {
-            None => (0, 0, None),
-            Some(u) => match parse_user(u) {
-                Ok((uid, gid)) => {
-                    let home = root.passwd.as_deref().and_then(|p| home_of(p, uid));
-                    (uid, gid.unwrap_or(uid), home)
-                }
-                Err(e) => {
-                    let name = u.split(':').next().unwrap_or(u);
-                    let found = root.passwd.as_deref().and_then(|p| lookup_passwd(p, name));
-                    let (uid, gid, home) = found.ok_or(e)?;
-                    let gid = match u.split_once(':') {
-                        Some((_, g)) => g
-                            .parse()
-                            .map_err(|_| PlanError::BadUser { value: u.clone(), why: "GID must be numeric".into() })?,
-                        None => gid,
-                    };
-                    (uid, gid, Some(home))
-                }
-            },
+        let ident = match &user {
+            None => crate::users::Identity { uid: 0, gid: 0, home: None, groups: Vec::new() },
+            Some(u) => crate::users::resolve(u, root.passwd.as_deref(), root.group.as_deref())
+                .map_err(|why| PlanError::BadUser { value: u.clone(), why })?,
         };
+        let (uid, gid, home) = (ident.uid, ident.gid, ident.home);
         let ids = IdMap::plan(host, spec.id_range, uid, gid)?;
+        // Groups the id map cannot represent are dropped (setgroups would
+        // fail); rootless runs cannot call setgroups at all.
+        let groups: Vec<u32> = match &ids.mode {
+            crate::userns::IdMode::Privileged { gid_range, .. } => {
+                ident.groups.into_iter().filter(|g| *g < gid_range.count).collect()
+            }
+            crate::userns::IdMode::Rootless { .. } => Vec::new(),
+        };
         let home = home.unwrap_or_else(|| if uid == 0 { "/root".into() } else { "/".into() });
 
         // Environment: defaults < image < --env.
@@ -392,7 +387,7 @@ impl Plan {
                 candidates,
                 uid,
                 gid,
-                groups: Vec::new(),
+                groups,
                 caps_keep,
                 rlimits: rlimits(&spec.rlimits)?,
             },

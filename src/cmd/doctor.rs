@@ -43,8 +43,8 @@ fn sandbox_check(host: &HostFacts) -> Check {
     let mut spec = Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = OutputSpec::Capture { limit: 4096 };
     spec.limits.no_cgroup = no_cgroup_opt_out();
-    let root = match crate::cmd::run::root_input(&spec) {
-        Ok(r) => r,
+    let root = match crate::cmd::run::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None)) {
+        Ok((r, _)) => r,
         Err(e) => return check("sandbox", true, false, e, None),
     };
     let plan = match Plan::build(spec, host, RootInput { ..root }) {

@@ -3,7 +3,9 @@
 use crate::backend::{self, RunIo};
 use crate::cli::{NetworkArg, ProcessArgs, RunArgs, RuntimeArg, SandboxArgs};
 use crate::host::HostFacts;
+use crate::image::store::Lease;
 use crate::outcome::{ErrorReport, Outcome, Termination, Verdict};
+use crate::paths::{Paths, PathsError};
 use crate::plan::{ImageDefaults, Plan, RootInput};
 use crate::rootfs::RootSource;
 use crate::spec::{Access, BindSpec, NetworkMode, OutputSpec, RootSpec, RuntimeChoice, Spec, TmpfsSpec};
@@ -194,25 +196,42 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     })
 }
 
-/// Resolves the root source for the spec (host, rootfs; images via the store).
-pub fn root_input(spec: &Spec) -> Result<RootInput<'static>, String> {
+/// Resolves the root source for the spec (host, rootfs; images via the
+/// store). The lease, when there is one, must outlive the sandbox.
+pub fn root_input(
+    spec: &Spec,
+    host: &HostFacts,
+    paths: &Result<Paths, PathsError>,
+) -> Result<(RootInput<'static>, Option<Lease>), String> {
     match &spec.root {
-        RootSpec::Host => Ok(RootInput {
-            source: RootSource::Host,
-            image: ImageDefaults::default(),
-            passwd: std::fs::read_to_string("/etc/passwd").ok(),
-        }),
+        RootSpec::Host => Ok((
+            RootInput {
+                source: RootSource::Host,
+                image: ImageDefaults::default(),
+                passwd: std::fs::read_to_string("/etc/passwd").ok(),
+                group: std::fs::read_to_string("/etc/group").ok(),
+            },
+            None,
+        )),
         RootSpec::Rootfs(dir) => {
             let dir = std::fs::canonicalize(dir)
                 .map_err(|e| format!("--rootfs {}: {e}; give an existing directory", dir.display()))?;
             let passwd = read_in_root(&dir, "etc/passwd");
-            Ok(RootInput { source: RootSource::Dir(dir), image: ImageDefaults::default(), passwd })
+            let group = read_in_root(&dir, "etc/group");
+            Ok((RootInput { source: RootSource::Dir(dir), image: ImageDefaults::default(), passwd, group }, None))
         }
-        RootSpec::Image(r) => Err(format!("--image {r}: images are not supported by this build yet")),
+        RootSpec::Image(r) => {
+            let paths = paths.as_ref().map_err(|e| format!("--image {r}: {e}"))?;
+            let owners = crate::image::root::owners_for(host, spec.id_range);
+            let progress = nix::unistd::isatty(std::io::stderr()).unwrap_or(false);
+            let (input, lease) = crate::image::root::root_for_run(&paths.root, r, owners, progress)
+                .map_err(|e| format!("--image {r}: {e}"))?;
+            Ok((input, Some(lease)))
+        }
     }
 }
 
-pub fn run(args: RunArgs, store_root: Option<PathBuf>, state_dir: Option<&Path>, t_start: u64) -> i32 {
+pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let p = args.process.clone();
     let fail = |step: &str, msg: String| {
         let o = early_failure(step, msg, None);
@@ -225,10 +244,11 @@ pub fn run(args: RunArgs, store_root: Option<PathBuf>, state_dir: Option<&Path>,
         return fail("arguments", e);
     }
     let mut host = HostFacts::probe();
-    if let Some(r) = store_root {
-        host.store_root = r;
+    // One store for everything (images, compiled seccomp profiles).
+    if let Ok(p) = paths {
+        host.store_root = p.root.clone();
     }
-    let root = match root_input(&spec) {
+    let (root, _lease) = match root_input(&spec, &host, paths) {
         Ok(r) => r,
         Err(e) => return fail("root", e),
     };

@@ -105,7 +105,7 @@ pub enum RootSource<'a> {
     /// Image layers, top first, and a view of their merged content.
     Layers {
         dirs: Vec<PathBuf>,
-        view: &'a dyn RootView,
+        view: Box<dyn RootView + 'a>,
         userxattr: bool,
         label: String,
     },
@@ -273,7 +273,7 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
             (&dir_view, report)
         }
         RootSource::Layers { view, dirs, label, .. } => (
-            *view,
+            view.as_ref(),
             RootReport {
                 mode: "image",
                 source: Some(label.clone()),
@@ -376,6 +376,16 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
     let mut resolved = Vec::new();
     for (target, kind, mk, what) in user {
         let (canon, _) = canonical(&target)?;
+        // A symlink in the image (or rootfs) must not carry a mount into
+        // husk's /proc, /dev or /sys (the image-config-path shape of
+        // CVE-2022-23648, e.g. WorkingDir /w with /w -> /proc/sys).
+        if !host_mode && is_reserved(&canon) {
+            return Err(MountPlanError::BadTarget {
+                what,
+                path: format!("/{target}"),
+                why: format!("resolves to /{canon} inside the root, under /proc, /dev or /sys (husk manages those)"),
+            });
+        }
         if !seen.insert(canon.clone()) {
             return Err(MountPlanError::Duplicate { what, target: format!("/{target}") });
         }

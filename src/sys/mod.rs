@@ -14,6 +14,7 @@ pub mod process;
 pub mod seccomp;
 pub mod signal;
 pub mod socket;
+pub mod xattr;
 
 pub use nix::errno::Errno;
 

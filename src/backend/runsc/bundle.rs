@@ -285,7 +285,7 @@ mod tests {
     use crate::spec::{Access, BindSpec, Spec};
 
     fn plan(spec: Spec) -> Plan {
-        let root = RootInput { source: RootSource::Host, image: ImageDefaults::default(), passwd: None };
+        let root = RootInput { source: RootSource::Host, image: ImageDefaults::default(), passwd: None, group: None };
         Plan::build(spec, &HostFacts::probe(), root).expect("plan")
     }
 

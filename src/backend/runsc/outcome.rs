@@ -198,8 +198,12 @@ mod tests {
     }
 
     fn plan() -> Plan {
-        let root =
-            crate::plan::RootInput { source: crate::rootfs::RootSource::Host, image: Default::default(), passwd: None };
+        let root = crate::plan::RootInput {
+            source: crate::rootfs::RootSource::Host,
+            image: Default::default(),
+            passwd: None,
+            group: None,
+        };
         let spec = crate::spec::Spec::new(vec!["nosuchcmd".into()]);
         Plan::build(spec, &crate::host::HostFacts::probe(), root).unwrap()
     }

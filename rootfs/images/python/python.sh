@@ -1,0 +1,25 @@
+#!/bin/sh
+# Recipe layer 2 (python): python3 from Debian, installed with apt in a
+# chroot of the base. The resulting diff is cached in $CACHE.
+set -eu
+: "${ROOTFS:?}" "${CACHE:?}"
+cached="$CACHE/python-layer.tar"
+if [ -s "$cached" ]; then
+    # The cache holds the whole tree after installation.
+    rm -rf "${ROOTFS:?}"/*
+    tar -C "$ROOTFS" --numeric-owner -xpf "$cached"
+    exit 0
+fi
+cp /etc/resolv.conf "$ROOTFS/etc/resolv.conf"
+printf '#!/bin/sh\nexit 101\n' > "$ROOTFS/usr/sbin/policy-rc.d"
+chmod 755 "$ROOTFS/usr/sbin/policy-rc.d"
+mount -t proc proc "$ROOTFS/proc"
+trap 'umount "$ROOTFS/proc" 2>/dev/null || true' EXIT
+chroot "$ROOTFS" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c \
+    'apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 >/dev/null && apt-get clean'
+umount "$ROOTFS/proc"
+trap - EXIT
+rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS/usr/sbin/policy-rc.d" "$ROOTFS"/var/log/apt/* "$ROOTFS"/var/cache/debconf/*-old
+: > "$ROOTFS/etc/resolv.conf"
+tar -C "$ROOTFS" --numeric-owner -cf "$cached.tmp" .
+mv "$cached.tmp" "$cached"

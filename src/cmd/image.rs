@@ -1,0 +1,209 @@
+//! `husk image import | ls | inspect | rm | prune`.
+
+use crate::cli::{ImageArgs, ImageCommand, ImageImportArgs};
+use crate::host::HostFacts;
+use crate::image::import::{ImportOptions, import};
+use crate::image::root::owners_for;
+use crate::image::store::Record;
+use crate::image::{ImageError, Limits, Owners, Store, oci};
+use crate::outcome::EXIT_HUSK_FAILED;
+use crate::paths::{Paths, PathsError};
+use serde_json::json;
+
+pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let json = match &args.command {
+        ImageCommand::Import(a) => a.json,
+        ImageCommand::Ls(a) | ImageCommand::Prune(a) => a.json,
+        ImageCommand::Inspect(a) | ImageCommand::Rm(a) => a.json,
+    };
+    match run(args, paths) {
+        Ok(()) => 0,
+        Err(e) => {
+            if json {
+                println!("{}", json!({ "error": e.to_string() }));
+            }
+            eprintln!("husk: {e}");
+            EXIT_HUSK_FAILED
+        }
+    }
+}
+
+fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageError> {
+    let paths = paths.as_ref().map_err(|e| ImageError::Store { path: "?".into(), why: e.to_string() })?;
+    let store = Store::open(&paths.root)?;
+    let host = HostFacts::probe();
+    let owners = owners_for(&host, None);
+    match args.command {
+        ImageCommand::Import(a) => import_cmd(&store, &host, a),
+        ImageCommand::Ls(a) => {
+            let recs = store.list()?;
+            if a.json {
+                let rows: Vec<_> = recs.iter().map(|r| summary(&store, r, &owners)).collect();
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                println!("{:<32} {:<12}  {:>6}  {:>10}  IMPORTED (UTC)", "NAME", "ID", "LAYERS", "SIZE");
+                for r in &recs {
+                    let size = unpacked_size(&store, r, &owners).map(human).unwrap_or_else(|| "?".into());
+                    println!(
+                        "{:<32} {:<12}  {:>6}  {:>10}  {}",
+                        r.name,
+                        r.id().short(),
+                        r.layers.len(),
+                        size,
+                        utc(r.imported_at)
+                    );
+                }
+            }
+            Ok(())
+        }
+        ImageCommand::Inspect(a) => {
+            let rec = store.find(&a.name)?;
+            let config: oci::ImageConfig =
+                oci::parse("stored config", &store.get_blob(&rec.config)?).map_err(ImageError::Format)?;
+            let layers: Vec<_> = rec
+                .layers
+                .iter()
+                .map(|l| {
+                    json!({
+                        "diff_id": l.diff_id,
+                        "blob": l.blob,
+                        "size": l.size,
+                        "media_type": l.media_type,
+                        "path": store.layer_dir(&l.diff_id, &owners),
+                        "present": store.has_layer(&l.diff_id, &owners),
+                        "unpack": store.layer_meta(&l.diff_id, &owners).map(|m| m.report),
+                    })
+                })
+                .collect();
+            let mut out = summary(&store, &rec, &owners);
+            out["config"] = json!(config.config.unwrap_or_default());
+            out["layers"] = json!(layers);
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            Ok(())
+        }
+        ImageCommand::Rm(a) => {
+            let rec = store.remove(&a.name)?;
+            if a.json {
+                println!("{}", json!({ "removed": rec.name, "id": rec.id() }));
+            } else {
+                println!("removed {} ({}); `husk image prune` frees layers no image uses", rec.name, rec.id().short());
+            }
+            Ok(())
+        }
+        ImageCommand::Prune(a) => {
+            let r = store.prune()?;
+            if a.json {
+                println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            } else {
+                println!(
+                    "removed {} layers ({}), {} blobs, {} partial builds; {} unreferenced layers still in use",
+                    r.layers_removed,
+                    human(r.bytes_freed),
+                    r.blobs_removed,
+                    r.partial_builds_removed,
+                    r.layers_in_use
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(), ImageError> {
+    let range = a
+        .id_range
+        .as_deref()
+        .map(crate::userns::parse_range)
+        .transpose()
+        .map_err(|e| ImageError::Source(e.to_string()))?;
+    let opts = ImportOptions {
+        name: a.name,
+        limits: Limits {
+            max_layer_bytes: a.max_layer_size,
+            max_ratio: a.max_ratio,
+            max_entries: a.max_entries,
+            ..Limits::default()
+        },
+        owners: owners_for(host, range),
+        progress: !a.json && nix::unistd::isatty(std::io::stderr()).unwrap_or(false),
+    };
+    let report = import(store, &a.path, &opts)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    } else {
+        println!(
+            "{} {} ({} layers: {} extracted, {} shared) in {:.2}s",
+            report.name,
+            report.id,
+            report.layers.len(),
+            report.extracted,
+            report.reused,
+            report.seconds
+        );
+        let skipped: u64 = report.layers.iter().filter_map(|l| l.unpack.as_ref()).map(|u| u.skipped_count).sum();
+        if skipped > 0 {
+            eprintln!(
+                "husk: note: {skipped} device nodes/FIFOs in the layers were not created (sandboxes get their own /dev)"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn unpacked_size(store: &Store, r: &Record, owners: &Owners) -> Option<u64> {
+    r.layers.iter().map(|l| store.layer_meta(&l.diff_id, owners).map(|m| m.report.bytes)).sum()
+}
+
+fn summary(store: &Store, r: &Record, owners: &Owners) -> serde_json::Value {
+    json!({
+        "name": r.name,
+        "id": r.id(),
+        "manifest": r.manifest,
+        "config_digest": r.config,
+        "platform": r.platform,
+        "source": r.source,
+        "imported_at": r.imported_at,
+        "layers": r.layers.len(),
+        "unpacked_bytes": unpacked_size(store, r, owners),
+    })
+}
+
+fn human(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < units.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 { format!("{b} B") } else { format!("{v:.1} {}", units[i]) }
+}
+
+/// "YYYY-MM-DD HH:MM" (UTC) from unix seconds (civil-from-days).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_sizes_format() {
+        assert_eq!(utc(0), "1970-01-01 00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13");
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(3 << 20), "3.0 MiB");
+    }
+}

@@ -1,0 +1,292 @@
+//! `husk image import`: resolve the source, unpack the layers the store
+//! lacks (in parallel, one thread per layer up to the CPU count), then
+//! record the image. Every thread is joined before this returns, so a
+//! caller about to clone a sandbox is single-threaded again.
+
+use super::digest::Digest;
+use super::layer::{Owners, UnpackReport};
+use super::source::{self, Resolved};
+use super::store::{LayerRef, Record, Store, now_secs};
+use super::unpack::{LayerJob, unpack_layer};
+use super::{ImageError, Limits, normalize_name};
+use serde::Serialize;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    pub name: Option<String>,
+    pub limits: Limits,
+    pub owners: Owners,
+    /// Draw a progress bar on stderr (the caller checks it is a TTY).
+    pub progress: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerOutcome {
+    pub diff_id: Digest,
+    pub blob: Option<Digest>,
+    pub size: u64,
+    pub media_type: String,
+    /// "extracted" now, or "reused" from the store.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unpack: Option<UnpackReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ImportReport {
+    pub name: String,
+    pub id: Digest,
+    pub manifest: Option<Digest>,
+    pub config: Digest,
+    pub platform: String,
+    pub source: String,
+    pub layers: Vec<LayerOutcome>,
+    pub extracted: usize,
+    pub reused: usize,
+    pub seconds: f64,
+}
+
+/// Imports `reference` (PATH or PATH:TAG) into `store`.
+pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<ImportReport, ImageError> {
+    let t0 = Instant::now();
+    // Shared: other imports and runs go on; rm/prune wait for us, so a
+    // layer we just published cannot be pruned before our record exists.
+    let _store_lock = store.lock_store(false)?;
+    let r = source::resolve(reference)?;
+    let name = match &opts.name {
+        Some(n) => normalize_name(n)?,
+        None => normalize_name(&r.default_name)
+            .or_else(|_| normalize_name(&sanitize(&r.default_name)))
+            .map_err(|e| ImageError::BadName { name: r.default_name.clone(), why: format!("{e}; pass --name") })?,
+    };
+    let image_id = r.manifest.as_ref().map(|m| m.0.clone()).unwrap_or_else(|| r.config_digest.clone());
+
+    // Each distinct missing diff_id once (an image may repeat a layer).
+    let mut todo: Vec<usize> = Vec::new();
+    for (i, l) in r.layers.iter().enumerate() {
+        if !store.has_layer(&l.diff_id, &opts.owners) && !todo.iter().any(|&j| r.layers[j].diff_id == l.diff_id) {
+            todo.push(i);
+        }
+    }
+    let results = build_layers(store, &r, &todo, opts, &name)?;
+
+    if let Some((d, bytes)) = &r.manifest {
+        store.put_blob(d, bytes)?;
+    }
+    store.put_blob(&r.config_digest, &r.config_bytes)?;
+    let rec = Record {
+        name: name.clone(),
+        manifest: r.manifest.as_ref().map(|m| m.0.clone()),
+        config: r.config_digest.clone(),
+        layers: r
+            .layers
+            .iter()
+            .map(|l| LayerRef {
+                diff_id: l.diff_id.clone(),
+                blob: l.digest.clone(),
+                size: l.size,
+                media_type: l.media_type.clone(),
+            })
+            .collect(),
+        platform: r.platform.clone(),
+        source: r.source.clone(),
+        imported_at: now_secs(),
+    };
+    let unchanged = store.find(&name).is_ok_and(|old| Record { imported_at: rec.imported_at, ..old } == rec);
+    if !unchanged {
+        store.write_record(&rec)?;
+    }
+
+    let mut layers = Vec::new();
+    let mut extracted = 0;
+    for (i, l) in r.layers.iter().enumerate() {
+        let unpack = todo.iter().position(|&j| j == i).and_then(|k| results[k].clone());
+        if unpack.is_some() {
+            extracted += 1;
+        }
+        layers.push(LayerOutcome {
+            diff_id: l.diff_id.clone(),
+            blob: l.digest.clone(),
+            size: l.size,
+            media_type: l.media_type.clone(),
+            status: if unpack.is_some() { "extracted" } else { "reused" },
+            unpack,
+        });
+    }
+    Ok(ImportReport {
+        name,
+        id: image_id,
+        manifest: rec.manifest,
+        config: rec.config,
+        platform: r.platform.clone(),
+        source: r.source.clone(),
+        reused: layers.len() - extracted,
+        layers,
+        extracted,
+        seconds: crate::outcome::round3(t0.elapsed().as_secs_f64()),
+    })
+}
+
+/// A default name made acceptable (directory names may hold anything).
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._-/:@+".contains(c) { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    s.trim_start_matches(['/', '.', '-', ':']).to_string()
+}
+
+/// One layer's build: its report, None when another process published it.
+type Built = Result<Option<UnpackReport>, ImageError>;
+
+/// Unpacks `todo` (indexes into r.layers) in parallel. Returns, per todo
+/// entry, the report (None when another process published it first).
+fn build_layers(
+    store: &Store,
+    r: &Resolved,
+    todo: &[usize],
+    opts: &ImportOptions,
+    name: &str,
+) -> Result<Vec<Option<UnpackReport>>, ImageError> {
+    if todo.is_empty() {
+        return Ok(Vec::new());
+    }
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let cancel = AtomicBool::new(false);
+    let bytes = Arc::new(AtomicU64::new(0));
+    let total: u64 = todo.iter().map(|&i| r.layers[i].size).sum();
+    // umask 0 while the layers are written: creation modes are then the
+    // image's own, which saves a chmod per file. Restored before return.
+    let old_umask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+    let results: Mutex<Vec<Option<Built>>> = Mutex::new((0..todo.len()).map(|_| None).collect());
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(todo.len()).max(1);
+    let work = || {
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            if k >= todo.len() {
+                break;
+            }
+            let res = if cancel.load(Ordering::Relaxed) {
+                Err(ImageError::Layer { image: name.into(), err: cancelled(&r.layers[todo[k]].diff_id) })
+            } else {
+                build_one(store, r, todo[k], opts, &cancel, &bytes, name)
+            };
+            if res.is_err() {
+                cancel.store(true, Ordering::Relaxed);
+            }
+            results.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(res);
+            done.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(work);
+        }
+        if opts.progress {
+            let mut bar = Bar::new(total, todo.len());
+            while done.load(Ordering::Relaxed) < todo.len() {
+                bar.draw(bytes.load(Ordering::Relaxed), done.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            bar.clear();
+        }
+    });
+    nix::sys::stat::umask(old_umask);
+    let mut out = Vec::new();
+    let mut first_err = None;
+    for res in results.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        match res {
+            Some(Ok(rep)) => out.push(rep),
+            Some(Err(e)) => {
+                let cancelled = matches!(&e, ImageError::Layer { err, .. } if err.is_cancelled());
+                if first_err.is_none() || (!cancelled && first_err.as_ref().is_some_and(|(c, _)| *c)) {
+                    first_err = Some((cancelled, e));
+                }
+                out.push(None);
+            }
+            None => out.push(None),
+        }
+    }
+    match first_err {
+        Some((_, e)) => Err(e),
+        None => Ok(out),
+    }
+}
+
+fn cancelled(d: &Digest) -> super::unpack::LayerError {
+    super::unpack::LayerError::Unpack { digest: d.clone(), err: super::layer::UnpackError::Cancelled }
+}
+
+fn build_one(
+    store: &Store,
+    r: &Resolved,
+    i: usize,
+    opts: &ImportOptions,
+    cancel: &AtomicBool,
+    bytes: &Arc<AtomicU64>,
+    name: &str,
+) -> Result<Option<UnpackReport>, ImageError> {
+    let l = &r.layers[i];
+    store.ensure_layer(&l.diff_id, &opts.owners, |dest| {
+        let (blob, _) = r.blobs.open(&l.path)?;
+        unpack_layer(LayerJob {
+            blob,
+            label: l.digest.clone().unwrap_or_else(|| l.diff_id.clone()),
+            digest: l.digest.clone(),
+            size: l.size,
+            media_type: l.media_type.clone(),
+            diff_id: l.diff_id.clone(),
+            limits: opts.limits,
+            owners: opts.owners,
+            dest,
+            cancel,
+            progress: Some(bytes.clone()),
+            umask: Some(0),
+        })
+        .map_err(|err| ImageError::Layer { image: name.to_string(), err })
+    })
+}
+
+/// A one-line progress bar on stderr: bytes read and layers done.
+struct Bar {
+    total: u64,
+    layers: usize,
+    drawn: bool,
+}
+
+impl Bar {
+    fn new(total: u64, layers: usize) -> Bar {
+        Bar { total: total.max(1), layers, drawn: false }
+    }
+
+    fn draw(&mut self, bytes: u64, done: usize) {
+        const WIDTH: usize = 30;
+        let filled = ((bytes.min(self.total) as f64 / self.total as f64) * WIDTH as f64) as usize;
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        let line = format!(
+            "\r  unpacking [{}{}] {:.1}/{:.1} MiB  layers {done}/{}",
+            "#".repeat(filled),
+            ".".repeat(WIDTH - filled),
+            mib(bytes),
+            mib(self.total),
+            self.layers
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(line.as_bytes());
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    fn clear(&mut self) {
+        if self.drawn {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(b"\r\x1b[2K");
+            let _ = err.flush();
+        }
+    }
+}

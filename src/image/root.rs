@@ -1,0 +1,79 @@
+//! An image as a sandbox root: resolve the reference (a stored name, or a
+//! path imported on the fly and cached), lease its layers, and hand the
+//! planner the layer directories, a view of the merged tree and the
+//! image's run defaults.
+
+use super::import::{ImportOptions, import};
+use super::oci::{self, ImageConfig};
+use super::source::split_ref;
+use super::store::Lease;
+use super::view::LayeredView;
+use super::{ImageError, Limits, Owners, Store};
+use crate::host::HostFacts;
+use crate::plan::RootInput;
+use crate::rootfs::RootSource;
+use crate::spec::IdRange;
+use crate::userns::{IdMap, IdMode};
+use std::path::Path;
+
+/// How layers are owned for runs with this id range (the same choice as
+/// the sandbox's id map: shifted into the range as root, the invoking
+/// user rootless).
+pub fn owners_for(host: &HostFacts, id_range: Option<IdRange>) -> Owners {
+    match IdMap::plan(host, id_range, 0, 0).map(|m| m.mode) {
+        Ok(IdMode::Privileged { uid_range, gid_range }) => Owners::Shift { uid: uid_range, gid: gid_range },
+        _ => Owners::Invoker,
+    }
+}
+
+/// Limits for on-the-fly imports (HUSK_MAX_LAYER_SIZE may raise or lower
+/// the layer bound, as `husk image import --max-layer-size` does).
+pub fn limits_from_env() -> Limits {
+    let mut l = Limits::default();
+    if let Some(n) = std::env::var("HUSK_MAX_LAYER_SIZE").ok().and_then(|v| crate::units::parse_size(&v).ok()) {
+        l.max_layer_bytes = n;
+    }
+    l
+}
+
+/// Whether `reference` means a path to import rather than a stored name:
+/// it exists on disk and either looks like a path or names no stored image.
+fn is_path(store: &Store, reference: &str) -> bool {
+    if split_ref(reference).is_none() {
+        return false;
+    }
+    let looks_like_path = reference.starts_with('/') || reference.starts_with('.') || reference.contains('/');
+    looks_like_path || store.find(reference).is_err()
+}
+
+/// Resolves `reference` for a run. The lease must live as long as the
+/// sandbox: it keeps `husk image rm` and `prune` off these layers.
+pub fn root_for_run(
+    store_root: &Path,
+    reference: &str,
+    owners: Owners,
+    progress: bool,
+) -> Result<(RootInput<'static>, Lease), ImageError> {
+    let store = Store::open(store_root)?;
+    let name = if is_path(&store, reference) {
+        let opts = ImportOptions { name: None, limits: limits_from_env(), owners, progress };
+        import(&store, reference, &opts)?.name
+    } else {
+        reference.to_string()
+    };
+    let (rec, dirs, lease) = store.lease(&name, &owners)?;
+    if dirs.is_empty() {
+        return Err(ImageError::Format(format!("image {} has no layers: nothing to run", rec.name)));
+    }
+    let config: ImageConfig =
+        oci::parse(&format!("config {}", rec.config), &store.get_blob(&rec.config)?).map_err(ImageError::Format)?;
+    let image = super::config::defaults(&config)?;
+    let view = LayeredView::open(&dirs).map_err(|e| ImageError::Store {
+        path: store_root.display().to_string(),
+        why: format!("opening layers: {e}"),
+    })?;
+    let passwd = view.read_file("/etc/passwd");
+    let group = view.read_file("/etc/group");
+    let source = RootSource::Layers { dirs, view: Box::new(view), userxattr: true, label: rec.name.clone() };
+    Ok((RootInput { source, image, passwd, group }, lease))
+}

@@ -1,0 +1,429 @@
+//! The image store under husk's root:
+//!
+//! ```text
+//! images/<h>.json   one record per name: manifest, config, layer diff_ids
+//! blobs/<hex>       manifests and configs (small, verified on read)
+//! layers/<key>/     one unpacked layer: key = diff_id hex + id-shift suffix
+//! layers/<key>.json what unpacking it did (sizes, skipped entries)
+//! tmp/              layers being built; published by rename when complete
+//! locks/            flock files: store, image-<h>, layer-<key>
+//! ```
+//!
+//! Locking (flock, released when the holder dies): importers and runs hold
+//! `store` shared, `rm`/`prune` exclusive; a layer is built under its
+//! exclusive `layer-<key>` lock, and a run holds every layer it mounts and
+//! its image shared for as long as the sandbox lives, so `rm` refuses an
+//! image in use and `prune` skips layers in use.
+
+use super::digest::Digest;
+use super::fsutil::{self, remove_tree};
+use super::layer::{Owners, UnpackReport};
+use super::{ImageError, normalize_name};
+use nix::fcntl::{Flock, FlockArg, OFlag, RenameFlags, renameat2};
+use nix::sys::stat::Mode;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+const SUBDIRS: &[&str] = &["images", "blobs", "layers", "tmp", "locks"];
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LayerRef {
+    pub diff_id: Digest,
+    pub blob: Option<Digest>,
+    /// Compressed size of the blob it came from.
+    pub size: u64,
+    #[serde(default)]
+    pub media_type: String,
+}
+
+/// One named image.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Record {
+    pub name: String,
+    /// Manifest digest (None for `docker save` imports, which have none).
+    pub manifest: Option<Digest>,
+    pub config: Digest,
+    /// Bottom layer first, as in the manifest.
+    pub layers: Vec<LayerRef>,
+    pub platform: String,
+    pub source: String,
+    /// Unix seconds.
+    pub imported_at: u64,
+}
+
+impl Record {
+    /// The image's identity: manifest digest, else config digest.
+    pub fn id(&self) -> &Digest {
+        self.manifest.as_ref().unwrap_or(&self.config)
+    }
+}
+
+/// What unpacking one layer produced (stored beside it).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LayerMeta {
+    pub diff_id: Digest,
+    pub report: UnpackReport,
+}
+
+/// Locks a run holds while its sandbox lives.
+pub struct Lease {
+    _image: Flock<File>,
+    _layers: Vec<Flock<File>>,
+}
+
+pub struct Store {
+    root: PathBuf,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct PruneReport {
+    pub layers_removed: usize,
+    pub bytes_freed: u64,
+    pub layers_in_use: usize,
+    pub blobs_removed: usize,
+    pub partial_builds_removed: usize,
+}
+
+fn store_err(path: &Path, why: impl std::fmt::Display) -> ImageError {
+    ImageError::Store { path: path.display().to_string(), why: why.to_string() }
+}
+
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl Store {
+    /// Opens (creating) the store at `root`, private to the caller.
+    pub fn open(root: &Path) -> Result<Store, ImageError> {
+        crate::paths::ensure_private_dir("store root", root)?;
+        for d in SUBDIRS {
+            let p = root.join(d);
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(store_err(&p, e)),
+            }
+        }
+        Ok(Store { root: root.to_path_buf() })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn lock_file(&self, name: &str) -> Result<File, ImageError> {
+        let p = self.root.join("locks").join(name);
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&p)
+            .map_err(|e| store_err(&p, e))
+    }
+
+    fn lock(&self, name: &str, arg: FlockArg) -> Result<Flock<File>, ImageError> {
+        Flock::lock(self.lock_file(name)?, arg).map_err(|(_, e)| store_err(&self.root.join("locks").join(name), e))
+    }
+
+    /// Ok(None) when someone else holds it.
+    fn try_lock(&self, name: &str, exclusive: bool) -> Result<Option<Flock<File>>, ImageError> {
+        let arg = if exclusive { FlockArg::LockExclusiveNonblock } else { FlockArg::LockSharedNonblock };
+        match Flock::lock(self.lock_file(name)?, arg) {
+            Ok(l) => Ok(Some(l)),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+            Err((_, e)) => Err(store_err(&self.root.join("locks").join(name), e)),
+        }
+    }
+
+    /// Held by importers and runs (shared) and by rm/prune (exclusive).
+    pub fn lock_store(&self, exclusive: bool) -> Result<Flock<File>, ImageError> {
+        self.lock("store", if exclusive { FlockArg::LockExclusive } else { FlockArg::LockShared })
+    }
+
+    pub fn layer_key(diff_id: &Digest, owners: &Owners) -> String {
+        format!("{}{}", diff_id.hex(), owners.key_suffix())
+    }
+
+    pub fn layer_dir(&self, diff_id: &Digest, owners: &Owners) -> PathBuf {
+        self.root.join("layers").join(Self::layer_key(diff_id, owners))
+    }
+
+    pub fn has_layer(&self, diff_id: &Digest, owners: &Owners) -> bool {
+        self.layer_dir(diff_id, owners).is_dir()
+    }
+
+    /// Unpacks a layer unless it is already there: `build` fills an empty
+    /// private directory, which is renamed into place only when it
+    /// succeeded. Concurrent builders of the same layer serialize on its
+    /// lock; the later one finds it published. Ok(None): already present.
+    pub fn ensure_layer<E: From<ImageError>>(
+        &self,
+        diff_id: &Digest,
+        owners: &Owners,
+        build: impl FnOnce(OwnedFd) -> Result<UnpackReport, E>,
+    ) -> Result<Option<UnpackReport>, E> {
+        let key = Self::layer_key(diff_id, owners);
+        let dest = self.root.join("layers").join(&key);
+        if dest.is_dir() {
+            return Ok(None);
+        }
+        let _lock = self.lock(&format!("layer-{key}"), FlockArg::LockExclusive)?;
+        if dest.is_dir() {
+            return Ok(None);
+        }
+        let tmp_name = format!("{key}.{}.{}", std::process::id(), crate::plan::new_id());
+        let tmp_root = self.root.join("tmp");
+        let tmp = tmp_root.join(&tmp_name);
+        std::fs::DirBuilder::new().mode(0o700).create(&tmp).map_err(|e| store_err(&tmp, e))?;
+        let open = |p: &Path| {
+            nix::fcntl::open(p, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+                .map_err(|e| store_err(p, e))
+        };
+        let tmp_parent = open(&tmp_root)?;
+        let cleanup = |tmp_parent: &OwnedFd| {
+            let _ = remove_tree(tmp_parent.as_fd(), &fsutil::cname(tmp_name.as_bytes()));
+        };
+        let report = match open(&tmp).map_err(E::from).and_then(build) {
+            Ok(r) => r,
+            Err(e) => {
+                cleanup(&tmp_parent);
+                return Err(e);
+            }
+        };
+        let meta = LayerMeta { diff_id: diff_id.clone(), report: report.clone() };
+        let meta_path = self.root.join("layers").join(format!("{key}.json"));
+        let published = write_atomic(&meta_path, &serde_json::to_vec_pretty(&meta).unwrap_or_default())
+            .map_err(|e| store_err(&meta_path, e))
+            .and_then(|_| {
+                let layers = open(&self.root.join("layers"))?;
+                renameat2(&tmp_parent, tmp_name.as_str(), &layers, key.as_str(), RenameFlags::RENAME_NOREPLACE)
+                    .map_err(|e| store_err(&dest, e))
+            });
+        if let Err(e) = published {
+            cleanup(&tmp_parent);
+            return Err(e.into());
+        }
+        Ok(Some(report))
+    }
+
+    pub fn layer_meta(&self, diff_id: &Digest, owners: &Owners) -> Option<LayerMeta> {
+        let p = self.root.join("layers").join(format!("{}.json", Self::layer_key(diff_id, owners)));
+        serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+    }
+
+    pub fn put_blob(&self, digest: &Digest, bytes: &[u8]) -> Result<(), ImageError> {
+        let p = self.root.join("blobs").join(digest.hex());
+        if p.is_file() {
+            return Ok(());
+        }
+        write_atomic(&p, bytes).map_err(|e| store_err(&p, e))
+    }
+
+    /// A stored manifest/config, verified against its digest.
+    pub fn get_blob(&self, digest: &Digest) -> Result<Vec<u8>, ImageError> {
+        let p = self.root.join("blobs").join(digest.hex());
+        let bytes = std::fs::read(&p).map_err(|e| store_err(&p, e))?;
+        if &Digest::of(&bytes) != digest {
+            return Err(store_err(&p, "content does not match its digest (store corrupted); re-import the image"));
+        }
+        Ok(bytes)
+    }
+
+    fn record_key(name: &str) -> String {
+        Digest::of(name.as_bytes()).hex()[..32].to_string()
+    }
+
+    fn record_path(&self, name: &str) -> PathBuf {
+        self.root.join("images").join(format!("{}.json", Self::record_key(name)))
+    }
+
+    pub fn write_record(&self, rec: &Record) -> Result<(), ImageError> {
+        let p = self.record_path(&rec.name);
+        write_atomic(&p, &serde_json::to_vec_pretty(rec).unwrap_or_default()).map_err(|e| store_err(&p, e))
+    }
+
+    /// The record for `name` (normalized, `:latest` by default).
+    pub fn find(&self, name: &str) -> Result<Record, ImageError> {
+        let name = normalize_name(name)?;
+        let p = self.record_path(&name);
+        let bytes = match std::fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ImageError::NotFound(name)),
+            Err(e) => return Err(store_err(&p, e)),
+        };
+        let rec: Record =
+            serde_json::from_slice(&bytes).map_err(|e| store_err(&p, format!("unreadable record: {e}")))?;
+        if rec.name != name {
+            return Err(ImageError::NotFound(name));
+        }
+        Ok(rec)
+    }
+
+    /// Every record, sorted by name (unreadable ones skipped).
+    pub fn list(&self) -> Result<Vec<Record>, ImageError> {
+        let dir = self.root.join("images");
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&dir).map_err(|e| store_err(&dir, e))? {
+            let e = e.map_err(|e| store_err(&dir, e))?;
+            let name = e.file_name();
+            if !name.to_string_lossy().ends_with(".json") {
+                continue;
+            }
+            if let Ok(rec) =
+                std::fs::read(e.path()).map_err(|_| ()).and_then(|b| serde_json::from_slice(&b).map_err(|_| ()))
+            {
+                out.push(rec);
+            }
+        }
+        out.sort_by(|a: &Record, b: &Record| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Resolves `name` for a run: the record, its layer directories (top
+    /// first) and the locks that keep them from being removed meanwhile.
+    pub fn lease(&self, name: &str, owners: &Owners) -> Result<(Record, Vec<PathBuf>, Lease), ImageError> {
+        let _store = self.lock_store(false)?;
+        let rec = self.find(name)?;
+        let image = self.lock(&format!("image-{}", Self::record_key(&rec.name)), FlockArg::LockShared)?;
+        let mut dirs = Vec::new();
+        let mut layers = Vec::new();
+        for l in rec.layers.iter().rev() {
+            let dir = self.layer_dir(&l.diff_id, owners);
+            if !dir.is_dir() {
+                let other = self.any_variant(&l.diff_id);
+                let hint = if other {
+                    "; it was unpacked for another id range: re-import with the --id-range you run with".to_string()
+                } else {
+                    format!("; re-import it with `husk image import {}`", rec.source)
+                };
+                return Err(ImageError::MissingLayer { name: rec.name.clone(), diff_id: l.diff_id.to_string(), hint });
+            }
+            layers.push(self.lock(&format!("layer-{}", Self::layer_key(&l.diff_id, owners)), FlockArg::LockShared)?);
+            dirs.push(dir);
+        }
+        Ok((rec, dirs, Lease { _image: image, _layers: layers }))
+    }
+
+    fn any_variant(&self, diff_id: &Digest) -> bool {
+        std::fs::read_dir(self.root.join("layers"))
+            .map(|rd| {
+                rd.flatten().any(|e| {
+                    let n = e.file_name().to_string_lossy().to_string();
+                    n.starts_with(diff_id.hex()) && !n.ends_with(".json") && e.path().is_dir()
+                })
+            })
+            .unwrap_or(false)
+    }
+
+    /// Removes the record for `name`; refused while a sandbox uses it.
+    pub fn remove(&self, name: &str) -> Result<Record, ImageError> {
+        let _store = self.lock_store(true)?;
+        let rec = self.find(name)?;
+        let key = Self::record_key(&rec.name);
+        let Some(_l) = self.try_lock(&format!("image-{key}"), true)? else {
+            return Err(ImageError::InUse(rec.name));
+        };
+        let p = self.record_path(&rec.name);
+        std::fs::remove_file(&p).map_err(|e| store_err(&p, e))?;
+        Ok(rec)
+    }
+
+    /// Removes layers and blobs no record references, and leftovers of
+    /// interrupted imports. Layers a sandbox still uses are kept.
+    pub fn prune(&self) -> Result<PruneReport, ImageError> {
+        let _store = self.lock_store(true)?;
+        let records = self.list()?;
+        let layer_refs: BTreeSet<String> =
+            records.iter().flat_map(|r| r.layers.iter().map(|l| l.diff_id.hex().to_string())).collect();
+        let blob_refs: BTreeSet<String> = records
+            .iter()
+            .flat_map(|r| [Some(r.config.hex().to_string()), r.manifest.as_ref().map(|m| m.hex().to_string())])
+            .flatten()
+            .collect();
+        let mut report = PruneReport::default();
+        let open = |p: &Path| {
+            nix::fcntl::open(p, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+                .map_err(|e| store_err(p, e))
+        };
+        // Under the exclusive store lock no import runs: every build
+        // directory left in tmp/ belongs to a dead process.
+        let tmp = self.root.join("tmp");
+        let tmp_fd = open(&tmp)?;
+        for e in std::fs::read_dir(&tmp).map_err(|e| store_err(&tmp, e))?.flatten() {
+            remove_tree(tmp_fd.as_fd(), &fsutil::cname(e.file_name().as_encoded_bytes()))
+                .map_err(|err| store_err(&e.path(), err))?;
+            report.partial_builds_removed += 1;
+        }
+        let layers = self.root.join("layers");
+        let layers_fd = open(&layers)?;
+        for e in std::fs::read_dir(&layers).map_err(|e| store_err(&layers, e))?.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".json") || !e.path().is_dir() {
+                continue;
+            }
+            let hex = name.split('.').next().unwrap_or("");
+            if layer_refs.contains(hex) {
+                continue;
+            }
+            let Some(_lock) = self.try_lock(&format!("layer-{name}"), true)? else {
+                report.layers_in_use += 1;
+                continue;
+            };
+            let meta_path = layers.join(format!("{name}.json"));
+            let bytes = std::fs::read(&meta_path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<LayerMeta>(&b).ok())
+                .map(|m| m.report.bytes)
+                .unwrap_or(0);
+            remove_tree(layers_fd.as_fd(), &fsutil::cname(name.as_bytes())).map_err(|err| store_err(&e.path(), err))?;
+            let _ = std::fs::remove_file(&meta_path);
+            let _ = std::fs::remove_file(self.root.join("locks").join(format!("layer-{name}")));
+            report.layers_removed += 1;
+            report.bytes_freed += bytes;
+        }
+        // Lock files of names that no longer have a record (nobody can hold
+        // them: a run leases an image only while its record exists).
+        let names: BTreeSet<String> = records.iter().map(|r| format!("image-{}", Self::record_key(&r.name))).collect();
+        let locks = self.root.join("locks");
+        for e in std::fs::read_dir(&locks).map_err(|e| store_err(&locks, e))?.flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            if n.starts_with("image-") && !names.contains(&n) && self.try_lock(&n, true)?.is_some() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let blobs = self.root.join("blobs");
+        for e in std::fs::read_dir(&blobs).map_err(|e| store_err(&blobs, e))?.flatten() {
+            if !blob_refs.contains(e.file_name().to_string_lossy().as_ref()) {
+                std::fs::remove_file(e.path()).map_err(|err| store_err(&e.path(), err))?;
+                report.blobs_removed += 1;
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Writes `data` to a unique temp file beside `path`, then renames it over.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.{}.{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("tmp"),
+        std::process::id(),
+        crate::plan::new_id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        std::io::Write::write_all(&mut f, data)?;
+        std::fs::rename(&tmp, path)
+    };
+    write().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
