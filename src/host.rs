@@ -46,13 +46,12 @@ impl HostFacts {
 
 /// The store directory when `--root` is not given.
 pub fn default_store_root(privileged: bool) -> PathBuf {
+    // The same rules as every other husk command (src/paths.rs).
+    let mut env = crate::paths::Env::current();
     if privileged {
-        return PathBuf::from("/var/lib/husk");
+        env.uid = 0;
     }
-    match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d).join("husk"),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".local/share/husk"),
-    }
+    crate::paths::Paths::resolve(None, None, &env).map(|p| p.root).unwrap_or_else(|_| PathBuf::from("/nonexistent"))
 }
 
 /// First `name:start:count` line for `name` in a subordinate-id file.

@@ -59,27 +59,10 @@ pub fn initial_user_namespace() -> bool {
 /// `$XDG_DATA_HOME/husk/state` or `~/.local/share/husk/state`).
 // TODO(merge): replace with crate::paths once the image work lands.
 pub fn state_dir(explicit: Option<&Path>) -> Result<PathBuf, String> {
-    if let Some(p) = explicit {
-        return if p.is_absolute() {
-            Ok(p.to_path_buf())
-        } else {
-            std::env::current_dir().map(|c| c.join(p)).map_err(|e| format!("--state-dir {}: {e}", p.display()))
-        };
-    }
-    if nix::unistd::Uid::effective().is_root() {
-        return Ok(PathBuf::from("/run/husk"));
-    }
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from).filter(|p| p.is_absolute());
-    if let Some(x) = var("XDG_RUNTIME_DIR") {
-        return Ok(x.join("husk"));
-    }
-    if let Some(x) = var("XDG_DATA_HOME") {
-        return Ok(x.join("husk/state"));
-    }
-    if let Some(h) = var("HOME") {
-        return Ok(h.join(".local/share/husk/state"));
-    }
-    Err("no state directory: $XDG_RUNTIME_DIR and $HOME are unset; pass --state-dir DIR".into())
+    // The same rules as every other husk command (src/paths.rs).
+    crate::paths::Paths::resolve(None, explicit, &crate::paths::Env::current())
+        .map(|p| p.state)
+        .map_err(|e| e.to_string())
 }
 
 /// runsc's own state (`runsc --root`) inside husk's state dir.
