@@ -4,7 +4,7 @@
 
 use crate::host::HostFacts;
 use crate::rootfs::{self, MountPlan, RootSource, plan::RootInputs};
-use crate::spec::{NetworkMode, RlimitSpec, RootSpec, Spec};
+use crate::spec::{NetworkMode, RlimitSpec, Spec};
 use crate::sys::fd::CStrArray;
 use crate::userns::{IdMap, IdMapError};
 use std::ffi::CString;
@@ -90,6 +90,8 @@ pub struct Plan {
     pub seccomp: Option<crate::seccomp::Program>,
     /// Resource limits and where the run's cgroup goes.
     pub cgroup: crate::cgroup::CgroupPlan,
+    /// Whether the init starts the command (`run`) or waits for execs.
+    pub role: InitRole,
 }
 
 /// (arg_start, arg_end) and (env_start, env_end) of this process, from
@@ -245,8 +247,8 @@ fn rlimits(specs: &[RlimitSpec]) -> Result<Vec<Rlimit>, PlanError> {
 }
 
 /// Image-derived defaults for a run (filled by the image store; empty in
-/// host and rootfs modes).
-#[derive(Clone, Debug, Default)]
+/// host and rootfs modes). Kept with a long-lived sandbox for its execs.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ImageDefaults {
     pub env: Vec<(String, String)>,
     pub entrypoint: Vec<String>,
@@ -266,31 +268,49 @@ pub struct RootInput<'a> {
     pub group: Option<String>,
 }
 
-impl Plan {
-    pub fn build(spec: Spec, host: &HostFacts, root: RootInput<'_>) -> Result<Plan, PlanError> {
-        crate::rootfs::etc::validate_hostname(&spec.hostname).map_err(PlanError::BadHostname)?;
+/// What the sandbox's init does once the sandbox is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitRole {
+    /// `husk run`: fork the command, reap, report its status, exit.
+    Run,
+    /// `husk create`: no command; confine itself and wait, reaping orphans,
+    /// while `husk exec` starts commands in the sandbox.
+    Hold,
+}
 
-        // Command: explicit, else the image's Entrypoint + Cmd.
-        let mut argv = spec.command.clone();
-        if argv.is_empty() {
-            argv = root.image.entrypoint.iter().chain(&root.image.cmd).cloned().collect();
-        } else if !root.image.entrypoint.is_empty() && matches!(spec.root, RootSpec::Image(_)) {
-            // Docker semantics would prepend Entrypoint; husk runs exactly
-            // what the caller typed (agents pass full command lines).
-        }
-        if argv.is_empty() || argv[0].is_empty() {
-            return Err(PlanError::NoCommand);
-        }
+/// The user a process runs as: `--user`, else the image's, else root,
+/// resolved against the root's own passwd/group.
+pub fn identity(
+    spec: &Spec,
+    image: &ImageDefaults,
+    passwd: Option<&str>,
+    group: Option<&str>,
+) -> Result<crate::users::Identity, PlanError> {
+    match spec.user.as_ref().or(image.user.as_ref()) {
+        None => Ok(crate::users::Identity { uid: 0, gid: 0, home: None, groups: Vec::new() }),
+        Some(u) => crate::users::resolve(u, passwd, group).map_err(|why| PlanError::BadUser { value: u.clone(), why }),
+    }
+}
 
-        // Identity: names and groups from the root's own passwd/group.
-        let user = spec.user.clone().or(root.image.user.clone());
-        let ident = match &user {
-            None => crate::users::Identity { uid: 0, gid: 0, home: None, groups: Vec::new() },
-            Some(u) => crate::users::resolve(u, root.passwd.as_deref(), root.group.as_deref())
-                .map_err(|why| PlanError::BadUser { value: u.clone(), why })?,
-        };
+/// The workdir (absolute): `--workdir`, else the image's, else /workspace.
+pub fn workdir(spec: &Spec, image: &ImageDefaults) -> String {
+    let w = spec.workdir.clone().or(image.workdir.clone()).unwrap_or_else(|| crate::spec::DEFAULT_WORKDIR.into());
+    if w.starts_with('/') { w } else { format!("/{w}") }
+}
+
+impl ProcessPlan {
+    /// One process in a sandbox (`run`'s command, each `exec`): argv, the
+    /// environment (defaults < image < --env), the PATH candidates, the
+    /// identity within `ids`, capabilities and rlimits. An empty `argv`
+    /// (the init of `husk create`) has no candidates.
+    pub fn build(
+        spec: &Spec,
+        image: &ImageDefaults,
+        ident: crate::users::Identity,
+        ids: &IdMap,
+        argv: &[String],
+    ) -> Result<ProcessPlan, PlanError> {
         let (uid, gid, home) = (ident.uid, ident.gid, ident.home);
-        let ids = IdMap::plan(host, spec.id_range, uid, gid)?;
         // Groups the id map cannot represent are dropped (setgroups would
         // fail); rootless runs cannot call setgroups at all.
         let groups: Vec<u32> = match &ids.mode {
@@ -313,7 +333,7 @@ impl Plan {
             Some(e) => e.1 = v.to_string(),
             None => env.push((k.to_string(), v.to_string())),
         };
-        for (k, v) in root.image.env.iter().chain(&spec.env) {
+        for (k, v) in image.env.iter().chain(&spec.env) {
             if k.is_empty() || k.contains('=') {
                 return Err(PlanError::BadEnv { value: format!("{k}={v}") });
             }
@@ -322,14 +342,14 @@ impl Plan {
         let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
         let envp = env.iter().map(|(k, v)| cstr("--env", &format!("{k}={v}"))).collect::<Result<Vec<_>, _>>()?;
 
-        let candidates: Vec<CString> = if argv[0].contains('/') {
-            vec![cstr("command", &argv[0])?]
-        } else {
-            path_var
+        let candidates: Vec<CString> = match argv.first() {
+            None => Vec::new(),
+            Some(cmd) if cmd.contains('/') => vec![cstr("command", cmd)?],
+            Some(cmd) => path_var
                 .split(':')
                 .filter(|d| d.starts_with('/'))
-                .map(|d| cstr("PATH", &format!("{}/{}", d.trim_end_matches('/'), argv[0])))
-                .collect::<Result<_, _>>()?
+                .map(|d| cstr("PATH", &format!("{}/{}", d.trim_end_matches('/'), cmd)))
+                .collect::<Result<_, _>>()?,
         };
         let argv_c = argv.iter().map(|a| cstr("command", a)).collect::<Result<Vec<_>, _>>()?;
 
@@ -337,13 +357,51 @@ impl Plan {
         for c in &spec.cap_add {
             caps_keep |= 1u64 << parse_cap(c)?;
         }
+        Ok(ProcessPlan {
+            argv: CStrArray::new(argv_c),
+            envp: CStrArray::new(envp),
+            candidates,
+            uid,
+            gid,
+            groups,
+            caps_keep,
+            rlimits: rlimits(&spec.rlimits)?,
+        })
+    }
+}
 
-        let seccomp = crate::seccomp::plan(&spec.seccomp, spec.seccomp_report, caps_keep, &host.store_root)?;
+impl Plan {
+    pub fn build(spec: Spec, host: &HostFacts, root: RootInput<'_>) -> Result<Plan, PlanError> {
+        Plan::build_as(spec, host, root, InitRole::Run)
+    }
+
+    pub fn build_as(spec: Spec, host: &HostFacts, root: RootInput<'_>, role: InitRole) -> Result<Plan, PlanError> {
+        crate::rootfs::etc::validate_hostname(&spec.hostname).map_err(PlanError::BadHostname)?;
+
+        // Command: explicit, else the image's Entrypoint + Cmd (husk runs
+        // exactly what the caller typed: agents pass full command lines).
+        // A held sandbox has none: `husk exec` brings each command.
+        let mut argv = spec.command.clone();
+        if role == InitRole::Hold {
+            argv.clear();
+        } else {
+            if argv.is_empty() {
+                argv = root.image.entrypoint.iter().chain(&root.image.cmd).cloned().collect();
+            }
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err(PlanError::NoCommand);
+            }
+        }
+
+        // Identity: names and groups from the root's own passwd/group.
+        let ident = identity(&spec, &root.image, root.passwd.as_deref(), root.group.as_deref())?;
+        let (uid, gid) = (ident.uid, ident.gid);
+        let ids = IdMap::plan(host, spec.id_range, uid, gid)?;
+        let process = ProcessPlan::build(&spec, &root.image, ident, &ids, &argv)?;
+        let seccomp = crate::seccomp::plan(&spec.seccomp, spec.seccomp_report, process.caps_keep, &host.store_root)?;
 
         // Mounts.
-        let workdir =
-            spec.workdir.clone().or(root.image.workdir.clone()).unwrap_or_else(|| crate::spec::DEFAULT_WORKDIR.into());
-        let workdir = if workdir.starts_with('/') { workdir } else { format!("/{workdir}") };
+        let workdir = workdir(&spec, &root.image);
         let owner = (uid != ids.init_uid || gid != ids.init_gid).then_some((uid, gid));
         let devpts_gid = match &ids.mode {
             crate::userns::IdMode::Privileged { gid_range, .. } if gid_range.count > 5 => Some(5),
@@ -381,22 +439,14 @@ impl Plan {
             ids,
             namespaces: Namespaces { clone_flags: flags, names },
             mounts,
-            process: ProcessPlan {
-                argv: CStrArray::new(argv_c),
-                envp: CStrArray::new(envp),
-                candidates,
-                uid,
-                gid,
-                groups,
-                caps_keep,
-                rlimits: rlimits(&spec.rlimits)?,
-            },
+            process,
             last_cap: host.last_cap,
             timeout: spec.timeout,
             kill_grace: spec.kill_grace,
             arg_areas: arg_areas(),
             seccomp,
             cgroup,
+            role,
             spec,
         })
     }

@@ -35,6 +35,14 @@ pub enum Msg {
     /// Command -> parent: the seccomp listener (explain mode), attached as
     /// SCM_RIGHTS.
     SeccompListener,
+    /// Init -> parent (`husk create`'s hold mode): the sandbox's namespaces,
+    /// `count` fds attached in `spawn::child::NAMESPACES` order.
+    Namespaces {
+        count: i32,
+    },
+    /// Exec joiner -> husk exec: the command is started; its pidfd is
+    /// attached.
+    Joined,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -55,6 +63,8 @@ impl Msg {
             Msg::Signaled { signal } => (5, signal, [0; MAX_TIMES]),
             Msg::Reaped { at } => (6, 0, [at, 0, 0, 0, 0, 0, 0, 0]),
             Msg::SeccompListener => (7, 0, [0; MAX_TIMES]),
+            Msg::Namespaces { count } => (8, count, [0; MAX_TIMES]),
+            Msg::Joined => (9, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -86,6 +96,8 @@ impl Msg {
             5 => Msg::Signaled { signal: a },
             6 => Msg::Reaped { at: t[0] },
             7 => Msg::SeccompListener,
+            8 => Msg::Namespaces { count: a },
+            9 => Msg::Joined,
             _ => return None,
         })
     }
@@ -133,10 +145,21 @@ impl Channel {
 
     /// Like `recv`, also returning a file descriptor attached to the message.
     pub fn recv_with_fd(&self) -> Result<Option<(Msg, Option<OwnedFd>)>, Errno> {
+        Ok(self.recv_with_fds()?.map(|(m, fds)| (m, fds.into_iter().next())))
+    }
+
+    /// Sends `msg` with several fds attached (no allocation).
+    pub fn send_fds(&self, msg: Msg, fds: &[BorrowedFd<'_>]) -> Result<(), Errno> {
+        crate::sys::socket::send_with_fds(self.0.as_fd(), &msg.encode(), fds)
+    }
+
+    /// Like `recv`, also returning every file descriptor attached to the
+    /// message (at most `sys::socket::MAX_FDS`), in order.
+    pub fn recv_with_fds(&self) -> Result<Option<(Msg, Vec<OwnedFd>)>, Errno> {
         use nix::sys::socket::{ControlMessageOwned, recvmsg};
         use std::os::fd::{AsRawFd, RawFd};
         let mut buf = [0u8; LEN + 1];
-        let mut cmsg = nix::cmsg_space!(RawFd);
+        let mut cmsg = nix::cmsg_space!([RawFd; crate::sys::socket::MAX_FDS]);
         loop {
             let mut iov = [std::io::IoSliceMut::new(&mut buf)];
             let r = recvmsg::<()>(self.0.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC);
@@ -145,22 +168,19 @@ impl Channel {
                 Err(e) => return Err(e),
                 Ok(m) => m,
             };
-            let mut fd = None;
+            let mut fds = Vec::new();
             for c in msg.cmsgs().map_err(|_| Errno::EBADMSG)? {
-                if let ControlMessageOwned::ScmRights(fds) = c {
+                if let ControlMessageOwned::ScmRights(raw) = c {
                     // The kernel just installed these in our fd table: ours
-                    // to own (and to close, beyond the first).
-                    for raw in fds {
-                        let owned = crate::sys::fd::owned(raw as libc::c_long);
-                        fd.get_or_insert(owned);
-                    }
+                    // to own (and to close when unused).
+                    fds.extend(raw.into_iter().map(|fd| crate::sys::fd::owned(fd as libc::c_long)));
                 }
             }
             let n = msg.bytes;
             if n == 0 {
                 return Ok(None);
             }
-            return Msg::decode(&buf[..n]).map(|m| Some((m, fd))).ok_or(Errno::EBADMSG);
+            return Msg::decode(&buf[..n]).map(|m| Some((m, fds))).ok_or(Errno::EBADMSG);
         }
     }
 
@@ -205,6 +225,8 @@ mod tests {
             Msg::Signaled { signal: 9 },
             Msg::Reaped { at: 42 },
             Msg::SeccompListener,
+            Msg::Namespaces { count: 7 },
+            Msg::Joined,
         ];
         for m in msgs {
             a.send(m).unwrap();
@@ -227,5 +249,21 @@ mod tests {
         assert_eq!(nix::unistd::read(&r, &mut buf).unwrap(), 1);
         a.send(Msg::Exited { code: 0 }).unwrap();
         assert_eq!(b.recv_with_fd().unwrap().map(|(m, fd)| (m, fd.is_none())), Some((Msg::Exited { code: 0 }, true)));
+    }
+
+    #[test]
+    fn several_file_descriptors_travel_in_order() {
+        let (a, b) = Channel::pair().unwrap();
+        let pipes: Vec<_> = (0..3).map(|_| nix::unistd::pipe().unwrap()).collect();
+        let ends: Vec<BorrowedFd<'_>> = pipes.iter().map(|(_, w)| w.as_fd()).collect();
+        a.send_fds(Msg::Namespaces { count: 3 }, &ends).unwrap();
+        let (msg, fds) = b.recv_with_fds().unwrap().unwrap();
+        assert_eq!((msg, fds.len()), (Msg::Namespaces { count: 3 }, 3));
+        for (i, fd) in fds.into_iter().enumerate() {
+            nix::unistd::write(fd, &[i as u8]).unwrap();
+            let mut buf = [9u8; 1];
+            nix::unistd::read(&pipes[i].0, &mut buf).unwrap();
+            assert_eq!(buf[0], i as u8);
+        }
     }
 }

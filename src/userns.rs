@@ -5,10 +5,10 @@
 use crate::host::{DEFAULT_ID_RANGE, HostFacts};
 use crate::spec::IdRange;
 use nix::unistd::Pid;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "mode")]
 pub enum IdMode {
     /// Host root: sandbox ids 0..count map to host base..base+count.
@@ -17,8 +17,9 @@ pub enum IdMode {
     Rootless { host_uid: u32, host_gid: u32 },
 }
 
-/// The maps a run writes, and the ids its init takes before mounting.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The maps a run writes, and the ids its init takes before mounting
+/// (kept with a long-lived sandbox, whose execs run within them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdMap {
     pub mode: IdMode,
     pub uid_map: String,

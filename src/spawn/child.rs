@@ -5,7 +5,7 @@
 
 use super::step::{AtStep, Step, StepError};
 use super::{ChildStdio, fail, now_ns, phase};
-use crate::plan::Plan;
+use crate::plan::{InitRole, Plan};
 use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
 use crate::sync::{Channel, MAX_TIMES, Msg};
@@ -44,12 +44,35 @@ pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
     let _ = prctl::set_name(c"husk:[init]");
     crate::sys::process::scrub_cmdline(&plan.arg_areas, b"husk:[init]");
     match setup(plan, chan, stdio, &mut times) {
-        Ok(cmd) => super::init::reap(cmd, chan),
+        Ok(Some(cmd)) => super::init::reap(cmd, chan),
+        Ok(None) => super::init::hold(),
         Err(e) => fail(chan, e),
     }
 }
 
-fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_TIMES]) -> R<nix::unistd::Pid> {
+/// The namespaces a held sandbox hands to its supervisor, in the order a
+/// `husk exec` joins them: the user namespace first (it grants the
+/// capabilities every other setns needs), the mount namespace last
+/// (joining it moves root and cwd into the sandbox). The network
+/// namespace only when the sandbox has its own.
+pub const NAMESPACES: [(&std::ffi::CStr, libc::c_int, &str); 7] = [
+    (c"/proc/self/ns/user", libc::CLONE_NEWUSER, "user"),
+    (c"/proc/self/ns/ipc", libc::CLONE_NEWIPC, "ipc"),
+    (c"/proc/self/ns/uts", libc::CLONE_NEWUTS, "uts"),
+    (c"/proc/self/ns/net", libc::CLONE_NEWNET, "net"),
+    (c"/proc/self/ns/cgroup", libc::CLONE_NEWCGROUP, "cgroup"),
+    (c"/proc/self/ns/pid", libc::CLONE_NEWPID, "pid"),
+    (c"/proc/self/ns/mnt", libc::CLONE_NEWNS, "mnt"),
+];
+
+/// `NAMESPACES` of a sandbox with this network mode.
+pub fn namespaces_of(
+    network: NetworkMode,
+) -> impl Iterator<Item = &'static (&'static std::ffi::CStr, libc::c_int, &'static str)> {
+    NAMESPACES.iter().filter(move |(_, flag, _)| *flag != libc::CLONE_NEWNET || network == NetworkMode::None)
+}
+
+fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_TIMES]) -> R<Option<nix::unistd::Pid>> {
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
     become_root(plan, chan)?;
@@ -76,6 +99,10 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
     // Forwarded signals are blocked from here on and collected with
     // sigwait by the reaper: no handler ever runs in the init.
     init_signals().thread_block().at(Step::ForkCommand)?;
+    if plan.role == InitRole::Hold {
+        hand_over(plan, chan, times)?;
+        return Ok(None);
+    }
     // The command must not run a single instruction of its own while the
     // init still holds capabilities: it waits at this gate until the init
     // has confined itself (EOF instead of a byte means the init failed).
@@ -89,9 +116,33 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
             drop(gate_r);
             confine_init(plan, chan)?;
             nix::unistd::write(&gate_w, &[1]).at(Step::InitConfine)?;
-            Ok(pid)
+            Ok(Some(pid))
         }
     }
+}
+
+/// Hold mode (`husk create`): the init confines itself as it would next to
+/// a command, keeps no fd but the channel (it inherited the supervisor's:
+/// its socket, its lock, the image lease), and hands its namespaces to the
+/// supervisor, which gives them to each `husk exec`. Only the init itself
+/// may open them: it is not dumpable, so nobody else without
+/// CAP_SYS_PTRACE in the host's namespace (a rootless husk) could.
+fn hand_over(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> R<()> {
+    use std::os::fd::{AsFd, AsRawFd};
+    confine_init(plan, chan)?;
+    crate::sys::fd::close_all_except(&[chan.fd().as_raw_fd()]).at(Step::InitConfine)?;
+    let mut opened: [Option<std::os::fd::OwnedFd>; 7] = Default::default();
+    let mut n = 0;
+    for (path, _, _) in namespaces_of(plan.network) {
+        opened[n] =
+            Some(nix::fcntl::open(*path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).at(Step::InitConfine)?);
+        n += 1;
+    }
+    let list: [std::os::fd::BorrowedFd<'_>; 7] =
+        std::array::from_fn(|i| opened[i].as_ref().map_or(chan.fd(), |f| f.as_fd()));
+    times[phase::CONFINED] = now_ns();
+    let _ = chan.send(Msg::Times(*times));
+    chan.send_fds(Msg::Namespaces { count: n as i32 }, &list[..n]).at(Step::InitConfine)
 }
 
 /// Dies with the parent (PDEATHSIG) and waits for the id maps.

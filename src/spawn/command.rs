@@ -5,7 +5,7 @@
 
 use super::step::{AtStep, Step, StepError};
 use super::{fail, now_ns, phase};
-use crate::plan::Plan;
+use crate::plan::{Plan, ProcessPlan};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::fd::{CloseRange, close_from};
@@ -18,8 +18,31 @@ use std::os::fd::OwnedFd;
 
 type R<T> = Result<T, StepError>;
 
+/// What confines one command: its process plan, the two sandbox facts the
+/// steps need, and the seccomp program. `run`'s command and every
+/// `husk exec` go through the same steps with it.
+pub struct Confinement<'a> {
+    pub process: &'a ProcessPlan,
+    /// Rootless sandboxes cannot call setgroups.
+    pub deny_setgroups: bool,
+    pub last_cap: u32,
+    pub seccomp: Option<&'a crate::seccomp::Program>,
+}
+
+impl<'a> Confinement<'a> {
+    pub fn of(plan: &'a Plan) -> Self {
+        Confinement {
+            process: &plan.process,
+            deny_setgroups: plan.ids.deny_setgroups,
+            last_cap: plan.last_cap,
+            seccomp: plan.seccomp.as_ref(),
+        }
+    }
+}
+
 pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES], gate: OwnedFd) -> ! {
-    if let Err(e) = confine(plan) {
+    let c = Confinement::of(plan);
+    if let Err(e) = confine(&c) {
         fail(chan, e);
     }
     // Wait until the init has dropped its own privileges (see child.rs).
@@ -33,28 +56,37 @@ pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES], gate: Owne
     }
     drop(gate);
     times[phase::CONFINED] = now_ns();
+    finish(&c, chan, times)
+}
+
+/// The last steps: the seccomp filter, the timestamps, execve. Never
+/// returns; an exec failure is reported over `chan`.
+pub fn finish(c: &Confinement<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> ! {
     // Last, so the filter also covers execve and nothing of husk's own
     // setup has to be allowed by the profile.
-    if let Some(seccomp) = &plan.seccomp
+    if let Some(seccomp) = c.seccomp
         && let Err(e) = seccomp.apply(chan)
     {
         fail(chan, e);
     }
     times[phase::SECCOMP] = now_ns();
     let _ = chan.send(Msg::Times(*times));
-    let errno = exec(plan);
+    let errno = exec(c.process);
     // exec failed: 127 when nothing was found, 126 when found but not runnable.
     fail_exec(chan, errno)
 }
 
-fn confine(plan: &Plan) -> R<()> {
+/// setsid, identity, capabilities, rlimits, umask, signals, no_new_privs,
+/// fds marked close-on-exec: everything but the filter and execve.
+pub fn confine(c: &Confinement<'_>) -> R<()> {
     // A new session: no controlling terminal of the host, so TIOCSTI on an
     // inherited tty fd is refused (CVE-2017-5226).
     nix::unistd::setsid().at(Step::Setsid)?;
-    let p = &plan.process;
-    // The init already shrank the bounding set to caps_keep.
-    set_identity(plan)?;
-    crate::sys::caps::set_process_caps(p.caps_keep, plan.last_cap).at(Step::DropCaps)?;
+    let p = c.process;
+    // The bounding set already holds at most caps_keep (the init or the
+    // exec joiner shrank it).
+    set_identity(c)?;
+    crate::sys::caps::set_process_caps(p.caps_keep, c.last_cap).at(Step::DropCaps)?;
     for r in &p.rlimits {
         crate::sys::process::set_rlimit(r.resource, r.soft, r.hard).at(Step::Rlimits)?;
     }
@@ -68,9 +100,9 @@ fn confine(plan: &Plan) -> R<()> {
     Ok(())
 }
 
-fn set_identity(plan: &Plan) -> R<()> {
-    let p = &plan.process;
-    if !plan.ids.deny_setgroups {
+fn set_identity(c: &Confinement<'_>) -> R<()> {
+    let p = c.process;
+    if !c.deny_setgroups {
         let groups: Vec<Gid> = p.groups.iter().map(|g| Gid::from_raw(*g)).collect();
         nix::unistd::setgroups(&groups).at(Step::SetIdentity)?;
     }
@@ -83,8 +115,7 @@ fn set_identity(plan: &Plan) -> R<()> {
 }
 
 /// execvp semantics over the pre-resolved candidates.
-fn exec(plan: &Plan) -> Errno {
-    let p = &plan.process;
+fn exec(p: &ProcessPlan) -> Errno {
     let mut saw_eacces = false;
     let mut last = Errno::ENOENT;
     for path in &p.candidates {

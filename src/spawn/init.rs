@@ -8,6 +8,19 @@ use crate::sys::process::{ExitStatus, decode_wait_status, exit_now, reap_any_noh
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+/// A held sandbox's init (`husk create`): no command of its own. It reaps
+/// what is reparented to it (the orphans of execs) and ignores every other
+/// signal (the sandbox cannot stop its own init), until its supervisor kills
+/// it or dies (PDEATHSIG); its end ends every process of the sandbox.
+pub fn hold() -> ! {
+    let set = init_signals();
+    loop {
+        if set.wait() == Ok(Signal::SIGCHLD) {
+            while let Ok(Some(_)) = reap_any_nohang() {}
+        }
+    }
+}
+
 pub fn reap(cmd: Pid, chan: &Channel) -> ! {
     let set = init_signals();
     loop {

@@ -97,3 +97,27 @@ pub fn getcwd_reachable(buf: &mut [u8]) -> SysResult<()> {
         Err(e) => Err(e),
     }
 }
+
+/// Closes every fd above 2 except those in `keep` (at most 16), with one
+/// close_range(2) per gap. Allocates nothing.
+pub fn close_all_except(keep: &[RawFd]) -> SysResult<()> {
+    let mut sorted = [RawFd::MAX; 16];
+    if keep.len() > sorted.len() {
+        return Err(super::Errno::EINVAL);
+    }
+    sorted[..keep.len()].copy_from_slice(keep);
+    sorted.sort_unstable();
+    let mut next: libc::c_uint = 3;
+    for &fd in sorted.iter().take(keep.len()) {
+        if fd < 3 || (fd as libc::c_uint) < next {
+            continue;
+        }
+        if fd as libc::c_uint > next {
+            // SAFETY: close_range takes plain integers and touches only our fd table.
+            check(unsafe { libc::syscall(libc::SYS_close_range, next, fd as libc::c_uint - 1, 0) })?;
+        }
+        next = fd as libc::c_uint + 1;
+    }
+    // SAFETY: as above.
+    check(unsafe { libc::syscall(libc::SYS_close_range, next, libc::c_uint::MAX, 0) }).map(|_| ())
+}

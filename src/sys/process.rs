@@ -93,6 +93,32 @@ pub fn clone_legacy(ns_flags: libc::c_int) -> SysResult<Forked> {
     }
 }
 
+/// clone3(CLONE_PARENT | CLONE_PIDFD): a fork-like child whose parent is
+/// our own parent, with a pidfd to it. `husk exec`'s joiner uses it so the
+/// command it starts inside the sandbox is husk exec's child (waited for and
+/// watched by pidfd there) while the joiner itself exits at once. The child
+/// inherits our exit signal (clone3 refuses one with CLONE_PARENT).
+///
+/// The caller must be single-threaded, as for `clone3`.
+pub fn clone_sibling() -> SysResult<Forked> {
+    const CLONE_PARENT: u64 = 0x8000;
+    let mut pidfd: libc::c_int = -1;
+    let mut args = CloneArgs {
+        flags: CLONE_PARENT | CLONE_PIDFD,
+        pidfd: &mut pidfd as *mut libc::c_int as u64,
+        ..Default::default()
+    };
+    // SAFETY: fork semantics as in `clone3` (no CLONE_VM); `args` and
+    // `pidfd` outlive the call; the caller is single-threaded.
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    let pid = check(ret)?;
+    if pid == 0 {
+        Ok(Forked::Child)
+    } else {
+        Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: Some(owned(pidfd as libc::c_long)) })
+    }
+}
+
 /// A plain fork, used by the sandbox's init to start the command.
 pub fn fork() -> SysResult<Forked> {
     let mut args = CloneArgs { exit_signal: libc::SIGCHLD as u64, ..Default::default() };
