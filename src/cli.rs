@@ -35,8 +35,21 @@ pub enum Command {
     #[command(subcommand)]
     Seccomp(SeccompCommand),
     /// Remove what runs killed before their own cleanup left behind
-    /// (stale cgroups, runsc sandboxes and state).
+    /// (stale cgroups, runsc sandboxes and state, dead or expired sandboxes).
     Gc(GcArgs),
+    /// Start a sandbox that lives (its init waits; `husk exec` runs commands
+    /// in it) until `husk rm`, or until its lease (--ttl) runs out.
+    Create(Box<CreateArgs>),
+    /// Run a command in a live sandbox (same verdict as `husk run`).
+    Exec(Box<ExecArgs>),
+    /// List live sandboxes.
+    Ls(LsArgs),
+    /// Show a sandbox's record (JSON).
+    Inspect(InspectArgs),
+    /// Destroy sandboxes (and wait until nothing of them remains).
+    Rm(RmArgs),
+    /// Extend a sandbox's lease.
+    Renew(RenewArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -219,6 +232,116 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `husk create`: the sandbox flags of `run`, the execs' defaults, the lease.
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+
+    /// Environment of every exec: KEY=VALUE (or KEY, copied from husk's
+    /// environment); an exec's own --env wins.
+    #[arg(long, short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Read KEY=VALUE lines from a file (for every exec).
+    #[arg(long, value_name = "FILE")]
+    pub env_file: Vec<PathBuf>,
+
+    /// Default user of the execs: UID[:GID] or a name from the root's
+    /// /etc/passwd (rootless: the only user the sandbox maps).
+    #[arg(long, short = 'u', value_name = "UID[:GID]")]
+    pub user: Option<String>,
+
+    /// Lease: the sandbox is destroyed this long after its creation, its
+    /// last exec or `husk renew` (every exec renews it).
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10m")]
+    pub ttl: Duration,
+
+    /// A name to use instead of the id (unique per state dir).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// A label KEY=VALUE (repeatable), for `ls --label` and `rm --label`.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub label: Vec<String>,
+
+    /// Allow execs to run in parallel (default: one at a time).
+    #[arg(long)]
+    pub concurrent: bool,
+
+    /// Print the sandbox's record as JSON instead of its id.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `husk exec`: the per-command flags of `run`.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// The sandbox: id, name, or a unique prefix of the id.
+    #[arg(value_name = "SANDBOX")]
+    pub sandbox: String,
+
+    #[command(flatten)]
+    pub process: ProcessArgs,
+
+    /// Working directory inside the sandbox (default: the sandbox's workdir).
+    #[arg(long, short = 'w', value_name = "PATH")]
+    pub workdir: Option<String>,
+
+    /// If another exec runs, wait for it instead of failing with "busy".
+    #[arg(long)]
+    pub wait: bool,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Only sandboxes with this label (repeatable: all must match).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub label: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    #[arg(value_name = "SANDBOX")]
+    pub sandbox: String,
+}
+
+#[derive(Args, Debug)]
+pub struct RmArgs {
+    /// Sandboxes by id, name or unique id prefix.
+    #[arg(value_name = "SANDBOX")]
+    pub sandboxes: Vec<String>,
+    /// Every sandbox with this label (repeatable: all must match).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub label: Vec<String>,
+    /// Every sandbox.
+    #[arg(long)]
+    pub all: bool,
+    /// Kill the supervisor if it does not finish the removal in time.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RenewArgs {
+    #[arg(value_name = "SANDBOX")]
+    pub sandbox: String,
+    /// New lease length from now (default: the sandbox's --ttl); also the
+    /// length every later exec renews to.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub ttl: Option<Duration>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -18,6 +18,7 @@ pub mod outcome;
 pub mod paths;
 pub mod plan;
 pub mod rootfs;
+pub mod sandbox;
 pub mod seccomp;
 pub mod spawn;
 pub mod spec;

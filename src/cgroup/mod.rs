@@ -21,6 +21,7 @@
 mod fs;
 pub mod gc;
 pub mod limits;
+pub mod nested;
 pub mod probe;
 mod report;
 mod stats;
@@ -274,6 +275,8 @@ trait Cgroup {
     fn kill_all(&self) -> Result<(), CgroupError>;
     fn usage(&self) -> Usage;
     fn remove(&mut self) -> Result<(), CgroupError>;
+    /// Its directories, for a long-lived sandbox's state (`nested::Tree`).
+    fn dirs(&self) -> Vec<nested::Dir>;
 }
 
 /// A run's live cgroup: the join hook for spawn, the group kill for the

@@ -219,7 +219,7 @@ impl V1Cgroup {
 
 /// v1 freezer: freeze, SIGKILL every member, thaw (v1 frozen tasks only
 /// die once thawed).
-fn freezer_kill(d: &Path) -> Result<(), CgroupError> {
+pub(super) fn freezer_kill(d: &Path) -> Result<(), CgroupError> {
     fs::write(d, "freezer.state", "FROZEN")?;
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(200) {
@@ -295,6 +295,20 @@ impl Cgroup for V1Cgroup {
 
     fn usage(&self) -> Usage {
         self.stats.usage()
+    }
+
+    fn dirs(&self) -> Vec<super::nested::Dir> {
+        let v1 = self.nodes.iter().map(|(cs, d)| super::nested::Dir {
+            path: d.clone(),
+            unified: false,
+            controllers: cs.iter().map(|c| c.name().to_string()).collect(),
+        });
+        let unified = self.unified.iter().map(|(d, _)| super::nested::Dir {
+            path: d.clone(),
+            unified: true,
+            controllers: vec![],
+        });
+        v1.chain(unified).collect()
     }
 
     fn remove(&mut self) -> Result<(), CgroupError> {

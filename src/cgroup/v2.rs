@@ -100,7 +100,7 @@ fn missing(subtree_control: &str, ctrls: &[Controller]) -> Vec<String> {
 
 /// Enables controllers for `dir`'s children (only adds; never disables
 /// what someone else enabled).
-fn enable(dir: &Path, ctrls: &[Controller]) -> Result<(), CgroupError> {
+pub(super) fn enable(dir: &Path, ctrls: &[Controller]) -> Result<(), CgroupError> {
     if ctrls.is_empty() {
         return Ok(());
     }
@@ -264,6 +264,10 @@ impl Cgroup for V2Cgroup {
 
     fn usage(&self) -> Usage {
         self.stats.usage()
+    }
+
+    fn dirs(&self) -> Vec<super::nested::Dir> {
+        vec![super::nested::Dir { path: self.dir.clone(), unified: true, controllers: Vec::new() }]
     }
 
     fn remove(&mut self) -> Result<(), CgroupError> {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 pub struct Report {
     pub cgroups: cgroup::gc::GcReport,
     pub runsc: RunscGcReport,
+    pub sandboxes: crate::sandbox::gc::SandboxGcReport,
 }
 
 /// Stale run cgroups under husk's parents (and `--cgroup-parent`).
@@ -43,12 +44,37 @@ pub fn gc_runsc(state_dir: Option<&Path>) -> RunscGcReport {
     }
 }
 
-pub fn gc(args: GcArgs, state_dir: Option<&Path>) -> i32 {
+/// Long-lived sandboxes (`husk create`) whose supervisor died or let the
+/// lease run out, and sandbox cgroups without a sandbox.
+pub fn gc_sandboxes(
+    host: &HostFacts,
+    args: &GcArgs,
+    paths: &Result<crate::paths::Paths, crate::paths::PathsError>,
+) -> crate::sandbox::gc::SandboxGcReport {
+    let store = match paths
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|p| crate::sandbox::state::Store::open(&p.state).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        Err(e) => return crate::sandbox::gc::SandboxGcReport { errors: vec![e], ..Default::default() },
+    };
+    let who = Caller { uid: host.uid, privileged: host.privileged };
+    let parents = cgroup::gc::parents(&host.cgroup, None, who);
+    crate::sandbox::gc::gc(&store, &parents, args.min_age)
+}
+
+pub fn gc(
+    args: GcArgs,
+    state_dir: Option<&Path>,
+    paths: &Result<crate::paths::Paths, crate::paths::PathsError>,
+) -> i32 {
     let host = HostFacts::probe();
-    // runsc first: killing a leftover sandbox empties its cgroup, which the
-    // cgroup pass can then remove.
+    // Sandboxes and runsc first: killing what is left empties cgroups,
+    // which the cgroup pass can then remove.
+    let sandboxes = gc_sandboxes(&host, &args, paths);
     let runsc = gc_runsc(state_dir);
-    let report = Report { cgroups: gc_cgroups(&host, &args), runsc };
+    let report = Report { cgroups: gc_cgroups(&host, &args), runsc, sandboxes };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
@@ -62,6 +88,13 @@ pub fn gc(args: GcArgs, state_dir: Option<&Path>) -> i32 {
         for id in &r.running {
             println!("kept runsc run {id}: its husk is still running");
         }
+        let s = &report.sandboxes;
+        for id in &s.removed {
+            println!("removed sandbox {id}");
+        }
+        for d in &s.cgroups {
+            println!("removed sandbox cgroup {d}");
+        }
         let c = &report.cgroups;
         for d in &c.removed {
             println!("removed cgroup {d}");
@@ -69,11 +102,14 @@ pub fn gc(args: GcArgs, state_dir: Option<&Path>) -> i32 {
         for d in &c.busy {
             println!("kept cgroup {d}: it still has processes");
         }
-        for e in r.errors.iter().chain(&c.errors) {
+        for e in r.errors.iter().chain(&c.errors).chain(&s.errors) {
             eprintln!("husk: gc: {e}");
         }
+        println!("sandboxes: {} removed ({} expired), {} live", s.removed.len(), s.expired.len(), s.live.len());
         println!("runsc: {} removed, {} still running", r.removed.len(), r.running.len());
         println!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
     }
-    if report.runsc.errors.is_empty() && report.cgroups.errors.is_empty() { 0 } else { 1 }
+    let clean =
+        report.runsc.errors.is_empty() && report.cgroups.errors.is_empty() && report.sandboxes.errors.is_empty();
+    if clean { 0 } else { 1 }
 }

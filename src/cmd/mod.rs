@@ -4,6 +4,7 @@ pub mod doctor;
 pub mod gc;
 pub mod image;
 pub mod run;
+pub mod sandbox;
 pub mod seccomp;
 
 use crate::cli::{Cli, Command};
@@ -17,7 +18,13 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Run(args) => run::run(*args, &paths, cli.state_dir.as_deref(), t_start),
         Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
-        Command::Gc(args) => gc::gc(args, cli.state_dir.as_deref()),
+        Command::Gc(args) => gc::gc(args, cli.state_dir.as_deref(), &paths),
         Command::Image(args) => image::image(args, &paths),
+        Command::Create(args) => sandbox::create(*args, &paths),
+        Command::Exec(args) => sandbox::exec(*args, &paths, t_start),
+        Command::Ls(args) => sandbox::ls(args, &paths),
+        Command::Inspect(args) => sandbox::inspect(args, &paths),
+        Command::Rm(args) => sandbox::rm(args, &paths),
+        Command::Renew(args) => sandbox::renew(args, &paths),
     }
 }

@@ -149,15 +149,29 @@ pub fn early_failure(step: &str, message: String, hint: Option<String>) -> Outco
 
 /// Prints the verdict / writes the verdict file / explains a failure.
 pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json::Value, p: &ProcessArgs) -> i32 {
+    report_with(outcome, id, backend, isolation, p, &Default::default())
+}
+
+/// `report`, with verdict keys beyond `run`'s (`husk exec`: the sandbox).
+pub fn report_with(
+    outcome: &Outcome,
+    id: &str,
+    backend: &str,
+    isolation: &serde_json::Value,
+    p: &ProcessArgs,
+    extra: &std::collections::BTreeMap<&'static str, serde_json::Value>,
+) -> i32 {
     let code = outcome.exit_code();
     if let Some(path) = &p.verdict_file {
-        let v = Verdict::new(id, backend, outcome, isolation, false);
+        let mut v = Verdict::new(id, backend, outcome, isolation, false);
+        v.extra = extra.clone();
         if let Err(e) = write_atomic(path, &serde_json::to_vec_pretty(&v).unwrap_or_default()) {
             eprintln!("husk: writing --verdict-file {}: {e}", path.display());
         }
     }
     if p.json {
-        let v = Verdict::new(id, backend, outcome, isolation, true);
+        let mut v = Verdict::new(id, backend, outcome, isolation, true);
+        v.extra = extra.clone();
         let mut out = std::io::stdout().lock();
         let _ = serde_json::to_writer(&mut out, &v);
         let _ = out.write_all(b"\n");

@@ -76,7 +76,7 @@ impl Cache {
     }
 }
 
-fn encode(c: &Compiled) -> Vec<u8> {
+pub(crate) fn encode(c: &Compiled) -> Vec<u8> {
     let mut b = Vec::with_capacity(16 + 8 * c.filter.len());
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&c.flags.to_le_bytes());
@@ -96,7 +96,7 @@ fn encode(c: &Compiled) -> Vec<u8> {
     b
 }
 
-fn decode(b: &[u8]) -> Option<Compiled> {
+pub(crate) fn decode(b: &[u8]) -> Option<Compiled> {
     let u32_at = |o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
     if b.get(..8)? != MAGIC {
         return None;

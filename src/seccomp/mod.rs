@@ -139,6 +139,38 @@ impl Program {
         }
     }
 
+    /// The program in the cache's file format, for a long-lived sandbox:
+    /// every `husk exec` loads exactly the filter the sandbox was created
+    /// with, whatever happened to the profile file since.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        cache::encode(&cache::Compiled {
+            filter: self.filter.to_vec(),
+            flags: self.flags,
+            default_action: self.default_action.clone(),
+            ignored_names: self.ignored_names.clone(),
+            foreign_arches: self.foreign_arches.clone(),
+        })
+    }
+
+    /// A program saved by `to_bytes` (`None` if the bytes do not decode).
+    /// `report` re-derives the explain-mode variant.
+    pub fn from_bytes(name: &str, shipped: bool, sha256: &str, report: bool, bytes: &[u8]) -> Option<Program> {
+        let c = cache::decode(bytes)?;
+        let notify = report.then(|| compile::notify_variant(&c.filter));
+        Some(Program {
+            name: name.to_string(),
+            source: if shipped { Source::Shipped } else { Source::File(name.into()) },
+            sha256: sha256.to_string(),
+            filter: Cow::Owned(c.filter),
+            notify,
+            flags: c.flags,
+            default_action: c.default_action,
+            ignored_names: c.ignored_names,
+            foreign_arches: c.foreign_arches,
+            cache: "sandbox",
+        })
+    }
+
     pub fn installed(&self) -> &[SockFilter] {
         self.notify.as_deref().unwrap_or(&self.filter)
     }

@@ -1,0 +1,340 @@
+//! The cgroups of a long-lived sandbox (`husk create`). The sandbox's own
+//! cgroup carries the limits (made like a run's, by `CgroupPlan::create`);
+//! its processes live in leaves below it: `init` for the sandbox init and
+//! `exec-<id>` for each `husk exec`, so every exec has its own accounting
+//! and its own kill while all of them share the sandbox's limits. cgroup v2
+//! admits processes only in leaves once controllers are enabled for
+//! children ("no internal processes"), hence the init's own leaf.
+//!
+//! The layout is data (`Tree`), kept in the sandbox's state: `husk exec`
+//! and `husk gc` are other processes than the one that made it.
+
+use super::fs;
+use super::report::Usage;
+use super::stats::{Stat, Stats};
+use super::v2::PATIENCE;
+use super::{CgroupError, KillMethod, SandboxCgroup};
+use crate::spawn::CgroupJoin;
+use crate::supervise::GroupKill;
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Prefix of a sandbox's cgroup under husk's parents (run cgroups are bare
+/// ids; `cgroup::gc` leaves these to the sandbox gc).
+pub const SANDBOX_PREFIX: &str = "sbx-";
+
+/// One hierarchy's directory of the sandbox.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Dir {
+    pub path: PathBuf,
+    /// The unified hierarchy (cgroup2): membership by CLONE_INTO_CGROUP,
+    /// kill by cgroup.kill. Otherwise a v1 hierarchy, joined by self-attach.
+    pub unified: bool,
+    /// v1: the controllers husk uses in this hierarchy.
+    pub controllers: Vec<String>,
+}
+
+/// A sandbox's cgroup layout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Tree {
+    /// `v2`, `hybrid` or `v1`.
+    pub mode: String,
+    /// `cgroup.kill`, `freeze+sigkill` or `sigkill`.
+    pub kill: String,
+    pub dirs: Vec<Dir>,
+}
+
+impl KillMethod {
+    pub fn from_name(name: &str) -> KillMethod {
+        match name {
+            "cgroup.kill" => KillMethod::CgroupKill,
+            "freeze+sigkill" => KillMethod::Freeze,
+            _ => KillMethod::Signal,
+        }
+    }
+}
+
+impl SandboxCgroup {
+    /// The layout of this cgroup, for a sandbox's state.
+    pub fn tree(&self) -> Tree {
+        Tree { mode: self.limits.cgroup.mode.into(), kill: self.limits.cgroup.kill.into(), dirs: self.cg.dirs() }
+    }
+}
+
+impl Tree {
+    fn kill_method(&self) -> KillMethod {
+        KillMethod::from_name(&self.kill)
+    }
+
+    fn unified(&self) -> Option<&Path> {
+        self.dirs.iter().find(|d| d.unified).map(|d| d.path.as_path())
+    }
+
+    /// Before any process is in the sandbox's cgroup: hands the unified
+    /// controllers it has (memory, pids, cpu on v2) to its leaves, for
+    /// their accounting. Nothing to do on v1 hierarchies.
+    pub fn prepare(&self) -> Result<(), CgroupError> {
+        let Some(d) = self.unified().filter(|_| self.mode == "v2") else { return Ok(()) };
+        let have = fs::read(d, "cgroup.controllers")?;
+        let ctrls: Vec<super::Controller> = have
+            .split_whitespace()
+            .filter_map(super::Controller::from_name)
+            .filter(|c| matches!(c, super::Controller::Memory | super::Controller::Pids | super::Controller::Cpu))
+            .collect();
+        super::v2::enable(d, &ctrls)
+    }
+
+    /// Creates the leaf `name` in every hierarchy and opens what joining it
+    /// and reading its counters need. On error nothing is left behind.
+    pub fn leaf(&self, name: &str) -> Result<Leaf, CgroupError> {
+        let mut leaf = Leaf {
+            dirs: Vec::new(),
+            unified: None,
+            tasks: Vec::new(),
+            stats: Stats::default(),
+            kill: self.kill_method(),
+            killed: Cell::new(false),
+        };
+        for d in &self.dirs {
+            let dir = d.path.join(name);
+            if let Err(e) = fs::mkdir_new(&dir) {
+                leaf.remove_dirs();
+                return Err(e);
+            }
+            leaf.dirs.push((dir.clone(), d.controllers.clone()));
+            let opened = if d.unified {
+                fs::open_dir(&dir).map(|fd| leaf.unified = Some((dir.clone(), fd)))
+            } else {
+                fs::open_write(&dir, "tasks").map(|fd| leaf.tasks.push(fd))
+            };
+            if let Err(e) = opened {
+                leaf.remove_dirs();
+                return Err(e);
+            }
+            leaf.open_stats(d, &dir, self.mode == "v1");
+        }
+        Ok(leaf)
+    }
+
+    /// Kills every process in the sandbox's cgroups, leaves included.
+    pub fn kill_all(&self) -> Result<(), CgroupError> {
+        if let Some(d) = self.unified() {
+            // cgroup.kill (and the freezer) of a cgroup takes its subtree.
+            return super::v2::kill(d, self.kill_method());
+        }
+        let Some(first) = self.dirs.first() else { return Ok(()) };
+        for dir in std::iter::once(first.path.clone()).chain(subdirs(&first.path)) {
+            fs::kill_listed(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// Kills what is left and removes every directory, leaves first.
+    pub fn remove(&self) -> Result<(), CgroupError> {
+        let kill = || {
+            let _ = self.kill_all();
+        };
+        let mut first_err = None;
+        for d in &self.dirs {
+            if let Err(e) = fs::rmdir(&d.path, &kill, PATIENCE) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|it| it.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// One leaf: the sandbox init's or an exec's.
+pub struct Leaf {
+    /// Each hierarchy's leaf directory and the controllers husk uses there.
+    dirs: Vec<(PathBuf, Vec<String>)>,
+    unified: Option<(PathBuf, OwnedFd)>,
+    /// Each v1 hierarchy's `tasks` file, open for `join_self`.
+    tasks: Vec<OwnedFd>,
+    stats: Stats,
+    kill: KillMethod,
+    killed: Cell<bool>,
+}
+
+impl Leaf {
+    fn open_stats(&mut self, d: &Dir, dir: &Path, pure_v1: bool) {
+        let s = &mut self.stats;
+        let has = |c: &str| d.controllers.iter().any(|x| x == c);
+        if d.unified {
+            for (stat, file) in [
+                (Stat::MemoryPeak, "memory.peak"),
+                (Stat::MemoryEvents, "memory.events"),
+                (Stat::CpuUsage, "cpu.stat"),
+                (Stat::PidsPeak, "pids.peak"),
+                (Stat::PidsEvents, "pids.events"),
+            ] {
+                s.open(stat, dir, file);
+            }
+            return;
+        }
+        if has("memory") {
+            s.open(Stat::MemoryPeak, dir, "memory.max_usage_in_bytes");
+            s.open(Stat::MemoryFailcnt, dir, "memory.failcnt");
+            s.open(Stat::OomControl, dir, "memory.oom_control");
+        }
+        if has("pids") {
+            s.open(Stat::PidsPeak, dir, "pids.peak");
+            s.open(Stat::PidsEvents, dir, "pids.events");
+        }
+        if has("cpuacct") && pure_v1 {
+            s.open(Stat::CpuacctUser, dir, "cpuacct.usage_user");
+            s.open(Stat::CpuacctSys, dir, "cpuacct.usage_sys");
+        }
+        if has("cpu") {
+            s.open(Stat::CpuThrottleV1, dir, "cpu.stat");
+        }
+    }
+
+    pub fn paths(&self) -> Vec<String> {
+        self.dirs.iter().map(|(d, _)| d.display().to_string()).collect()
+    }
+
+    /// The leaf's counters so far.
+    pub fn usage(&self) -> Usage {
+        let mut u = self.stats.usage();
+        u.group_killed = self.killed.get();
+        u
+    }
+
+    /// Reads the counters and removes the leaf if nothing is left in it.
+    /// Processes an exec left running (a server started in the background)
+    /// keep their leaf until the sandbox goes; `Err` says why it stayed.
+    pub fn finish(mut self) -> (Usage, Result<(), String>) {
+        let usage = self.usage();
+        self.stats.clear();
+        self.tasks.clear();
+        self.unified = None;
+        let mut kept = Ok(());
+        for (d, _) in self.dirs.iter().rev() {
+            if let Err(e) = std::fs::remove_dir(d)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                kept = Err(format!("{}: {e}", d.display()));
+            }
+        }
+        (usage, kept)
+    }
+
+    fn remove_dirs(&mut self) {
+        self.unified = None;
+        self.tasks.clear();
+        for (d, _) in self.dirs.drain(..).rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+impl CgroupJoin for Leaf {
+    fn clone_into(&self) -> Option<BorrowedFd<'_>> {
+        self.unified.as_ref().map(|(_, fd)| fd.as_fd())
+    }
+
+    /// v1 hierarchies cannot be cloned into: the child writes "0" (itself)
+    /// to each `tasks` file, first thing after clone (see `v1::join_self`).
+    fn join_self(&self) -> Result<(), nix::errno::Errno> {
+        for fd in &self.tasks {
+            nix::unistd::write(fd, b"0")?;
+        }
+        Ok(())
+    }
+
+    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String> {
+        match &self.unified {
+            Some((d, _)) => super::v2::attach(d, pid, born_inside).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl GroupKill for Leaf {
+    fn kill_all(&self) {
+        self.killed.set(true);
+        let freezer = self.dirs.iter().find(|(_, cs)| cs.iter().any(|c| c == "freezer"));
+        let r = match (&self.unified, self.kill, freezer) {
+            (Some((d, _)), method, _) => super::v2::kill(d, method),
+            (None, KillMethod::Freeze, Some((d, _))) => super::v1::freezer_kill(d),
+            (None, _, _) => self.dirs.first().map_or(Ok(()), |(d, _)| fs::kill_listed(d)),
+        };
+        if let Err(e) = r {
+            eprintln!("husk: warning: killing the exec's cgroup: {e}");
+        }
+    }
+}
+
+/// A sandbox cgroup `husk gc` found under husk's parents: `(path, id)`.
+pub fn sandbox_dirs(parents: &[PathBuf]) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for parent in parents {
+        let Ok(entries) = std::fs::read_dir(parent) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(id) = name.strip_prefix(SANDBOX_PREFIX).filter(|id| super::gc::is_run_id(id))
+                && e.file_type().is_ok_and(|t| t.is_dir())
+            {
+                out.push((e.path(), id.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a cgroup or any cgroup below it holds a process.
+pub fn populated(dir: &Path) -> bool {
+    let own = fs::read_opt(dir, "cgroup.procs").is_some_and(|t| !fs::pids(&t).is_empty());
+    own || subdirs(dir).iter().any(|d| populated(d))
+}
+
+/// Removes an empty sandbox cgroup, its leaves first.
+pub fn remove_empty(dir: &Path) -> Result<(), CgroupError> {
+    fs::rmdir(dir, &|| {}, PATIENCE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trees_round_trip_through_json() {
+        let t = Tree {
+            mode: "hybrid".into(),
+            kill: "cgroup.kill".into(),
+            dirs: vec![
+                Dir {
+                    path: "/sys/fs/cgroup/memory/husk/sbx-0123456789ab".into(),
+                    unified: false,
+                    controllers: vec!["memory".into()],
+                },
+                Dir { path: "/sys/fs/cgroup/unified/husk/sbx-0123456789ab".into(), unified: true, controllers: vec![] },
+            ],
+        };
+        let back: Tree = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.kill_method(), KillMethod::CgroupKill);
+        assert_eq!(back.unified(), Some(Path::new("/sys/fs/cgroup/unified/husk/sbx-0123456789ab")));
+    }
+
+    #[test]
+    fn only_sandbox_cgroups_are_found() {
+        let t = std::env::temp_dir().join(format!("husk-nested-{}", std::process::id()));
+        for d in ["sbx-0123456789ab", "0123456789ab", "sbx-nothex", "other"] {
+            std::fs::create_dir_all(t.join(d)).unwrap();
+        }
+        let found = sandbox_dirs(std::slice::from_ref(&t));
+        assert_eq!(found, vec![(t.join("sbx-0123456789ab"), "0123456789ab".to_string())]);
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+}

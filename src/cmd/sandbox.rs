@@ -1,0 +1,387 @@
+//! `husk create | exec | ls | inspect | rm | renew`: sandboxes that live
+//! (src/sandbox/, docs/sandboxes.md).
+
+use crate::cli::{CreateArgs, ExecArgs, InspectArgs, LsArgs, ProcessArgs, RenewArgs, RmArgs};
+use crate::host::HostFacts;
+use crate::outcome::EXIT_HUSK_FAILED;
+use crate::paths::{Paths, PathsError};
+use crate::sandbox::SandboxError;
+use crate::sandbox::exec::ExecRequest;
+use crate::sandbox::proto::{Client, Request};
+use crate::sandbox::state::{self, Record, Store, now_ms};
+use crate::sandbox::supervisor::{CreateRequest, HoldInputs};
+use crate::spec::{RuntimeChoice, Spec};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long `rm` waits for a supervisor to finish the removal.
+const RM_PATIENCE: Duration = Duration::from_secs(15);
+
+fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, SandboxError> {
+    let paths = paths.as_ref().map_err(|e| SandboxError::State(e.to_string()))?;
+    Store::open(&paths.state)
+}
+
+/// println! that ignores a closed stdout (`husk ls | head`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// Prints an error (and its JSON form with --json); 125.
+fn fail(e: &SandboxError, json: bool) -> i32 {
+    if json {
+        out!("{}", json!({"error": e.to_string(), "step": e.step(), "hint": e.hint()}));
+    }
+    eprintln!("husk: {e}");
+    if let Some(h) = e.hint() {
+        eprintln!("husk: hint: {h}");
+    }
+    EXIT_HUSK_FAILED
+}
+
+pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let json = args.json;
+    match create_inner(args, paths) {
+        Ok(rec) => {
+            if json {
+                out!("{}", summary(&rec));
+            } else {
+                out!("{}", rec.id);
+            }
+            0
+        }
+        Err(e) => fail(&e, json),
+    }
+}
+
+fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<Record, SandboxError> {
+    let usage = SandboxError::Usage;
+    if args.ttl.is_zero() {
+        return Err(usage("--ttl must be longer than 0 (e.g. 30s, 10m, 2h)".into()));
+    }
+    let mut labels = BTreeMap::new();
+    for l in &args.label {
+        let (k, v) = state::parse_label(l)?;
+        labels.insert(k, v);
+    }
+    if let Some(n) = &args.name {
+        state::check_name(n)?;
+    }
+    let mut spec = Spec::new(Vec::new());
+    crate::cmd::run::apply_sandbox_args(&mut spec, &args.sandbox).map_err(usage)?;
+    let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
+    crate::cmd::run::apply_process_args(&mut spec, &p).map_err(usage)?;
+    check_runtime(&spec)?;
+    let store = store_of(paths)?;
+    let _ = crate::sandbox::gc::sweep(&store);
+    let mut host = HostFacts::probe();
+    if let Ok(p) = paths {
+        host.store_root = p.root.clone();
+    }
+    let (root, lease) = crate::cmd::run::root_input(&spec, &host, paths).map_err(|e| SandboxError::Setup {
+        step: "root".into(),
+        message: e,
+        hint: None,
+    })?;
+    let inputs = HoldInputs::of(&root);
+    let plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
+        .map_err(|e| SandboxError::Setup { step: "plan".into(), message: e.to_string(), hint: None })?;
+    let req = CreateRequest { name: args.name, labels, ttl: args.ttl, concurrent: args.concurrent };
+    crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
+}
+
+/// Long-lived sandboxes run on the native backend. runsc (`runsc create`,
+/// `start`, `exec`) would need husk to keep gVisor's sandbox and gofer
+/// processes, its state directory inside a private mount namespace, and
+/// every exec's runsc process under the supervisor; until that exists,
+/// husk refuses instead of silently giving a native sandbox.
+fn check_runtime(spec: &Spec) -> Result<(), SandboxError> {
+    match spec.runtime {
+        RuntimeChoice::Native => Ok(()),
+        RuntimeChoice::Runsc | RuntimeChoice::Auto => Err(SandboxError::Usage(format!(
+            "husk create supports --runtime native only (asked: {}); gVisor sandboxes that live (runsc create/start/exec) are not implemented yet: use `husk run --runtime runsc` for one command, or create a native sandbox",
+            if spec.runtime == RuntimeChoice::Runsc { "runsc" } else { "auto" }
+        ))),
+    }
+}
+
+fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Option<String>) -> ProcessArgs {
+    ProcessArgs {
+        timeout: None,
+        kill_grace: None,
+        json: false,
+        verdict_file: None,
+        output_limit: crate::spec::DEFAULT_OUTPUT_LIMIT,
+        env,
+        env_file,
+        user,
+    }
+}
+
+pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
+    let p = args.process.clone();
+    let early = |e: SandboxError| {
+        let o = crate::cmd::run::early_failure(e.step(), e.to_string(), e.hint().map(str::to_string));
+        crate::cmd::run::report(&o, "", "native", &serde_json::Value::Null, &p)
+    };
+    let mut spec = Spec::new(Vec::new());
+    if let Err(e) = crate::cmd::run::apply_process_args(&mut spec, &args.process) {
+        return early(SandboxError::Usage(e));
+    }
+    let req = ExecRequest {
+        target: args.sandbox.clone(),
+        argv: args.command.clone(),
+        env: spec.env,
+        user: args.process.user.clone(),
+        workdir: args.workdir.clone(),
+        timeout: args.process.timeout,
+        kill_grace: args.process.kill_grace,
+        capture: args.process.json.then_some(args.process.output_limit),
+        wait: args.wait,
+    };
+    let store = match store_of(paths) {
+        Ok(s) => s,
+        Err(e) => return early(e),
+    };
+    match crate::sandbox::exec::exec(&store, &req, t_start) {
+        Ok(r) => crate::cmd::run::report_with(&r.outcome, &r.exec_id, "native", &r.isolation, &p, &r.extra),
+        Err(e) => early(e),
+    }
+}
+
+/// The record without the bulky parts (root's passwd/group, spec), plus
+/// what is live about it.
+fn summary(rec: &Record) -> serde_json::Value {
+    let now = now_ms();
+    json!({
+        "id": rec.id,
+        "name": rec.name,
+        "labels": rec.labels,
+        "state": rec.state,
+        "backend": rec.backend,
+        "created_ms": rec.created_ms,
+        "ttl_ms": rec.ttl_ms,
+        "expires_ms": rec.expires_ms,
+        "lease_remaining_ms": rec.expires_ms.saturating_sub(now),
+        "concurrent": rec.concurrent,
+        "execs": rec.execs,
+        "active_execs": rec.active_execs,
+        "supervisor_pid": rec.supervisor.map(|p| p.pid),
+        "init_pid": rec.init.map(|p| p.pid),
+        "namespaces": rec.namespaces,
+        "cgroup": rec.cgroup.as_ref().map(|t| t.dirs.iter().map(|d| d.path.display().to_string()).collect::<Vec<_>>()),
+        "root": rec.isolation.get("rootfs"),
+        "workdir": rec.workdir,
+        "error": rec.error,
+    })
+}
+
+fn human_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn labels_of(args: &[String]) -> Result<Vec<(String, String)>, SandboxError> {
+    args.iter().map(|l| state::parse_label(l)).collect()
+}
+
+/// Every live sandbox's record (dead ones are removed on the way).
+fn records(store: &Store) -> Vec<Record> {
+    let _ = crate::sandbox::gc::sweep(store);
+    store.ids().iter().filter_map(|id| store.read(id).ok()).collect()
+}
+
+pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let run = || -> Result<(), SandboxError> {
+        let want = labels_of(&args.label)?;
+        let store = store_of(paths)?;
+        let recs: Vec<Record> = records(&store).into_iter().filter(|r| state::matches(r, &want)).collect();
+        if args.json {
+            out!("{}", serde_json::Value::Array(recs.iter().map(summary).collect()));
+            return Ok(());
+        }
+        out!("{:<12}  {:<20}  {:<10}  {:>7}  {:>8}  {:>5}  LABELS", "ID", "NAME", "STATE", "AGE", "EXPIRES", "EXECS");
+        let now = now_ms();
+        for r in &recs {
+            let labels: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out!(
+                "{:<12}  {:<20}  {:<10}  {:>7}  {:>8}  {:>5}  {}",
+                r.id,
+                r.name.as_deref().unwrap_or("-"),
+                r.state.name(),
+                human_ms(now.saturating_sub(r.created_ms)),
+                human_ms(r.expires_ms.saturating_sub(now)),
+                r.execs,
+                labels.join(",")
+            );
+        }
+        Ok(())
+    };
+    match run() {
+        Ok(()) => 0,
+        Err(e) => fail(&e, args.json),
+    }
+}
+
+pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let run = || -> Result<serde_json::Value, SandboxError> {
+        let store = store_of(paths)?;
+        let id = store.resolve(&args.sandbox)?;
+        let rec = store.read(&id)?;
+        let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
+        v["supervisor_alive"] = json!(state::supervised(&store.dir(&id)));
+        v["lease_remaining_ms"] = json!(rec.expires_ms.saturating_sub(now_ms()));
+        Ok(v)
+    };
+    match run() {
+        Ok(v) => {
+            out!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            0
+        }
+        Err(e) => fail(&e, true),
+    }
+}
+
+/// Destroys one sandbox and waits until nothing of it remains.
+pub fn destroy(store: &Store, id: &str, force: bool) -> Result<(), SandboxError> {
+    let dir = store.dir(id);
+    if let Some(r) = crate::sandbox::gc::sweep_one(store, id) {
+        return r.map(|_| ()).map_err(SandboxError::State);
+    }
+    let rec = store.read(id)?;
+    let sup = rec.supervisor;
+    let asked = Client::connect(&dir, sup).and_then(|c| c.call(&Request::Destroy)).is_ok();
+    let gone = asked && wait_gone(store, id, sup, RM_PATIENCE);
+    if gone {
+        return Ok(());
+    }
+    if !force {
+        return Err(SandboxError::Supervisor(format!(
+            "the supervisor of sandbox {id} (pid {}) did not finish removing it within {}s; `husk rm --force {id}` kills it",
+            sup.map(|p| p.pid).unwrap_or(0),
+            RM_PATIENCE.as_secs()
+        )));
+    }
+    if let Some(p) = sup
+        && let Some(fd) = p.pidfd()
+    {
+        use std::os::fd::AsFd;
+        let _ = crate::sys::process::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
+    }
+    if wait_gone(store, id, sup, Duration::from_secs(5)) {
+        return Ok(());
+    }
+    Err(SandboxError::Supervisor(format!("sandbox {id} could not be removed; `husk gc` retries")))
+}
+
+/// Waits for the supervisor to exit, then sweeps whatever it did not get
+/// to (it may have been killed halfway). True when the sandbox is gone.
+fn wait_gone(store: &Store, id: &str, sup: Option<state::ProcRef>, limit: Duration) -> bool {
+    use std::os::fd::AsFd;
+    if let Some(fd) = sup.and_then(|p| p.pidfd()) {
+        let mut pfd = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+        let ms = limit.as_millis().min(u16::MAX as u128) as u16;
+        let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(ms));
+    }
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if !store.dir(id).exists() {
+            return true;
+        }
+        if let Some(r) = crate::sandbox::gc::sweep_one(store, id) {
+            return r.is_ok();
+        }
+        if std::time::Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let run = || -> Result<(Vec<String>, Vec<String>), SandboxError> {
+        let store = store_of(paths)?;
+        let want = labels_of(&args.label)?;
+        if args.sandboxes.is_empty() && want.is_empty() && !args.all {
+            return Err(SandboxError::Usage(
+                "say which sandboxes: husk rm ID|NAME..., --label KEY=VALUE, or --all".into(),
+            ));
+        }
+        let mut ids = Vec::new();
+        let mut errors = Vec::new();
+        for t in &args.sandboxes {
+            match store.resolve(t) {
+                Ok(id) => ids.push(id),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if args.all || !want.is_empty() {
+            ids.extend(records(&store).into_iter().filter(|r| state::matches(r, &want)).map(|r| r.id));
+        }
+        ids.sort();
+        ids.dedup();
+        let mut removed = Vec::new();
+        for id in ids {
+            match destroy(&store, &id, args.force) {
+                Ok(()) => removed.push(id),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Ok((removed, errors))
+    };
+    match run() {
+        Ok((removed, errors)) => {
+            if args.json {
+                out!("{}", json!({"removed": removed, "errors": errors}));
+            } else {
+                for id in &removed {
+                    out!("{id}");
+                }
+            }
+            for e in &errors {
+                eprintln!("husk: {e}");
+            }
+            if errors.is_empty() { 0 } else { EXIT_HUSK_FAILED }
+        }
+        Err(e) => fail(&e, args.json),
+    }
+}
+
+pub fn renew(args: RenewArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let run = || -> Result<(String, crate::sandbox::proto::Reply), SandboxError> {
+        if args.ttl.is_some_and(|t| t.is_zero()) {
+            return Err(SandboxError::Usage("--ttl must be longer than 0".into()));
+        }
+        let store = store_of(paths)?;
+        let rec = crate::sandbox::exec::live_record(&store, &args.sandbox)?;
+        let c = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
+        let (reply, _) = c.call(&Request::Renew { ttl_ms: args.ttl.map(|t| t.as_millis() as u64) })?;
+        if !reply.ok {
+            return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "renew refused".into())));
+        }
+        Ok((rec.id, reply))
+    };
+    match run() {
+        Ok((id, r)) => {
+            let left = r.expires_ms.saturating_sub(now_ms());
+            if args.json {
+                out!(
+                    "{}",
+                    json!({"id": id, "expires_ms": r.expires_ms, "ttl_ms": r.ttl_ms, "lease_remaining_ms": left})
+                );
+            } else {
+                out!("{id} expires in {}", human_ms(left));
+            }
+            0
+        }
+        Err(e) => fail(&e, args.json),
+    }
+}

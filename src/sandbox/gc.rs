@@ -1,0 +1,171 @@
+//! What sandboxes leave when their supervisor dies without cleaning up
+//! (SIGKILL, OOM kill, a crash): the state directory, the name, the cgroups,
+//! and in the worst case an init that outlived PDEATHSIG. The supervisor's
+//! lock says who is dead: a lock anyone can take has no holder left.
+//!
+//! `sweep` (every sandbox command runs it) removes only sandboxes whose
+//! supervisor is gone; `husk gc` also ends supervisors that let their lease
+//! expire without acting (stopped, say), and removes sandbox cgroups no
+//! state refers to.
+
+use super::state::{self, ProcRef, Store, now_ms};
+use crate::cgroup::nested;
+use serde::Serialize;
+use std::time::{Duration, SystemTime};
+
+/// A supervisor whose lease ran out this long ago without it acting is
+/// considered stuck.
+const STUCK_AFTER_MS: u64 = 10_000;
+
+/// A `.<id>.new` directory older than this, and unlocked, is a creation
+/// that died.
+const ABANDONED_AFTER: Duration = Duration::from_secs(60);
+
+#[derive(Serialize, Debug, Default, Clone, PartialEq, Eq)]
+pub struct SandboxGcReport {
+    /// Sandboxes removed (their supervisor was gone).
+    pub removed: Vec<String>,
+    /// Of those, the ones whose lease had expired with the supervisor stuck.
+    pub expired: Vec<String>,
+    /// Processes killed: stuck supervisors, inits that outlived theirs.
+    pub killed: Vec<i32>,
+    /// Sandboxes left alone: alive and within their lease.
+    pub live: Vec<String>,
+    /// Sandbox cgroups no state refers to, removed.
+    pub cgroups: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+/// Removes the sandbox `id` if its supervisor is gone; returns the pids it
+/// had to kill, or `None` if the sandbox is alive.
+pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
+    let dir = store.dir(id);
+    let lock = match state::try_lock(&dir) {
+        Ok(Some(l)) => l,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    let mut killed = Vec::new();
+    let rec = state::read_record(&dir).ok();
+    if let Some(rec) = &rec {
+        // PDEATHSIG normally took the init with its supervisor.
+        if let Some(init) = rec.init
+            && kill_and_wait(init)
+        {
+            killed.push(init.pid);
+        }
+        if let Some(tree) = &rec.cgroup
+            && let Err(e) = tree.remove()
+        {
+            return Some(Err(format!("sandbox {id}: {e}")));
+        }
+        if let Some(name) = &rec.name {
+            store.release_name(name, id);
+        }
+    }
+    let r = std::fs::remove_dir_all(&dir).map_err(|e| format!("removing {}: {e}", dir.display()));
+    drop(lock);
+    Some(r.map(|()| killed))
+}
+
+/// SIGKILLs exactly this process (if it still exists) and waits up to 5 s
+/// for it to go; true if it was there.
+fn kill_and_wait(p: ProcRef) -> bool {
+    use std::os::fd::AsFd;
+    let Some(fd) = p.pidfd() else { return false };
+    let _ = crate::sys::process::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
+    let mut pfd = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+    let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(5000u16));
+    true
+}
+
+/// Removes every sandbox whose supervisor is gone (quietly: errors are
+/// `husk gc`'s to report).
+pub fn sweep(store: &Store) -> SandboxGcReport {
+    let mut r = SandboxGcReport::default();
+    for id in store.ids() {
+        match sweep_one(store, &id) {
+            None => r.live.push(id),
+            Some(Ok(killed)) => {
+                r.removed.push(id);
+                r.killed.extend(killed);
+            }
+            Some(Err(e)) => r.errors.push(e),
+        }
+    }
+    r
+}
+
+/// `husk gc`: `sweep`, plus stuck supervisors past their lease, abandoned
+/// creations, stale names, and sandbox cgroups without a sandbox.
+pub fn gc(store: &Store, cgroup_parents: &[std::path::PathBuf], min_age: Duration) -> SandboxGcReport {
+    let mut r = SandboxGcReport::default();
+    for id in store.ids() {
+        let dir = store.dir(&id);
+        if state::supervised(&dir)
+            && let Ok(rec) = state::read_record(&dir)
+            && rec.active_execs == 0
+            && rec.expires_ms + STUCK_AFTER_MS < now_ms()
+            && let Some(sup) = rec.supervisor
+            && kill_and_wait(sup)
+        {
+            r.killed.push(sup.pid);
+            r.expired.push(id.clone());
+            wait_unlocked(&dir);
+        }
+    }
+    let swept = sweep(store);
+    r.removed = swept.removed;
+    r.live = swept.live;
+    r.killed.extend(swept.killed);
+    r.errors.extend(swept.errors);
+    abandoned(store, &mut r);
+    for name in store.stale_names() {
+        let _ = std::fs::remove_file(store.root.join("names").join(name));
+    }
+    for (path, id) in nested::sandbox_dirs(cgroup_parents) {
+        if store.dir(&id).exists() || age(&path) < min_age || nested::populated(&path) {
+            continue;
+        }
+        match nested::remove_empty(&path) {
+            Ok(()) => r.cgroups.push(path.display().to_string()),
+            Err(e) => r.errors.push(e.to_string()),
+        }
+    }
+    r
+}
+
+/// The init of a killed supervisor holds the lock's open file until its
+/// PDEATHSIG lands; give it a moment.
+fn wait_unlocked(dir: &std::path::Path) {
+    for _ in 0..200 {
+        if !state::supervised(dir) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn age(path: &std::path::Path) -> Duration {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|m| SystemTime::now().duration_since(m).ok())
+        .unwrap_or_default()
+}
+
+/// `.<id>.new` directories of creations that died before their rename.
+fn abandoned(store: &Store, r: &mut SandboxGcReport) {
+    let Ok(it) = std::fs::read_dir(&store.root) else { return };
+    for e in it.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".new")) else { continue };
+        if !state::is_id(id) || age(&e.path()) < ABANDONED_AFTER || state::supervised(&e.path()) {
+            continue;
+        }
+        match std::fs::remove_dir_all(e.path()) {
+            Ok(()) => r.removed.push(id.to_string()),
+            Err(err) => r.errors.push(format!("removing {}: {err}", e.path().display())),
+        }
+    }
+}

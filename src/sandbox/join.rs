@@ -1,0 +1,258 @@
+//! How `husk exec` puts a command into a live sandbox.
+//!
+//! husk exec forks a short-lived *joiner* (born in the exec's cgroup with
+//! CLONE_INTO_CGROUP; v1 hierarchies joined by self-attach first thing),
+//! which joins the sandbox's namespaces by fd (handed over by the
+//! supervisor; never by path) and clones the command with CLONE_PARENT, so
+//! the command is husk exec's own child, watched by pidfd there, while the
+//! joiner exits at once. The command then goes through the same steps as
+//! `run`'s (spawn::command): setsid, identity, capabilities, rlimits,
+//! no_new_privs, fds, the workdir, the seccomp filter last, execve.
+//!
+//! Why the sandbox can never ptrace or signal anything of husk's before it
+//! is confined (the CVE-2016-9962 shape, where runc's exec process joined
+//! the container's pid namespace holding host fds, dumpable):
+//! - the joiner makes itself non-dumpable *before* the first setns, and the
+//!   command is cloned from it afterwards, inheriting that (dumpability is
+//!   per mm and copied at fork). A non-dumpable task can be ptraced, and its
+//!   /proc/<pid>/{fd,mem,environ,root,cwd} opened, only with CAP_SYS_PTRACE
+//!   over its mm's user namespace, which is husk's, not the sandbox's: not
+//!   even the sandbox's root has it. The command becomes dumpable again only
+//!   by its execve, when every step above is done and its fds are closed.
+//! - joining a pid namespace (setns) moves only future children: the
+//!   joiner stays in husk's pid namespace, so no process in the sandbox can
+//!   name it (no pid there, no /proc entry), and neither husk exec, the
+//!   command's parent, which is outside too.
+//! - the joiner keeps no fd it does not need (close_range), closes the
+//!   namespace fds once joined, and the command's remaining fds (the
+//!   sync channel) are close-on-exec.
+//! - the bounding set is cut to --cap-add's before the command exists, so
+//!   nothing the sandbox can reach ever holds more.
+
+use crate::spawn::command::{Confinement, confine, finish};
+use crate::spawn::step::{AtStep, Step, StepError};
+use crate::spawn::{CgroupJoin, ChildStdio, fail, now_ns, phase};
+use crate::sync::{Channel, MAX_TIMES, Msg};
+use crate::sys::Errno;
+use crate::sys::process::{Forked, clone_legacy, clone_sibling, clone3, exit_now, wait_pidfd};
+use nix::fcntl::OFlag;
+use nix::sys::prctl;
+use nix::sys::signal::Signal;
+use std::ffi::CStr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+/// Everything the joiner and the command need, built before the fork.
+pub struct Join<'a> {
+    /// The sandbox's namespaces (CLONE_NEW* flag, fd), in join order.
+    pub namespaces: Vec<(libc::c_int, OwnedFd)>,
+    pub confinement: Confinement<'a>,
+    pub workdir: &'a CStr,
+    pub stdio: ChildStdio,
+    pub cgroup: Option<&'a dyn CgroupJoin>,
+}
+
+/// The command, started and released.
+pub struct Joined {
+    pub pidfd: OwnedFd,
+    pub chan: Channel,
+    /// Monotonic ns just before the joiner's clone.
+    pub t_clone: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("starting the joiner (clone3): {0}")]
+    Clone(Errno),
+    #[error("sync channel: {0}")]
+    Channel(Errno),
+    #[error("attaching the joiner to the exec's cgroup: {0}")]
+    Cgroup(String),
+    #[error("joining the sandbox failed at {}: {:?} ({})", .0.step.name(), .0.errno, .0.errno.desc())]
+    Step(StepError),
+    #[error("the joiner ended without starting the command")]
+    Vanished,
+}
+
+/// Starts the command inside the sandbox; returns once it runs (its own
+/// steps may still fail: the watch reads that from the channel).
+pub fn spawn(j: Join<'_>) -> Result<Joined, JoinError> {
+    let (parent_end, child_end) = Channel::pair().map_err(JoinError::Channel)?;
+    let into = j.cgroup.and_then(|c| c.clone_into());
+    let mut born_inside = into.is_some();
+    let t_clone = now_ns();
+    let forked = match clone3(0, into) {
+        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => {
+            born_inside = false;
+            clone_legacy(0)
+        }
+        other => other,
+    };
+    match forked.map_err(JoinError::Clone)? {
+        Forked::Child => {
+            drop(parent_end);
+            joiner(&j, &child_end, born_inside)
+        }
+        Forked::Parent { pid, pidfd } => {
+            drop(child_end);
+            let joiner = pidfd.expect("clone asked for a pidfd");
+            let kill = || {
+                let _ = crate::sys::process::pidfd_send_signal(joiner.as_fd(), libc::SIGKILL);
+                let _ = wait_pidfd(joiner.as_fd());
+            };
+            // Only the clone(2) fallback needs the parent to attach (and
+            // the joiner to wait for it before it clones the command).
+            if !born_inside && let Some(cg) = j.cgroup {
+                if let Err(e) = cg.attach(pid, false) {
+                    kill();
+                    return Err(JoinError::Cgroup(e));
+                }
+                if let Err(e) = parent_end.send(Msg::Release) {
+                    kill();
+                    return Err(JoinError::Channel(e));
+                }
+            }
+            drop(j);
+            let first = parent_end.recv_with_fd();
+            let _ = wait_pidfd(joiner.as_fd());
+            match first {
+                Ok(Some((Msg::Joined, Some(pidfd)))) => Ok(Joined { pidfd, chan: parent_end, t_clone }),
+                Ok(Some((Msg::Failed(e), _))) => Err(JoinError::Step(e)),
+                Ok(_) => Err(JoinError::Vanished),
+                Err(e) => Err(JoinError::Channel(e)),
+            }
+        }
+    }
+}
+
+type R<T> = Result<T, StepError>;
+
+/// The joiner: never returns.
+fn joiner(j: &Join<'_>, chan: &Channel, born_inside: bool) -> ! {
+    let mut times = [0u64; MAX_TIMES];
+    times[phase::CHILD_START] = now_ns();
+    if let Some(cg) = j.cgroup
+        && let Err(errno) = cg.join_self()
+    {
+        fail(chan, StepError::new(Step::JoinCgroup, errno));
+    }
+    if !born_inside && j.cgroup.is_some() {
+        match chan.recv() {
+            Ok(Some(Msg::Release)) => {}
+            _ => exit_now(125),
+        }
+    }
+    match join(j, chan) {
+        Ok(gate) => {
+            times[phase::NAMESPACES] = now_ns();
+            start_command(j, chan, gate, &mut times)
+        }
+        Err(e) => fail(chan, e),
+    }
+}
+
+/// Non-dumpable, fds closed, namespaces joined, bounding set cut, stdio in
+/// place. Returns the command's start gate (see `start_command`).
+fn join(j: &Join<'_>, chan: &Channel) -> R<(OwnedFd, OwnedFd)> {
+    // Dies with husk exec, and is never dumpable in the sandbox (see the
+    // module comment): both before the first setns.
+    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::JoinNamespaces)?;
+    if chan.peer_gone() {
+        exit_now(125);
+    }
+    prctl::set_dumpable(false).at(Step::JoinNamespaces)?;
+    let mut keep: [RawFd; 12] = [-1; 12];
+    let mut n = 0;
+    for fd in [Some(chan.fd().as_raw_fd()), j.stdio.stdout, j.stdio.stderr].into_iter().flatten() {
+        keep[n] = fd;
+        n += 1;
+    }
+    for (_, fd) in &j.namespaces {
+        keep[n] = fd.as_raw_fd();
+        n += 1;
+    }
+    crate::sys::fd::close_all_except(&keep[..n]).at(Step::CloseFds)?;
+    for (flag, fd) in &j.namespaces {
+        nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_retain(*flag)).at(Step::JoinNamespaces)?;
+    }
+    for (_, fd) in &j.namespaces {
+        let _ = nix::unistd::close(fd.as_raw_fd());
+    }
+    // A cgroup namespace of the exec's own, rooted at its leaf: the command
+    // sees its cgroup as "/", like `run`'s, instead of "/../exec-<id>"
+    // relative to the init's (and learns nothing of the sandbox's layout).
+    if j.cgroup.is_some() {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
+    }
+    let c = &j.confinement;
+    crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(c.last_cap), c.process.caps_keep).at(Step::DropCaps)?;
+    for (fd, target) in [(j.stdio.stdout, 1), (j.stdio.stderr, 2)] {
+        if let Some(fd) = fd {
+            crate::sys::fd::dup_onto(fd, target).at(Step::ForkCommand)?;
+            let _ = nix::unistd::close(fd);
+        }
+    }
+    nix::unistd::pipe2(OFlag::O_CLOEXEC).at(Step::ForkCommand)
+}
+
+/// Clones the command (CLONE_PARENT: husk exec's child), hands its pidfd to
+/// husk exec, then opens the gate and exits. The command waits at the gate
+/// so that `Joined` is always the first message husk exec reads.
+fn start_command(
+    j: &Join<'_>,
+    chan: &Channel,
+    (gate_r, gate_w): (OwnedFd, OwnedFd),
+    times: &mut [u64; MAX_TIMES],
+) -> ! {
+    match clone_sibling() {
+        Err(e) => fail(chan, StepError::new(Step::ForkCommand, e)),
+        Ok(Forked::Child) => {
+            drop(gate_w);
+            command(j, chan, gate_r, times)
+        }
+        Ok(Forked::Parent { pidfd, .. }) => {
+            drop(gate_r);
+            let pidfd = pidfd.expect("clone asked for a pidfd");
+            if chan.send_fd(Msg::Joined, pidfd.as_fd()).is_err() {
+                let _ = crate::sys::process::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                exit_now(125);
+            }
+            let _ = nix::unistd::write(&gate_w, &[1]);
+            exit_now(0)
+        }
+    }
+}
+
+/// The command, in the sandbox's namespaces: `run`'s confinement, then the
+/// workdir, then the filter and execve.
+fn command(j: &Join<'_>, chan: &Channel, gate: OwnedFd, times: &mut [u64; MAX_TIMES]) -> ! {
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(&gate, &mut byte) {
+            Ok(1) => break,
+            Err(Errno::EINTR) => continue,
+            _ => exit_now(125),
+        }
+    }
+    drop(gate);
+    // Our parent is husk exec now (CLONE_PARENT); PDEATHSIG is not inherited.
+    if let Err(e) = prctl::set_pdeathsig(Signal::SIGKILL).at(Step::Setsid) {
+        fail(chan, e);
+    }
+    if chan.peer_gone() {
+        exit_now(125);
+    }
+    if let Err(e) = confine(&j.confinement) {
+        fail(chan, e);
+    }
+    // As the command's user, like a shell's cd: the workdir must be
+    // reachable from the sandbox's root (never a path outside it).
+    if let Err(e) = nix::unistd::chdir(j.workdir).at(Step::Chdir) {
+        fail(chan, e);
+    }
+    let mut buf = [0u8; libc::PATH_MAX as usize];
+    if let Err(e) = crate::sys::fd::getcwd_reachable(&mut buf).at(Step::VerifyCwd) {
+        fail(chan, e);
+    }
+    times[phase::CONFINED] = now_ns();
+    finish(&j.confinement, chan, times)
+}

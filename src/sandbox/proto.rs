@@ -1,0 +1,222 @@
+//! The supervisor's socket: one SOCK_SEQPACKET unix socket per sandbox, in
+//! its private (0700) state directory. Every message is one JSON object in
+//! one datagram; the reply to `exec` carries the sandbox's namespaces as
+//! fds (SCM_RIGHTS). Both ends check the other (SO_PEERCRED): the
+//! supervisor serves its own uid and root only, clients talk only to the
+//! supervisor pid the record names.
+//!
+//! An exec keeps its connection for as long as it runs: the supervisor
+//! counts running execs by open connections, so an exec that dies without a
+//! word (SIGKILL) still ends, and the lease cannot run out under one.
+
+use super::SandboxError;
+use super::state::ProcRef;
+use nix::sys::socket::{
+    AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr, accept4, bind,
+    connect, getsockopt, listen, recvmsg, sendmsg, socket, sockopt,
+};
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// Largest message either side sends.
+const MAX_MSG: usize = 4096;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Start an exec. Refused with `busy` while another runs (unless the
+    /// sandbox is concurrent); with `wait`, answered when it is this one's turn.
+    Exec { wait: bool },
+    /// This connection's exec is over; the reply holds the renewed lease.
+    Done,
+    /// Extends the lease to now + `ttl_ms` (default: the sandbox's ttl),
+    /// which also becomes the sandbox's ttl.
+    Renew { ttl_ms: Option<u64> },
+    /// Destroy the sandbox now; the supervisor replies, then tears down.
+    Destroy,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reply {
+    pub ok: bool,
+    pub error: Option<String>,
+    /// The exec was refused because another one runs.
+    pub busy: bool,
+    pub expires_ms: u64,
+    pub ttl_ms: u64,
+    /// This exec's number in the sandbox (1, 2, ...).
+    pub exec: u64,
+    /// The namespaces attached, in the order they are to be joined.
+    pub namespaces: Vec<String>,
+}
+
+/// The socket's address; paths too long for `sun_path` (108 bytes) go
+/// through the directory's fd (/proc/self/fd/N/sock).
+fn with_addr<T>(dir: &Path, f: impl FnOnce(&UnixAddr) -> nix::Result<T>) -> nix::Result<T> {
+    let path = dir.join("sock");
+    if path.as_os_str().len() < 100 {
+        return f(&UnixAddr::new(&path)?);
+    }
+    let d =
+        nix::fcntl::open(dir, nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())?;
+    let short = format!("/proc/self/fd/{}/sock", d.as_raw_fd());
+    f(&UnixAddr::new(short.as_str())?)
+}
+
+fn seqpacket() -> nix::Result<OwnedFd> {
+    socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)
+}
+
+fn sock_err(what: &str, dir: &Path, e: nix::errno::Errno) -> SandboxError {
+    SandboxError::Supervisor(format!("{what} {}: {e}", dir.join("sock").display()))
+}
+
+/// Sends one message with `fds` attached.
+pub fn send(sock: BorrowedFd<'_>, msg: &impl Serialize, fds: &[RawFd]) -> nix::Result<()> {
+    let data = serde_json::to_vec(msg).map_err(|_| nix::errno::Errno::EINVAL)?;
+    let iov = [std::io::IoSlice::new(&data)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+    loop {
+        match sendmsg::<()>(sock.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => return other.map(|_| ()),
+        }
+    }
+}
+
+/// Receives one message and the fds attached; `Ok(None)` at EOF.
+pub fn recv<T: for<'de> Deserialize<'de>>(sock: BorrowedFd<'_>) -> nix::Result<Option<(T, Vec<OwnedFd>)>> {
+    let mut buf = vec![0u8; MAX_MSG];
+    let mut cspace = nix::cmsg_space!([RawFd; crate::sys::socket::MAX_FDS]);
+    loop {
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let msg = match recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut cspace), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+            Ok(m) => m,
+        };
+        let mut fds = Vec::new();
+        for c in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(raw) = c {
+                // Just installed in our table by the kernel: ours to own.
+                fds.extend(raw.into_iter().map(|fd| crate::sys::fd::owned(fd as libc::c_long)));
+            }
+        }
+        let n = msg.bytes;
+        if n == 0 {
+            return Ok(None);
+        }
+        let value = serde_json::from_slice(&buf[..n]).map_err(|_| nix::errno::Errno::EBADMSG)?;
+        return Ok(Some((value, fds)));
+    }
+}
+
+/// The supervisor's listening socket.
+pub fn listen_at(dir: &Path) -> Result<OwnedFd, SandboxError> {
+    let fd = seqpacket().map_err(|e| sock_err("creating", dir, e))?;
+    with_addr(dir, |addr| bind(fd.as_raw_fd(), addr)).map_err(|e| sock_err("binding", dir, e))?;
+    listen(&fd, Backlog::new(64).unwrap_or(Backlog::MAXCONN)).map_err(|e| sock_err("listening on", dir, e))?;
+    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))
+        .map_err(|e| sock_err("configuring", dir, e))?;
+    Ok(fd)
+}
+
+/// Accepts one pending client of the supervisor's uid (or root); others are
+/// hung up on. `Ok(None)` when no one is waiting.
+pub fn accept(listener: BorrowedFd<'_>) -> nix::Result<Option<OwnedFd>> {
+    loop {
+        let raw = match accept4(listener, SockFlag::SOCK_CLOEXEC) {
+            Err(nix::errno::Errno::EAGAIN) => return Ok(None),
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::ECONNABORTED) => continue,
+            Err(e) => return Err(e),
+            Ok(fd) => fd,
+        };
+        let me = nix::unistd::Uid::effective().as_raw();
+        match getsockopt(&raw, sockopt::PeerCredentials) {
+            Ok(c) if c.uid() == me || c.uid() == 0 => return Ok(Some(raw)),
+            _ => continue,
+        }
+    }
+}
+
+/// A client's connection to a sandbox's supervisor.
+pub struct Client {
+    sock: OwnedFd,
+    dir: std::path::PathBuf,
+}
+
+impl Client {
+    /// Connects and checks that the peer is the recorded supervisor.
+    pub fn connect(dir: &Path, supervisor: Option<ProcRef>) -> Result<Client, SandboxError> {
+        let sock = seqpacket().map_err(|e| sock_err("creating a socket for", dir, e))?;
+        with_addr(dir, |addr| connect(sock.as_raw_fd(), addr)).map_err(|e| sock_err("connecting to", dir, e))?;
+        if let Some(sup) = supervisor {
+            let cred = getsockopt(&sock, sockopt::PeerCredentials).map_err(|e| sock_err("checking", dir, e))?;
+            if cred.pid() != sup.pid {
+                return Err(SandboxError::Supervisor(format!(
+                    "{} is served by pid {}, not by the sandbox's supervisor (pid {})",
+                    dir.join("sock").display(),
+                    cred.pid(),
+                    sup.pid
+                )));
+            }
+        }
+        Ok(Client { sock, dir: dir.to_path_buf() })
+    }
+
+    pub fn send(&self, req: &Request) -> Result<(), SandboxError> {
+        send(self.sock.as_fd(), req, &[]).map_err(|e| sock_err("writing to", &self.dir, e))
+    }
+
+    /// The next reply; an error if the supervisor hung up.
+    pub fn reply(&self) -> Result<(Reply, Vec<OwnedFd>), SandboxError> {
+        match recv::<Reply>(self.sock.as_fd()) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(SandboxError::Supervisor(format!(
+                "the supervisor closed {} without answering (the sandbox is being destroyed?)",
+                self.dir.join("sock").display()
+            ))),
+            Err(e) => Err(sock_err("reading from", &self.dir, e)),
+        }
+    }
+
+    pub fn call(&self, req: &Request) -> Result<(Reply, Vec<OwnedFd>), SandboxError> {
+        self.send(req)?;
+        self.reply()
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_round_trip_with_fds() {
+        let t = std::env::temp_dir().join(format!("husk-proto-{}-{}", std::process::id(), "x".repeat(80)));
+        std::fs::create_dir_all(&t).unwrap();
+        let l = listen_at(&t).unwrap();
+        let c = Client::connect(&t, ProcRef::of(std::process::id() as i32)).unwrap();
+        let s = accept(l.as_fd()).unwrap().unwrap();
+        c.send(&Request::Exec { wait: true }).unwrap();
+        let (req, fds) = recv::<Request>(s.as_fd()).unwrap().unwrap();
+        assert_eq!((req, fds.len()), (Request::Exec { wait: true }, 0));
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let reply = Reply { ok: true, exec: 3, namespaces: vec!["user".into()], ..Default::default() };
+        send(s.as_fd(), &reply, &[w.as_raw_fd()]).unwrap();
+        let (got, fds) = c.reply().unwrap();
+        assert_eq!(got, reply);
+        nix::unistd::write(&fds[0], b"z").unwrap();
+        let mut b = [0u8; 1];
+        nix::unistd::read(&r, &mut b).unwrap();
+        assert_eq!(&b, b"z");
+        drop(s);
+        assert!(c.reply().is_err(), "a hang-up is an error for the client");
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+}

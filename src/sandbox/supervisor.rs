@@ -1,0 +1,603 @@
+//! `husk create` and the life of a sandbox's supervisor.
+//!
+//! `husk create` plans the sandbox like `husk run` (in hold mode: no
+//! command), reserves its directory and name, and forks the supervisor: a
+//! small process of this sandbox alone (setsid, stdio on /dev/null), which
+//! creates the cgroup, clones the init exactly as `run` does, records the
+//! sandbox READY and tells `husk create` over a pipe. Then it holds the
+//! lease: one poll over the init's pidfd, a signalfd (SIGTERM, SIGINT,
+//! SIGHUP: destroy), its socket (exec, renew, rm) and the lease deadline.
+//!
+//! The init has PDEATHSIG on the supervisor: a SIGKILLed supervisor takes
+//! the sandbox with it (the init's end kills its pid namespace), and its
+//! lock on the sandbox's directory goes too, which is how `husk gc` and the
+//! next husk command know to remove what remains.
+
+use super::SandboxError;
+use super::proto::{self, Reply, Request};
+use super::state::{self, ProcRef, Record, SeccompRecord, State, Store, now_ms};
+use crate::backend::Backend;
+use crate::cgroup::nested::{Leaf, SANDBOX_PREFIX, Tree};
+use crate::cgroup::{CgroupPlan, SandboxCgroup};
+use crate::image::store::Lease;
+use crate::plan::{InitRole, Plan, RootInput};
+use crate::spawn::{CgroupJoin, ChildStdio, Spawned};
+use crate::sync::Msg;
+use crate::sys::process::{Forked, exit_now, pidfd_send_signal, wait_pidfd};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What `husk create` was asked for, beyond the spec.
+pub struct CreateRequest {
+    pub name: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub ttl: Duration,
+    pub concurrent: bool,
+}
+
+/// Bound on the sandbox's setup (mounts of a slow filesystem...).
+const SETUP_LIMIT: Duration = Duration::from_secs(60);
+
+fn setup_err(step: &str, message: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Setup { step: step.into(), message: message.to_string(), hint: None }
+}
+
+/// Creates the sandbox; returns its record once it is READY. The image
+/// lease (if any) moves to the supervisor, which holds it while the sandbox
+/// lives.
+pub fn create(
+    store: &Store,
+    plan: Plan,
+    inputs: HoldInputs,
+    req: CreateRequest,
+    lease: Option<Lease>,
+) -> Result<Record, SandboxError> {
+    debug_assert_eq!(plan.role, InitRole::Hold);
+    let id = plan.id.clone();
+    if let Some(name) = &req.name {
+        store.reserve_name(name, &id)?;
+    }
+    let release = |e: SandboxError| {
+        if let Some(name) = &req.name {
+            store.release_name(name, &id);
+        }
+        e
+    };
+    // Built under a dot name and renamed once locked, so a concurrent gc
+    // never sees an unlocked sandbox directory that is merely being born.
+    let tmp = store.root.join(format!(".{id}.new"));
+    let dir = store.dir(&id);
+    let made = (|| {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&tmp)
+            .map_err(|e| SandboxError::State(format!("creating {}: {e}", tmp.display())))?;
+        let lock = state::try_lock(&tmp)?.ok_or_else(|| SandboxError::State(format!("{} is locked", tmp.display())))?;
+        let rec = initial_record(&plan, inputs, &req);
+        if let Some(p) = &plan.seccomp {
+            let path = tmp.join("seccomp.bpf");
+            let write = || -> std::io::Result<()> {
+                use std::io::Write;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&path)?
+                    .write_all(&p.to_bytes())
+            };
+            write().map_err(|e| SandboxError::State(format!("writing {}: {e}", path.display())))?;
+        }
+        state::write_record(&tmp, &rec)?;
+        std::fs::rename(&tmp, &dir)
+            .map_err(|e| SandboxError::State(format!("renaming {} to {}: {e}", tmp.display(), dir.display())))?;
+        Ok((lock, rec))
+    })();
+    let (lock, rec) = match made {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(release(e));
+        }
+    };
+    let (ready_r, ready_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| release(setup_err("pipe", e)))?;
+    match crate::sys::process::fork() {
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(release(setup_err("fork_supervisor", format!("forking the supervisor: {e}"))))
+        }
+        Ok(Forked::Child) => {
+            drop(ready_r);
+            let sup =
+                Supervisor { store_root: store.root.clone(), dir, plan, rec, lock, _lease: lease, ns: Vec::new() };
+            sup.run(ready_w)
+        }
+        Ok(Forked::Parent { .. }) => {
+            drop(ready_w);
+            // The lock and the lease are the supervisor's now: dropping our
+            // copies would unlock the open file descriptions we share with it.
+            std::mem::forget(lock);
+            std::mem::forget(lease);
+            await_ready(ready_r, &id)
+        }
+    }
+}
+
+fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Record {
+    let now = now_ms();
+    let ttl_ms = req.ttl.as_millis() as u64;
+    Record {
+        id: plan.id.clone(),
+        name: req.name.clone(),
+        labels: req.labels.clone(),
+        state: State::Creating,
+        backend: "native".into(),
+        created_ms: now,
+        ttl_ms,
+        expires_ms: now + ttl_ms,
+        concurrent: req.concurrent,
+        execs: 0,
+        active_execs: 0,
+        supervisor: None,
+        init: None,
+        namespaces: BTreeMap::new(),
+        cgroup: None,
+        limits: serde_json::Value::Null,
+        isolation: crate::backend::native::Native.isolation(plan),
+        spec: plan.spec.clone(),
+        image: inputs.image,
+        passwd: inputs.passwd,
+        group: inputs.group,
+        ids: plan.ids.clone(),
+        last_cap: plan.last_cap,
+        workdir: plan.mounts.workdir.to_string_lossy().into_owned(),
+        seccomp: plan.seccomp.as_ref().map(|p| SeccompRecord {
+            name: p.name.clone(),
+            shipped: p.source == crate::seccomp::Source::Shipped,
+            sha256: p.sha256.clone(),
+            report: p.report(),
+        }),
+        error: None,
+    }
+}
+
+/// What execs of a sandbox need from its root beyond the plan (the plan
+/// holds only what these produced for the init).
+#[derive(Clone, Debug, Default)]
+pub struct HoldInputs {
+    pub image: crate::plan::ImageDefaults,
+    pub passwd: Option<String>,
+    pub group: Option<String>,
+}
+
+impl HoldInputs {
+    pub fn of(root: &RootInput<'_>) -> HoldInputs {
+        HoldInputs { image: root.image.clone(), passwd: root.passwd.clone(), group: root.group.clone() }
+    }
+}
+
+/// What the supervisor tells `husk create` (one JSON line).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Ready {
+    ok: bool,
+    record: Option<Box<Record>>,
+    step: Option<String>,
+    error: Option<String>,
+    hint: Option<String>,
+}
+
+fn await_ready(r: OwnedFd, id: &str) -> Result<Record, SandboxError> {
+    use std::io::BufRead;
+    let mut line = String::new();
+    let _ = std::io::BufReader::new(std::fs::File::from(r)).read_line(&mut line);
+    match serde_json::from_str::<Ready>(line.trim()) {
+        Ok(Ready { ok: true, record: Some(rec), .. }) => Ok(*rec),
+        Ok(r) => Err(SandboxError::Setup {
+            step: r.step.unwrap_or_else(|| "setup".into()),
+            message: r.error.unwrap_or_else(|| "sandbox setup failed".into()),
+            hint: r.hint,
+        }),
+        Err(_) => {
+            Err(setup_err("supervisor", format!("the supervisor of sandbox {id} ended before the sandbox was ready")))
+        }
+    }
+}
+
+/// The supervisor's signals: these destroy the sandbox.
+fn signals() -> SigSet {
+    let mut s = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        s.add(sig);
+    }
+    s
+}
+
+struct Supervisor {
+    store_root: PathBuf,
+    dir: PathBuf,
+    plan: Plan,
+    rec: Record,
+    lock: nix::fcntl::Flock<std::fs::File>,
+    _lease: Option<Lease>,
+    /// The sandbox's namespaces, in join order, with their kinds.
+    ns: Vec<(&'static str, OwnedFd)>,
+}
+
+/// One client connection.
+struct Conn {
+    fd: OwnedFd,
+    /// The exec this connection runs, once started.
+    exec: Option<u64>,
+    /// Queued for its turn (`exec --wait`).
+    waiting: bool,
+}
+
+/// Why a sandbox ends.
+enum End {
+    Removed,
+    Expired,
+    Signal(i32),
+    InitDied(String),
+}
+
+impl Supervisor {
+    fn run(mut self, ready: OwnedFd) -> ! {
+        // Its own session, off the caller's terminal and stdio: a caller that
+        // reads husk create's output to EOF must not wait for the sandbox.
+        let _ = nix::unistd::setsid();
+        detach_stdio();
+        let _ = nix::sys::prctl::set_name(c"husk:[sandbox]");
+        let title = format!("husk: sandbox {}", self.rec.id);
+        crate::sys::process::scrub_cmdline(&self.plan.arg_areas, title.as_bytes());
+        self.rec.supervisor = ProcRef::of(std::process::id() as i32);
+        match self.start() {
+            Ok((signals, listener, spawned, cgroup)) => {
+                self.report(
+                    &ready,
+                    Ready { ok: true, record: Some(Box::new(self.rec.clone())), step: None, error: None, hint: None },
+                );
+                drop(ready);
+                let end = self.hold(&signals, &listener, &spawned);
+                drop(listener);
+                self.destroy(end, Some(spawned), cgroup)
+            }
+            Err(e) => {
+                self.rec.state = State::Failed;
+                self.rec.error = Some(e.to_string());
+                let _ = state::write_record(&self.dir, &self.rec);
+                let r = Ready {
+                    ok: false,
+                    record: None,
+                    step: Some(e.step().to_string()),
+                    error: Some(e.to_string()),
+                    hint: e.hint().map(str::to_string),
+                };
+                self.report(&ready, r);
+                drop(ready);
+                self.destroy(End::InitDied(e.to_string()), None, None)
+            }
+        }
+    }
+
+    fn report(&self, ready: &OwnedFd, r: Ready) {
+        let mut line = serde_json::to_vec(&r).unwrap_or_default();
+        line.push(b'\n');
+        let _ = nix::unistd::write(ready, &line);
+    }
+
+    /// Cgroup, init, namespaces, socket: everything up to READY.
+    #[allow(clippy::type_complexity)]
+    fn start(&mut self) -> Result<(SignalFd, OwnedFd, Spawned, Option<(SandboxCgroup, Leaf)>), SandboxError> {
+        let set = signals();
+        set.thread_block().map_err(|e| setup_err("signals", e))?;
+        let signals = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+            .map_err(|e| setup_err("signals", e))?;
+        let listener = proto::listen_at(&self.dir)?;
+        crate::spawn::open_sources(&self.plan).map_err(|e| setup_err("open_sources", e))?;
+        let cgroup = match &self.plan.cgroup {
+            CgroupPlan::Disabled => None,
+            p => {
+                let cg = p
+                    .create(&format!("{SANDBOX_PREFIX}{}", self.rec.id))
+                    .map_err(|e| setup_err("cgroup", e))?
+                    .ok_or_else(|| setup_err("cgroup", "no cgroup was created"))?;
+                let tree = cg.tree();
+                tree.prepare().map_err(|e| setup_err("cgroup", e))?;
+                let leaf = tree.leaf("init").map_err(|e| setup_err("cgroup", e))?;
+                self.rec.cgroup = Some(tree);
+                self.rec.limits = serde_json::to_value(cg.limits()).unwrap_or_default();
+                Some((cg, leaf))
+            }
+        };
+        if cgroup.is_none() {
+            self.rec.limits = json!("none");
+        }
+        let stdio = ChildStdio { stdout: None, stderr: None };
+        let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
+        let spawned = crate::spawn::spawn(&self.plan, stdio, join).map_err(|e| setup_err("clone", e))?;
+        self.rec.init = ProcRef::of(spawned.pid.as_raw());
+        self.await_init(&spawned)?;
+        self.rec.state = State::Ready;
+        let now = now_ms();
+        self.rec.expires_ms = now + self.rec.ttl_ms;
+        state::write_record(&self.dir, &self.rec)?;
+        Ok((signals, listener, spawned, cgroup))
+    }
+
+    /// Waits for the init's namespaces (its last word after setup).
+    fn await_init(&mut self, s: &Spawned) -> Result<(), SandboxError> {
+        let deadline = std::time::Instant::now() + SETUP_LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let mut fds = [PollFd::new(s.chan.fd(), PollFlags::POLLIN)];
+            let t = PollTimeout::try_from(left.as_millis().min(60_000) as u64).unwrap_or(PollTimeout::MAX);
+            match poll(&mut fds, t) {
+                Ok(0) => return Err(setup_err("setup", "the sandbox's setup took longer than 60s")),
+                Err(nix::errno::Errno::EINTR) | Ok(_) => {}
+                Err(e) => return Err(setup_err("sync_channel", e)),
+            }
+            match s.chan.recv_with_fds() {
+                Ok(Some((Msg::Namespaces { count }, fds))) if fds.len() == count as usize => {
+                    let kinds = crate::spawn::child::namespaces_of(self.plan.network).map(|(_, _, k)| *k);
+                    for (kind, fd) in kinds.zip(fds) {
+                        if let Ok(st) = nix::sys::stat::fstat(&fd) {
+                            self.rec.namespaces.insert(kind.to_string(), st.st_ino);
+                        }
+                        self.ns.push((kind, fd));
+                    }
+                    return Ok(());
+                }
+                Ok(Some((Msg::Failed(e), _))) => {
+                    let (message, hint) = crate::backend::native::describe(&self.plan, &e);
+                    return Err(SandboxError::Setup { step: e.step.name().into(), message, hint });
+                }
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => {
+                    return Err(setup_err("init", "the sandbox's init ended during setup"));
+                }
+            }
+        }
+    }
+
+    /// The lease: serves the socket until the sandbox is to end.
+    fn hold(&mut self, signals: &SignalFd, listener: &OwnedFd, init: &Spawned) -> End {
+        let mut conns: Vec<Conn> = Vec::new();
+        loop {
+            let active = conns.iter().filter(|c| c.exec.is_some()).count();
+            let waiting = conns.iter().any(|c| c.waiting);
+            let now = now_ms();
+            if active == 0 && !waiting && now >= self.rec.expires_ms {
+                return End::Expired;
+            }
+            let timeout = match active {
+                0 => PollTimeout::try_from(self.rec.expires_ms.saturating_sub(now).min(60_000) + 1)
+                    .unwrap_or(PollTimeout::MAX),
+                _ => PollTimeout::NONE,
+            };
+            let mut fds = vec![
+                PollFd::new(init.pidfd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+                PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            ];
+            fds.extend(conns.iter().map(|c| PollFd::new(c.fd.as_fd(), PollFlags::POLLIN)));
+            if let Err(e) = poll(&mut fds, timeout)
+                && e != nix::errno::Errno::EINTR
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+            drop(fds);
+            if ready[0] {
+                let status = wait_pidfd(init.pidfd.as_fd());
+                return End::InitDied(format!("the sandbox's init ended on its own ({status:?})"));
+            }
+            if ready[1]
+                && let Ok(Some(info)) = signals.read_signal()
+            {
+                return End::Signal(info.ssi_signo as i32);
+            }
+            if ready[2] {
+                while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
+                    conns.push(Conn { fd, exec: None, waiting: false });
+                }
+            }
+            let mut changed = false;
+            let mut i = 0;
+            let mut end = None;
+            let n = conns.len().min(ready.len().saturating_sub(3));
+            let mut keep = vec![true; conns.len()];
+            while i < n {
+                if ready[3 + i] {
+                    let active = active_of(&conns);
+                    match self.serve(&mut conns[i], active) {
+                        Served::Keep => {}
+                        Served::Close => keep[i] = false,
+                        Served::End => end = Some(End::Removed),
+                    }
+                    changed = true;
+                }
+                i += 1;
+            }
+            if end.is_some() {
+                return End::Removed;
+            }
+            let mut k = keep.into_iter();
+            conns.retain(|_| k.next().unwrap_or(true));
+            // A finished exec makes room for the next queued one.
+            while !conns.is_empty() && (self.rec.concurrent || active_of(&conns) == 0) {
+                let Some(c) = conns.iter_mut().find(|c| c.waiting) else { break };
+                c.waiting = false;
+                if !self.start_exec(c) {
+                    c.exec = None;
+                }
+                changed = true;
+            }
+            if changed {
+                self.sync_state(active_of(&conns));
+            }
+        }
+    }
+
+    /// Answers one request.
+    fn serve(&mut self, c: &mut Conn, active: usize) -> Served {
+        let req = match proto::recv::<Request>(c.fd.as_fd()) {
+            Ok(Some((r, _))) => r,
+            // Hang-up (or garbage): the exec is over, however it ended.
+            _ => {
+                if c.exec.take().is_some() {
+                    self.renew(None);
+                }
+                return Served::Close;
+            }
+        };
+        match req {
+            Request::Exec { wait } => {
+                if c.exec.is_some() || c.waiting {
+                    return self.answer(
+                        c,
+                        Reply { error: Some("an exec already runs on this connection".into()), ..self.lease() },
+                    );
+                }
+                if active > 0 && !self.rec.concurrent {
+                    if wait {
+                        c.waiting = true;
+                        return Served::Keep;
+                    }
+                    return self.answer(c, Reply { busy: true, error: Some("busy".into()), ..self.lease() });
+                }
+                if self.start_exec(c) { Served::Keep } else { Served::Close }
+            }
+            Request::Done => {
+                if c.exec.take().is_some() {
+                    self.renew(None);
+                }
+                self.answer(c, Reply { ok: true, ..self.lease() })
+            }
+            Request::Renew { ttl_ms } => {
+                self.renew(ttl_ms);
+                self.answer(c, Reply { ok: true, ..self.lease() })
+            }
+            Request::Destroy => {
+                let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
+                Served::End
+            }
+        }
+    }
+
+    fn answer(&self, c: &Conn, r: Reply) -> Served {
+        match proto::send(c.fd.as_fd(), &r, &[]) {
+            Ok(()) => Served::Keep,
+            Err(_) => Served::Close,
+        }
+    }
+
+    /// Starts an exec on `c`: renews the lease and hands over the
+    /// namespaces. False if the client is gone.
+    fn start_exec(&mut self, c: &mut Conn) -> bool {
+        self.rec.execs += 1;
+        self.renew(None);
+        let fds: Vec<RawFd> = self.ns.iter().map(|(_, fd)| fd.as_raw_fd()).collect();
+        let reply = Reply {
+            ok: true,
+            exec: self.rec.execs,
+            namespaces: self.ns.iter().map(|(k, _)| k.to_string()).collect(),
+            ..self.lease()
+        };
+        let sent = proto::send(c.fd.as_fd(), &reply, &fds).is_ok();
+        if sent {
+            c.exec = Some(self.rec.execs);
+        }
+        sent
+    }
+
+    fn renew(&mut self, ttl_ms: Option<u64>) {
+        if let Some(t) = ttl_ms {
+            self.rec.ttl_ms = t;
+        }
+        self.rec.expires_ms = now_ms() + self.rec.ttl_ms;
+    }
+
+    fn lease(&self) -> Reply {
+        Reply { ok: false, expires_ms: self.rec.expires_ms, ttl_ms: self.rec.ttl_ms, ..Default::default() }
+    }
+
+    /// Records READY / EXECUTING and the lease (after replying: the
+    /// clients do not wait for the disk).
+    fn sync_state(&mut self, active: usize) {
+        self.rec.active_execs = active as u32;
+        self.rec.state = if active > 0 { State::Executing } else { State::Ready };
+        let _ = state::write_record(&self.dir, &self.rec);
+    }
+
+    /// Tears the sandbox down and exits: every process (cgroup kill, then
+    /// the init, whose end ends its pid namespace), the namespaces' last
+    /// references, the cgroups, the name, the directory.
+    fn destroy(mut self, end: End, init: Option<Spawned>, cgroup: Option<(SandboxCgroup, Leaf)>) -> ! {
+        let (st, why) = match end {
+            End::Removed => (State::Destroyed, None),
+            End::Expired => (State::Destroyed, Some("lease expired".to_string())),
+            End::Signal(s) => (State::Destroyed, Some(format!("supervisor got {}", crate::outcome::signal_name(s)))),
+            End::InitDied(w) => (State::Failed, Some(w)),
+        };
+        if self.rec.state != State::Failed {
+            self.rec.state = st;
+            self.rec.error = why;
+        }
+        let _ = state::write_record(&self.dir, &self.rec);
+        if let Some(tree) = &self.rec.cgroup {
+            let _ = tree.kill_all();
+        }
+        if let Some(s) = &init {
+            let _ = pidfd_send_signal(s.pidfd.as_fd(), libc::SIGKILL);
+            let _ = wait_pidfd(s.pidfd.as_fd());
+        }
+        self.ns.clear();
+        drop(init);
+        if let Some((cg, leaf)) = cgroup {
+            drop(leaf);
+            let report = cg.finish();
+            if report.cleanup.is_some()
+                && let Some(tree) = &self.rec.cgroup
+            {
+                let _ = Tree::remove(tree);
+            }
+        }
+        let store = Store { root: self.store_root.clone() };
+        if let Some(name) = &self.rec.name {
+            store.release_name(name, &self.rec.id);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        drop(self.lock);
+        exit_now(0)
+    }
+}
+
+enum Served {
+    Keep,
+    Close,
+    End,
+}
+
+fn active_of(conns: &[Conn]) -> usize {
+    conns.iter().filter(|c| c.exec.is_some()).count()
+}
+
+/// stdin, stdout and stderr onto /dev/null.
+fn detach_stdio() {
+    if let Ok(null) = nix::fcntl::open(
+        c"/dev/null",
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) {
+        for fd in 0..3 {
+            let _ = crate::sys::fd::dup_onto(null.as_raw_fd(), fd);
+        }
+    }
+}
