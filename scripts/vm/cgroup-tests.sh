@@ -148,6 +148,27 @@ if [ $rc = 137 ] && [ "$(jget termination "$v")" = oom_killed ] && printf '%s' "
     pass rootless_with_delegation_gets_limits
 else fail rootless_with_delegation_gets_limits "rc=$rc $v $(cat /tmp/err)"; fi
 
+# --- sandbox_lives_on_v2: husk create's nested cgroups on pure v2 (the
+# limits on husk/sbx-<id>, the init and each exec in leaves below it: v2
+# admits processes only in leaves once controllers are enabled for them)
+S="/husk --state-dir /tmp/sbx"
+id=$($S create --rootfs /rootfs --memory 64M --pids 40 2>/tmp/err); rc=$?
+sb=$CG/husk/sbx-$id
+v1=$($S exec --json "$id" -- dd if=/dev/zero of=/dev/null bs=300M count=1 2>&1); rc1=$?
+v2=$($S exec --json "$id" -- sh -c 'echo kept > f; cat /proc/self/cgroup'); rc2=$?
+v3=$($S exec --json --timeout 1s "$id" -- sh -c 'sleep 987 & sleep 987'); rc3=$?
+v4=$($S exec --json "$id" -- cat f); rc4=$?
+ctl=$(cat "$sb/cgroup.subtree_control" 2>/dev/null); init=$(wc -l < "$sb/init/cgroup.procs" 2>/dev/null)
+$S rm "$id" >/dev/null; rc5=$?
+if [ $rc = 0 ] && [ $rc1 = 137 ] && [ "$(jget termination "$v1")" = oom_killed ] && [ $rc2 = 0 ] \
+    && printf '%s' "$v2" | grep -q '"text":"0::/\\n"' && [ "$(jget oom_kills "$v2")" = 0 ] \
+    && [ $rc3 = 124 ] && [ $rc4 = 0 ] && printf '%s' "$v4" | grep -q '"text":"kept\\n"' \
+    && echo "$ctl" | grep -q memory && echo "$ctl" | grep -q pids && [ "$init" = 1 ] \
+    && [ $rc5 = 0 ] && [ ! -e "$sb" ] && ! ps | grep -v grep | grep -q 'sleep 987' \
+    && [ -z "$(ls /tmp/sbx/sandboxes | grep -v names)" ] && [ -z "$(leftovers)" ]; then
+    pass sandbox_lives_on_v2
+else fail sandbox_lives_on_v2 "rc=$rc/$rc1/$rc2/$rc3/$rc4/$rc5 ctl=$ctl init=$init $(cat /tmp/err) | $v1 | $v2 | $v3 | $v4"; fi
+
 echo "HUSK-VM-DONE fails=$FAILS"
 sync
 poweroff -f

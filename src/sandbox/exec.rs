@@ -160,7 +160,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         None => None,
     };
     let cgroup_setup = ms(t_cg, now_ns());
-    let mut run = Run { rec: &rec, req, exec_id: &exec_id, t_start, cgroup_setup };
+    let run = Run { rec: &rec, req, exec_id: &exec_id, t_start, cgroup_setup };
     let outcome = run.go(namespaces, &process, &workdir, seccomp.as_ref(), leaf);
 
     // The exec is over for the supervisor: it renews the lease from now.
@@ -173,6 +173,9 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     isolation["user"] = serde_json::json!({"uid": process.uid, "gid": process.gid});
     Ok(ExecResult { outcome, exec_id, sandbox_id: rec.id.clone(), isolation, extra })
 }
+
+/// The verdict keys an exec adds to `run`'s (docs/verdict.schema.json).
+pub const VERDICT_KEYS: [&str; 3] = ["sandbox_id", "sandbox_exec", "lease_remaining_ms"];
 
 fn ms(from: u64, to: u64) -> f64 {
     crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
@@ -188,7 +191,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn go(
-        &mut self,
+        &self,
         namespaces: Vec<(libc::c_int, std::os::fd::OwnedFd)>,
         process: &ProcessPlan,
         workdir: &std::ffi::CStr,
@@ -242,8 +245,7 @@ impl Run<'_> {
         // Our copies of the write ends must go, or the reads never see EOF.
         let stdout = out.map(|(r, _w)| (r, limit));
         let stderr = err.map(|(r, _w)| (r, limit));
-        let session = SessionKill { sid: 0, pidfd: &joined.pidfd };
-        let session = SessionKill { sid: pid_of(&joined.pidfd).unwrap_or(0), ..session };
+        let session = SessionKill { sid: pid_of(&joined.pidfd).unwrap_or(0), pidfd: &joined.pidfd };
         let group: &dyn GroupKill = match &leaf {
             Some(l) => l,
             None => &session,
@@ -427,10 +429,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exec_verdict_keys_are_documented() {
+        let schema: serde_json::Value = serde_json::from_str(include_str!("../../docs/verdict.schema.json")).unwrap();
+        for k in VERDICT_KEYS {
+            assert!(schema["properties"].get(k).is_some(), "{k} is not in docs/verdict.schema.json");
+        }
+    }
+
+    #[test]
     fn the_session_sweep_finds_a_session_by_its_leader() {
         let mut child = std::process::Command::new("setsid").args(["sh", "-c", "sleep 30 & sleep 30"]).spawn().unwrap();
         let sid = child.id() as i32;
-        assert!(crate::spawn::now_ns() > 0);
         let mut members = Vec::new();
         for _ in 0..100 {
             members = session_members(sid);
