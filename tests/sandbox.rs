@@ -275,7 +275,10 @@ fn per_exec_oom_is_reported() {
     assert_eq!(code, 137, "{v:#}");
     assert_eq!(v["termination"], "oom_killed");
     assert!(v["resources"]["oom_kills"].as_u64().unwrap() >= 1, "{}", v["resources"]);
-    assert!(v["limits"]["cgroup"]["paths"][0].as_str().unwrap().contains(&format!("sbx-{id}/exec-")));
+    let leaf = v["limits"]["cgroup"]["paths"][0].as_str().unwrap().to_string();
+    assert!(leaf.contains(&format!("sbx-{id}/exec-")), "{leaf}");
+    // The supervisor removes an exec's (empty) leaf once the exec is over.
+    assert!(wait_until(Duration::from_secs(5), || !std::path::Path::new(&leaf).exists()), "{leaf} remains");
     // The sandbox lives on, and the next exec has its own (clean) accounting.
     let (v, code) = s.exec_json(&id, &[], &["true"]);
     assert_eq!((code, &v["termination"]), (0, &serde_json::json!("exited")), "{v:#}");

@@ -90,6 +90,28 @@ impl Tree {
     /// Creates the leaf `name` in every hierarchy and opens what joining it
     /// and reading its counters need. On error nothing is left behind.
     pub fn leaf(&self, name: &str) -> Result<Leaf, CgroupError> {
+        self.make_leaf(name)?;
+        self.open_leaf(name).inspect_err(|_| {
+            self.remove_leaf(name);
+        })
+    }
+
+    /// Creates the leaf `name` in every hierarchy (the supervisor makes each
+    /// exec's ahead of time, off the exec's path).
+    pub fn make_leaf(&self, name: &str) -> Result<(), CgroupError> {
+        for (i, d) in self.dirs.iter().enumerate() {
+            if let Err(e) = fs::mkdir_new(&d.path.join(name)) {
+                for made in &self.dirs[..i] {
+                    let _ = std::fs::remove_dir(made.path.join(name));
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens an existing leaf for joining and accounting.
+    pub fn open_leaf(&self, name: &str) -> Result<Leaf, CgroupError> {
         let mut leaf = Leaf {
             dirs: Vec::new(),
             unified: None,
@@ -100,23 +122,30 @@ impl Tree {
         };
         for d in &self.dirs {
             let dir = d.path.join(name);
-            if let Err(e) = fs::mkdir_new(&dir) {
-                leaf.remove_dirs();
-                return Err(e);
-            }
-            leaf.dirs.push((dir.clone(), d.controllers.clone()));
-            let opened = if d.unified {
-                fs::open_dir(&dir).map(|fd| leaf.unified = Some((dir.clone(), fd)))
+            if d.unified {
+                leaf.unified = Some((dir.clone(), fs::open_dir(&dir)?));
             } else {
-                fs::open_write(&dir, "tasks").map(|fd| leaf.tasks.push(fd))
-            };
-            if let Err(e) = opened {
-                leaf.remove_dirs();
-                return Err(e);
+                leaf.tasks.push(fs::open_write(&dir, "tasks")?);
             }
             leaf.open_stats(d, &dir, self.mode == "v1");
+            leaf.dirs.push((dir, d.controllers.clone()));
         }
         Ok(leaf)
+    }
+
+    /// Removes the leaf `name` where it is empty; a leaf still holding
+    /// processes (an exec's background server) stays until the sandbox goes.
+    /// True when it is gone everywhere.
+    pub fn remove_leaf(&self, name: &str) -> bool {
+        let mut gone = true;
+        for d in self.dirs.iter().rev() {
+            match std::fs::remove_dir(d.path.join(name)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(_) => gone = false,
+            }
+        }
+        gone
     }
 
     /// Kills every process in the sandbox's cgroups, leaves included.
@@ -208,33 +237,6 @@ impl Leaf {
         let mut u = self.stats.usage();
         u.group_killed = self.killed.get();
         u
-    }
-
-    /// Reads the counters and removes the leaf if nothing is left in it.
-    /// Processes an exec left running (a server started in the background)
-    /// keep their leaf until the sandbox goes; `Err` says why it stayed.
-    pub fn finish(mut self) -> (Usage, Result<(), String>) {
-        let usage = self.usage();
-        self.stats.clear();
-        self.tasks.clear();
-        self.unified = None;
-        let mut kept = Ok(());
-        for (d, _) in self.dirs.iter().rev() {
-            if let Err(e) = std::fs::remove_dir(d)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                kept = Err(format!("{}: {e}", d.display()));
-            }
-        }
-        (usage, kept)
-    }
-
-    fn remove_dirs(&mut self) {
-        self.unified = None;
-        self.tasks.clear();
-        for (d, _) in self.dirs.drain(..).rev() {
-            let _ = std::fs::remove_dir(d);
-        }
     }
 }
 

@@ -12,7 +12,7 @@
 use super::SandboxError;
 use super::join::{self, Join, JoinError};
 use super::proto::{Client, Request};
-use super::state::{self, Record, State, Store, now_ms};
+use super::state::{self, Record, State, Store};
 use crate::cgroup::nested::Leaf;
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ProcessPlan, cstr};
@@ -149,26 +149,32 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         return Err(SandboxError::Supervisor("the supervisor sent an incomplete set of namespaces".into()));
     }
 
-    let exec_id = crate::plan::new_id();
+    // The supervisor made the exec's leaf ahead of time (and removes it
+    // when the exec's connection closes): only its files are opened here.
     let t_cg = now_ns();
-    let leaf = match &rec.cgroup {
-        Some(tree) => Some(tree.leaf(&format!("exec-{exec_id}")).map_err(|e| SandboxError::Setup {
-            step: "cgroup".into(),
-            message: e.to_string(),
-            hint: None,
-        })?),
-        None => None,
+    let (exec_id, leaf) = match (&rec.cgroup, &reply.leaf) {
+        (Some(tree), Some(name)) => {
+            let leaf = tree.open_leaf(name).map_err(|e| SandboxError::Setup {
+                step: "cgroup".into(),
+                message: e.to_string(),
+                hint: None,
+            })?;
+            (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
+        }
+        (Some(_), None) => return Err(SandboxError::Supervisor("the supervisor sent no cgroup leaf".into())),
+        (None, _) => (crate::plan::new_id(), None),
     };
     let cgroup_setup = ms(t_cg, now_ns());
     let run = Run { rec: &rec, req, exec_id: &exec_id, t_start, cgroup_setup };
     let outcome = run.go(namespaces, &process, &workdir, seccomp.as_ref(), leaf);
-
-    // The exec is over for the supervisor: it renews the lease from now.
-    let lease = client.call(&Request::Done).ok().map(|(r, _)| r.expires_ms);
+    // The exec is over for the supervisor once its connection closes: it
+    // renews the lease from then (to the full ttl) and removes the leaf.
+    drop(client);
+    let [sid, seq, left] = VERDICT_KEYS;
     let mut extra = BTreeMap::new();
-    extra.insert("sandbox_id", serde_json::json!(rec.id));
-    extra.insert("sandbox_exec", serde_json::json!(reply.exec));
-    extra.insert("lease_remaining_ms", serde_json::json!(lease.unwrap_or(reply.expires_ms).saturating_sub(now_ms())));
+    extra.insert(sid, serde_json::json!(rec.id));
+    extra.insert(seq, serde_json::json!(reply.exec));
+    extra.insert(left, serde_json::json!(reply.ttl_ms));
     let mut isolation = rec.isolation.clone();
     isolation["user"] = serde_json::json!({"uid": process.uid, "gid": process.gid});
     Ok(ExecResult { outcome, exec_id, sandbox_id: rec.id.clone(), isolation, extra })
@@ -235,9 +241,6 @@ impl Run<'_> {
                 if let JoinError::Step(s) = &e {
                     o.error.as_mut().expect("setup_failed has an error").errno = Some(format!("{:?}", s.errno));
                 }
-                if let Some(l) = leaf {
-                    let _ = l.finish();
-                }
                 return o;
             }
         };
@@ -267,7 +270,7 @@ impl Run<'_> {
         let mut o = self.outcome_of(watched, joined.t_clone, process, seccomp);
         match leaf {
             Some(l) => {
-                let (usage, _kept) = l.finish();
+                let usage = l.usage();
                 o.phases_ms.insert("cgroup_setup", self.cgroup_setup);
                 o.phases_ms.insert("cgroup_teardown", ms(t_end, now_ns()));
                 crate::cgroup::CgroupReport { limits: Default::default(), usage, cleanup: None }.apply_to(&mut o);

@@ -26,10 +26,9 @@ const MAX_MSG: usize = 4096;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
     /// Start an exec. Refused with `busy` while another runs (unless the
-    /// sandbox is concurrent); with `wait`, answered when it is this one's turn.
+    /// sandbox is concurrent); with `wait`, answered when it is this one's
+    /// turn. The exec ends when its connection closes.
     Exec { wait: bool },
-    /// This connection's exec is over; the reply holds the renewed lease.
-    Done,
     /// Extends the lease to now + `ttl_ms` (default: the sandbox's ttl),
     /// which also becomes the sandbox's ttl.
     Renew { ttl_ms: Option<u64> },
@@ -49,6 +48,9 @@ pub struct Reply {
     pub exec: u64,
     /// The namespaces attached, in the order they are to be joined.
     pub namespaces: Vec<String>,
+    /// The exec's cgroup leaf (`exec-<id>`), made ahead by the supervisor,
+    /// which also removes it when the exec ends; `None` without cgroups.
+    pub leaf: Option<String>,
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go

@@ -115,8 +115,17 @@ pub fn create(
         }
         Ok(Forked::Child) => {
             drop(ready_r);
-            let sup =
-                Supervisor { store_root: store.root.clone(), dir, plan, rec, lock, _lease: lease, ns: Vec::new() };
+            let sup = Supervisor {
+                store_root: store.root.clone(),
+                dir,
+                plan,
+                rec,
+                lock,
+                _lease: lease,
+                ns: Vec::new(),
+                spare: None,
+                kept: Vec::new(),
+            };
             sup.run(ready_w)
         }
         Ok(Forked::Parent { .. }) => {
@@ -228,6 +237,11 @@ struct Supervisor {
     _lease: Option<Lease>,
     /// The sandbox's namespaces, in join order, with their kinds.
     ns: Vec<(&'static str, OwnedFd)>,
+    /// The next exec's cgroup leaf, made while idle so the exec does not
+    /// wait for the mkdirs.
+    spare: Option<String>,
+    /// Leaves of ended execs that still hold processes.
+    kept: Vec<String>,
 }
 
 /// One client connection.
@@ -235,6 +249,8 @@ struct Conn {
     fd: OwnedFd,
     /// The exec this connection runs, once started.
     exec: Option<u64>,
+    /// Its cgroup leaf.
+    leaf: Option<String>,
     /// Queued for its turn (`exec --wait`).
     waiting: bool,
 }
@@ -327,6 +343,7 @@ impl Supervisor {
         self.rec.state = State::Ready;
         let now = now_ms();
         self.rec.expires_ms = now + self.rec.ttl_ms;
+        self.spare = self.make_spare();
         state::write_record(&self.dir, &self.rec)?;
         Ok((signals, listener, spawned, cgroup))
     }
@@ -405,7 +422,7 @@ impl Supervisor {
             }
             if ready[2] {
                 while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
-                    conns.push(Conn { fd, exec: None, waiting: false });
+                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false });
                 }
             }
             let mut changed = false;
@@ -451,9 +468,7 @@ impl Supervisor {
             Ok(Some((r, _))) => r,
             // Hang-up (or garbage): the exec is over, however it ended.
             _ => {
-                if c.exec.take().is_some() {
-                    self.renew(None);
-                }
+                self.end_exec(c);
                 return Served::Close;
             }
         };
@@ -474,12 +489,6 @@ impl Supervisor {
                 }
                 if self.start_exec(c) { Served::Keep } else { Served::Close }
             }
-            Request::Done => {
-                if c.exec.take().is_some() {
-                    self.renew(None);
-                }
-                self.answer(c, Reply { ok: true, ..self.lease() })
-            }
             Request::Renew { ttl_ms } => {
                 self.renew(ttl_ms);
                 self.answer(c, Reply { ok: true, ..self.lease() })
@@ -498,9 +507,21 @@ impl Supervisor {
         }
     }
 
-    /// Starts an exec on `c`: renews the lease and hands over the
-    /// namespaces. False if the client is gone.
+    /// Starts an exec on `c`: renews the lease, hands over the namespaces
+    /// and the exec's cgroup leaf, then makes the next one. False if the
+    /// exec cannot start (the client is gone, no leaf).
     fn start_exec(&mut self, c: &mut Conn) -> bool {
+        let leaf = match &self.rec.cgroup {
+            None => None,
+            Some(_) => match self.spare.take().or_else(|| self.make_spare()) {
+                Some(l) => Some(l),
+                None => {
+                    let err = "could not create the exec's cgroup leaf (see `husk inspect`)".to_string();
+                    let _ = proto::send(c.fd.as_fd(), &Reply { error: Some(err), ..self.lease() }, &[]);
+                    return false;
+                }
+            },
+        };
         self.rec.execs += 1;
         self.renew(None);
         let fds: Vec<RawFd> = self.ns.iter().map(|(_, fd)| fd.as_raw_fd()).collect();
@@ -508,13 +529,43 @@ impl Supervisor {
             ok: true,
             exec: self.rec.execs,
             namespaces: self.ns.iter().map(|(k, _)| k.to_string()).collect(),
+            leaf: leaf.clone(),
             ..self.lease()
         };
         let sent = proto::send(c.fd.as_fd(), &reply, &fds).is_ok();
+        c.leaf = leaf;
         if sent {
             c.exec = Some(self.rec.execs);
+        } else {
+            self.end_exec(c);
         }
+        self.spare = self.make_spare();
         sent
+    }
+
+    /// A fresh, empty leaf for the next exec.
+    fn make_spare(&mut self) -> Option<String> {
+        let tree = self.rec.cgroup.as_ref()?;
+        let name = format!("exec-{}", crate::plan::new_id());
+        match tree.make_leaf(&name) {
+            Ok(()) => Some(name),
+            Err(e) => {
+                self.rec.error = Some(format!("creating an exec's cgroup leaf: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The exec on `c` is over (however it ended): the lease restarts from
+    /// now, and its leaf goes, unless processes it left behind still run
+    /// there (retried after each later exec; the sandbox's end takes them).
+    fn end_exec(&mut self, c: &mut Conn) {
+        if c.exec.take().is_some() {
+            self.renew(None);
+        }
+        let Some(tree) = &self.rec.cgroup else { return };
+        self.kept.extend(c.leaf.take());
+        self.kept.retain(|name| !tree.remove_leaf(name));
     }
 
     fn renew(&mut self, ttl_ms: Option<u64>) {
