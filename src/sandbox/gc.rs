@@ -43,6 +43,8 @@ pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
     let lock = match state::try_lock(&dir) {
         Ok(Some(l)) => l,
         Ok(None) => return None,
+        // Removed meanwhile (by its supervisor, or another sweeper).
+        Err(_) if !dir.exists() => return Some(Ok(Vec::new())),
         Err(e) => return Some(Err(e.to_string())),
     };
     let mut killed = Vec::new();
@@ -63,7 +65,10 @@ pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
             store.release_name(name, id);
         }
     }
-    let r = std::fs::remove_dir_all(&dir).map_err(|e| format!("removing {}: {e}", dir.display()));
+    let r = match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("removing {}: {e}", dir.display())),
+        _ => Ok(()),
+    };
     drop(lock);
     Some(r.map(|()| killed))
 }

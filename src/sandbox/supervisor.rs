@@ -339,7 +339,11 @@ impl Supervisor {
         let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
         let spawned = crate::spawn::spawn(&self.plan, stdio, join).map_err(|e| setup_err("clone", e))?;
         self.rec.init = ProcRef::of(spawned.pid.as_raw());
-        self.await_init(&spawned)?;
+        if let Err(e) = self.await_init(&spawned) {
+            let _ = pidfd_send_signal(spawned.pidfd.as_fd(), libc::SIGKILL);
+            let _ = wait_pidfd(spawned.pidfd.as_fd());
+            return Err(e);
+        }
         self.rec.state = State::Ready;
         let now = now_ms();
         self.rec.expires_ms = now + self.rec.ttl_ms;
@@ -426,24 +430,20 @@ impl Supervisor {
                 }
             }
             let mut changed = false;
-            let mut i = 0;
-            let mut end = None;
-            let n = conns.len().min(ready.len().saturating_sub(3));
             let mut keep = vec![true; conns.len()];
-            while i < n {
-                if ready[3 + i] {
-                    let active = active_of(&conns);
-                    match self.serve(&mut conns[i], active) {
-                        Served::Keep => {}
-                        Served::Close => keep[i] = false,
-                        Served::End => end = Some(End::Removed),
-                    }
-                    changed = true;
+            // Connections accepted just now were not polled yet.
+            let polled = conns.len().min(ready.len() - 3);
+            for i in 0..polled {
+                if !ready[3 + i] {
+                    continue;
                 }
-                i += 1;
-            }
-            if end.is_some() {
-                return End::Removed;
+                changed = true;
+                let active = active_of(&conns);
+                match self.serve(&mut conns[i], active) {
+                    Served::Keep => {}
+                    Served::Close => keep[i] = false,
+                    Served::End => return End::Removed,
+                }
             }
             let mut k = keep.into_iter();
             conns.retain(|_| k.next().unwrap_or(true));
