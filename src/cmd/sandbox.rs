@@ -196,7 +196,7 @@ fn labels_of(args: &[String]) -> Result<Vec<(String, String)>, SandboxError> {
 /// Every live sandbox's record (dead ones are removed on the way).
 fn records(store: &Store) -> Vec<Record> {
     let _ = crate::sandbox::gc::sweep(store);
-    store.ids().iter().filter_map(|id| store.read(id).ok()).collect()
+    store.ids().iter().filter_map(|id| store.current(id).ok()).collect()
 }
 
 pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
@@ -235,7 +235,7 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let run = || -> Result<serde_json::Value, SandboxError> {
         let store = store_of(paths)?;
         let id = store.resolve(&args.sandbox)?;
-        let rec = store.read(&id)?;
+        let rec = store.current(&id)?;
         let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
         v["supervisor_alive"] = json!(state::supervised(&store.dir(&id)));
         v["lease_remaining_ms"] = json!(rec.expires_ms.saturating_sub(now_ms()));

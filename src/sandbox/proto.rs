@@ -34,9 +34,13 @@ pub enum Request {
     Renew { ttl_ms: Option<u64> },
     /// Destroy the sandbox now; the supervisor replies, then tears down.
     Destroy,
+    /// The record as the supervisor holds it: unlike state.json (written
+    /// after each change), ordered with every request before it, so an
+    /// exec that has returned is never shown running.
+    Status,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct Reply {
     pub ok: bool,
     pub error: Option<String>,
@@ -51,6 +55,9 @@ pub struct Reply {
     /// The exec's cgroup leaf (`exec-<id>`), made ahead by the supervisor,
     /// which also removes it when the exec ends; `None` without cgroups.
     pub leaf: Option<String>,
+    /// `status`: the live part of the record (the rest is in state.json).
+    pub state: Option<super::state::State>,
+    pub active_execs: u32,
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go
@@ -184,6 +191,13 @@ impl Client {
         }
     }
 
+    /// Bounds how long `reply` waits (a stopped supervisor never answers).
+    pub fn timeout(self, t: std::time::Duration) -> Self {
+        let tv = nix::sys::time::TimeVal::new(t.as_secs() as i64, t.subsec_micros() as i64);
+        let _ = nix::sys::socket::setsockopt(&self.sock, sockopt::ReceiveTimeout, &tv);
+        self
+    }
+
     pub fn call(&self, req: &Request) -> Result<(Reply, Vec<OwnedFd>), SandboxError> {
         self.send(req)?;
         self.reply()
@@ -212,7 +226,7 @@ mod tests {
         let reply = Reply { ok: true, exec: 3, namespaces: vec!["user".into()], ..Default::default() };
         send(s.as_fd(), &reply, &[w.as_raw_fd()]).unwrap();
         let (got, fds) = c.reply().unwrap();
-        assert_eq!(got, reply);
+        assert_eq!((got.ok, got.exec, got.namespaces), (true, 3, vec!["user".to_string()]));
         nix::unistd::write(&fds[0], b"z").unwrap();
         let mut b = [0u8; 1];
         nix::unistd::read(&r, &mut b).unwrap();

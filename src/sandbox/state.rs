@@ -252,6 +252,27 @@ impl Store {
         read_record(&self.dir(id))
     }
 
+    /// The record as its supervisor holds it right now (ordered after every
+    /// request before this one); state.json when the supervisor does not
+    /// answer within a second.
+    pub fn current(&self, id: &str) -> Result<Record, SandboxError> {
+        let rec = self.read(id)?;
+        let live = super::proto::Client::connect(&self.dir(id), rec.supervisor)
+            .map(|c| c.timeout(std::time::Duration::from_secs(1)))
+            .and_then(|c| c.call(&super::proto::Request::Status));
+        let mut rec = rec;
+        if let Ok((reply, _)) = live
+            && let Some(state) = reply.state
+        {
+            rec.state = state;
+            rec.active_execs = reply.active_execs;
+            rec.execs = reply.exec;
+            rec.expires_ms = reply.expires_ms;
+            rec.ttl_ms = reply.ttl_ms;
+        }
+        Ok(rec)
+    }
+
     /// Reserves `name` for `id` (fails if another sandbox has it).
     pub fn reserve_name(&self, name: &str, id: &str) -> Result<(), SandboxError> {
         let path = self.root.join("names").join(name);

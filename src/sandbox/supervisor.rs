@@ -493,6 +493,17 @@ impl Supervisor {
                 self.renew(ttl_ms);
                 self.answer(c, Reply { ok: true, ..self.lease() })
             }
+            Request::Status => {
+                let state = if active > 0 { State::Executing } else { State::Ready };
+                let reply = Reply {
+                    ok: true,
+                    exec: self.rec.execs,
+                    state: Some(state),
+                    active_execs: active as u32,
+                    ..self.lease()
+                };
+                self.answer(c, reply)
+            }
             Request::Destroy => {
                 let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
                 Served::End
