@@ -133,23 +133,29 @@ mod rootless {
     fn concurrent_exec_refused_or_waits() {
         let s = Sbx::new();
         let id = s.create(&[]);
-        let mut first = s.husk(&["exec", &id, "--", "sleep", "2"]).spawn().unwrap();
+        // Order is checked inside the sandbox (a marker file), not by
+        // when the husk processes are reaped.
+        let mut first = s.husk(&["exec", &id, "--", "sh", "-c", "sleep 2; echo first > /tmp/done"]).spawn().unwrap();
         assert!(wait_until(Duration::from_secs(10), || s.inspect(&id)["active_execs"] == 1));
         assert_eq!(s.inspect(&id)["state"], "executing");
         let busy = s.out(&["exec", &id, "--", "true"]);
         let err = String::from_utf8_lossy(&busy.stderr);
         assert_eq!(busy.status.code(), Some(125), "{err}");
         assert!(err.contains("busy") && err.contains("--wait"), "{err}");
-        let waited = s.out(&["exec", "--wait", &id, "--", "true"]);
-        assert!(waited.status.success(), "{}", String::from_utf8_lossy(&waited.stderr));
-        assert!(first.try_wait().unwrap().is_some(), "--wait ran before the first exec ended");
+        let waited = s.out(&["exec", "--wait", &id, "--", "cat", "/tmp/done"]);
+        assert!(
+            waited.status.success(),
+            "--wait ran before the first exec ended: {}",
+            String::from_utf8_lossy(&waited.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&waited.stdout), "first\n");
+        assert!(first.wait().unwrap().success());
         // --concurrent: a second exec runs while the first one does.
         let c = s.create(&["--concurrent"]);
-        let mut long = s.husk(&["exec", &c, "--", "sleep", "2"]).spawn().unwrap();
+        let mut long = s.husk(&["exec", &c, "--", "sh", "-c", "sleep 2; echo long > /tmp/done"]).spawn().unwrap();
         assert!(wait_until(Duration::from_secs(10), || s.inspect(&c)["active_execs"] == 1));
-        let par = s.out(&["exec", &c, "--", "true"]);
-        assert!(par.status.success(), "{}", String::from_utf8_lossy(&par.stderr));
-        assert!(long.try_wait().unwrap().is_none(), "the parallel exec did not overlap");
+        let par = s.out(&["exec", &c, "--", "sh", "-c", "test ! -e /tmp/done"]);
+        assert!(par.status.success(), "the parallel exec did not overlap: {}", String::from_utf8_lossy(&par.stderr));
         assert!(long.wait().unwrap().success());
     }
 
