@@ -39,7 +39,7 @@ SRC=$PWD
 [ "$(id -u)" = 0 ] || { echo "bench: run as root (runc, docker and husk's privileged mode need it)" >&2; exit 1; }
 
 RUNS_FAST=${BENCH_RUNS_FAST:-100}
-RUNS_SLOW=${BENCH_RUNS_SLOW:-15}
+RUNS_SLOW=${BENCH_RUNS_SLOW:-20}
 RUNS_IMPORT=${BENCH_RUNS_IMPORT:-5}
 RUNSC_PLATFORM=${RUNSC_PLATFORM:-ptrace}
 WORK=${BENCH_WORK:-$SRC/build/bench}
