@@ -32,6 +32,7 @@
 # Environment: HUSK=path (binary under test; default: the release build),
 # BENCH_WORK (default build/bench), RUNSC_PLATFORM (default ptrace),
 # BENCH_RUNS_FAST / BENCH_RUNS_SLOW / BENCH_RUNS_IMPORT (run counts),
+# BENCH_ROUNDS (rounds the fast benchmarks are split into, default 4),
 # BENCH_NO_INSTALL=1 (never call apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,7 @@ SRC=$PWD
 RUNS_FAST=${BENCH_RUNS_FAST:-100}
 RUNS_SLOW=${BENCH_RUNS_SLOW:-20}
 RUNS_IMPORT=${BENCH_RUNS_IMPORT:-5}
+ROUNDS=${BENCH_ROUNDS:-4}
 RUNSC_PLATFORM=${RUNSC_PLATFORM:-ptrace}
 WORK=${BENCH_WORK:-$SRC/build/bench}
 RES=$WORK/results
@@ -315,21 +317,40 @@ fi
 # -------------------------------------------------------------- benchmarks --
 HF=(hyperfine --style basic -N)
 FILES_COLD=() FILES_PY=() FILES_EXEC=() FILES_IMPORT=()
+# The fast benchmarks run in $ROUNDS rounds of RUNS/ROUNDS runs each, the
+# order rotated every round (round 1 in the listed order), so load that
+# drifts during the run (this is a shared machine) is spread over all of
+# them; the report pools each benchmark's times over the rounds.
+hf_round() { # FILE ROUND WARMUP RUNS NAME CMD [NAME CMD]...; HF_WRAP: prefix command
+    local file=$1 r=$2 warm=$3 runs=$4 n i args=()
+    shift 4
+    local -a names=() cmds=()
+    while [ $# -gt 0 ]; do names+=("$1"); cmds+=("$2"); shift 2; done
+    n=${#names[@]}
+    for ((i = 0; i < n; i++)); do args+=(-n "${names[(i + r) % n]}" "${cmds[(i + r) % n]}"); done
+    "${HF_WRAP[@]}" "${HF[@]}" --warmup "$warm" --runs "$runs" --export-json "$RES/$file" "${args[@]}"
+}
+PER_ROUND=$(((RUNS_FAST + ROUNDS - 1) / ROUNDS))
+HF_WRAP=()
 
 say "cold start: /bin/true in busybox"
-set -- -n "husk native" "$HUSK run --image busybox -- /bin/true" \
-    -n "husk native --no-cgroup --seccomp unconfined" "$HUSK run --image busybox --no-cgroup --seccomp unconfined -- /bin/true" \
-    -n "bwrap" "${BWRAP[*]} /bin/true"
-set -- "$@" -n "runc run" "runc --root $RUNC_ROOT run --bundle $OCI_TRUE husk-bench-true"
-"${HF[@]}" --warmup 5 --runs "$RUNS_FAST" --export-json "$RES/cold-fast.json" "$@"
-FILES_COLD+=(cold-fast.json)
-if have crun; then
-    "${CRUN_WRAP[@]}" "${HF[@]}" --warmup 5 --runs "$RUNS_FAST" --export-json "$RES/cold-crun.json" \
-        -n "crun run" "crun --root $CRUN_ROOT run --bundle $OCI_TRUE husk-bench-true"
-    FILES_COLD+=(cold-crun.json)
-else
-    skip cold "crun run" "crun is not installed"
-fi
+have crun || skip cold "crun run" "crun is not installed"
+for ((r = 0; r < ROUNDS; r++)); do
+    echo "-- round $((r + 1))/$ROUNDS"
+    HF_WRAP=()
+    hf_round "cold-fast-$r.json" "$r" 2 "$PER_ROUND" \
+        "husk native" "$HUSK run --image busybox -- /bin/true" \
+        "husk native --no-cgroup --seccomp unconfined" "$HUSK run --image busybox --no-cgroup --seccomp unconfined -- /bin/true" \
+        "bwrap" "${BWRAP[*]} /bin/true" \
+        "runc run" "runc --root $RUNC_ROOT run --bundle $OCI_TRUE husk-bench-true"
+    FILES_COLD+=("cold-fast-$r.json")
+    if have crun; then
+        HF_WRAP=("${CRUN_WRAP[@]}")
+        hf_round "cold-crun-$r.json" 0 2 "$PER_ROUND" "crun run" "crun --root $CRUN_ROOT run --bundle $OCI_TRUE husk-bench-true"
+        FILES_COLD+=("cold-crun-$r.json")
+    fi
+done
+HF_WRAP=()
 set --
 if have runsc; then
     set -- "$@" -n "husk --runtime runsc" "$HUSK run --image busybox --runtime runsc --runsc-platform $RUNSC_PLATFORM -- /bin/true" \
@@ -345,10 +366,12 @@ if [ $# -gt 0 ]; then
 fi
 
 say "python3 -c 'print(1)' in the python image"
-"${HF[@]}" --warmup 3 --runs "$((RUNS_FAST / 2))" --export-json "$RES/python-fast.json" \
-    -n "husk" "$HUSK run --image python -- python3 -c 'print(1)'" \
-    -n "bwrap" "${BWRAP_PY[*]} /usr/bin/python3 -c 'print(1)'"
-FILES_PY+=(python-fast.json)
+for ((r = 0; r < ROUNDS; r++)); do
+    hf_round "python-fast-$r.json" "$r" 2 "$(((PER_ROUND + 1) / 2))" \
+        "husk" "$HUSK run --image python -- python3 -c 'print(1)'" \
+        "bwrap" "${BWRAP_PY[*]} /usr/bin/python3 -c 'print(1)'"
+    FILES_PY+=("python-fast-$r.json")
+done
 if [ -n "$DOCKER" ]; then
     "${HF[@]}" --warmup 3 --runs "$RUNS_SLOW" --export-json "$RES/python-slow.json" \
         -n "docker run" "$DOCKER run --rm --network none husk-bench/python:latest python3 -c 'print(1)'"
@@ -373,20 +396,20 @@ set --
 EXEC_HUSK_ID=""
 if "$HUSK" create --help >/dev/null 2>&1; then
     EXEC_HUSK_ID=$("$HUSK" create --image busybox --json | python3 -c 'import json,sys;print(json.load(sys.stdin)["id"])')
-    set -- "$@" -n "husk exec" "$HUSK exec $EXEC_HUSK_ID -- /bin/true"
+    set -- "$@" "husk exec" "$HUSK exec $EXEC_HUSK_ID -- /bin/true"
 else
     skip exec "husk exec" "this husk binary has no \`create\` subcommand yet; rerun scripts/bench.sh once it has"
 fi
 runc --root "$RUNC_ROOT" run -d --bundle "$OCI_SLEEP" husk-bench-exec </dev/null >/dev/null 2>&1
-set -- "$@" -n "runc exec" "runc --root $RUNC_ROOT exec husk-bench-exec /bin/true"
+set -- "$@" "runc exec" "runc --root $RUNC_ROOT exec husk-bench-exec /bin/true"
 if have crun; then
     "${CRUN_WRAP[@]}" crun --root "$CRUN_ROOT" run -d --bundle "$OCI_SLEEP" husk-bench-exec </dev/null >/dev/null 2>&1
-    set -- "$@" -n "crun exec" "crun --root $CRUN_ROOT exec husk-bench-exec /bin/true"
+    set -- "$@" "crun exec" "crun --root $CRUN_ROOT exec husk-bench-exec /bin/true"
 fi
-if [ $# -gt 0 ]; then
-    "${HF[@]}" --warmup 5 --runs "$RUNS_FAST" --export-json "$RES/exec-fast.json" "$@"
-    FILES_EXEC+=(exec-fast.json)
-fi
+for ((r = 0; r < ROUNDS; r++)); do
+    hf_round "exec-fast-$r.json" "$r" 2 "$PER_ROUND" "$@"
+    FILES_EXEC+=("exec-fast-$r.json")
+done
 if [ -n "$DOCKER" ]; then
     $DOCKER run -d --network none --name husk-bench-exec husk-bench/busybox:latest sleep 1000000 >/dev/null
     "${HF[@]}" --warmup 3 --runs "$RUNS_SLOW" --export-json "$RES/exec-slow.json" \
@@ -424,7 +447,7 @@ rm -rf "$IS" "$WORK/tmp/umoci" "$WORK/tmp/tar"
 # ------------------------------------------------------------------ report --
 say "report"
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-note "Run counts: $RUNS_FAST runs (5 warmups) for husk native, bwrap, runc, crun and the fast exec paths; $RUNS_SLOW runs (3 warmups) for runsc, husk --runtime runsc, docker run and docker exec, which take 100+ ms each; python: $((RUNS_FAST / 2)) runs for husk and bwrap, $RUNS_SLOW for docker; import: $RUNS_IMPORT runs after 1 warmup."
+note "Run counts: husk native, bwrap, runc, crun and the fast exec paths: $ROUNDS rounds of $PER_ROUND runs (2 warmups each round, the order rotated every round, times pooled); python, husk and bwrap: $ROUNDS rounds of $(((PER_ROUND + 1) / 2)); runsc, husk --runtime runsc, docker run and docker exec, which take 100+ ms each: $RUNS_SLOW runs after 3 warmups, in one round; import: $RUNS_IMPORT runs after 1 warmup."
 note "Cold start and exec use hyperfine -N (no shell between hyperfine and the runtime); import uses hyperfine's default shell (the tar pipeline needs one), whose spawn time hyperfine subtracts."
 note "hyperfine runs one benchmark's runs back to back, then the next: load that changes during the run biases later benchmarks. This VM is shared with other jobs: load average $LOAD_BEFORE before, $LOAD_AFTER after."
 if [ "$DOCKER_OURS" = 1 ]; then
@@ -437,7 +460,9 @@ ver() { "$@" 2>/dev/null | head -1 || true; }
 export DATE LOAD_BEFORE LOAD_AFTER cgmode RES WORK
 export HUSK_VERSION="$("$HUSK" --version)"
 HUSK_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && HUSK_COMMIT="$HUSK_COMMIT with uncommitted changes"
+# Only what the binary is built from (the report itself rewrites README.md).
+[ -n "$(git status --porcelain --untracked-files=no -- src build.rs Cargo.toml Cargo.lock seccomp rootfs .cargo 2>/dev/null)" ] \
+    && HUSK_COMMIT="$HUSK_COMMIT with uncommitted changes to husk's sources"
 [ "$HUSK" = "$REL/husk" ] || HUSK_COMMIT="binary $HUSK (source tree at $HUSK_COMMIT)"
 export HUSK_COMMIT
 export T_HYPERFINE="$(ver hyperfine --version)" T_RUNC="$(ver runc --version)" T_CRUN="$(ver crun --version)"

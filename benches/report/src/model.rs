@@ -130,9 +130,54 @@ pub fn load_groups<'m>(dir: &Path, meta: &'m Meta) -> Result<Vec<Group<'m>>, Str
                 serde_json::from_str(&text).map_err(|e| format!("{}: not hyperfine JSON: {e}", path.display()))?;
             benches.extend(file.results);
         }
-        out.push(Group { meta: g, benches });
+        out.push(Group { meta: g, benches: merge(benches) });
     }
     Ok(out)
+}
+
+/// One entry per command, in first-seen order: the script runs the fast
+/// benchmarks in several rounds (rotating their order, so load that drifts
+/// during the run is spread over all of them); their times are pooled and
+/// the statistics computed again from the pooled times.
+pub fn merge(benches: Vec<Bench>) -> Vec<Bench> {
+    let mut out: Vec<Bench> = Vec::new();
+    for b in benches {
+        match out.iter_mut().find(|x| x.command == b.command) {
+            Some(x) => x.times.extend(b.times),
+            None => out.push(b),
+        }
+    }
+    for b in &mut out {
+        if let Some(s) = Stats::of(&b.times) {
+            (b.mean, b.stddev, b.median, b.min, b.max) = (s.mean, s.stddev, s.median, s.min, s.max);
+        }
+    }
+    out
+}
+
+struct Stats {
+    mean: f64,
+    stddev: Option<f64>,
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stats {
+    /// hyperfine's definitions: sample standard deviation (n - 1), the
+    /// median of an even count is the mean of the middle two.
+    fn of(times: &[f64]) -> Option<Stats> {
+        if times.is_empty() {
+            return None;
+        }
+        let n = times.len();
+        let mut t = times.to_vec();
+        t.sort_by(f64::total_cmp);
+        let mean = t.iter().sum::<f64>() / n as f64;
+        let stddev = (n > 1).then(|| (t.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt());
+        let median = if n % 2 == 1 { t[n / 2] } else { (t[n / 2 - 1] + t[n / 2]) / 2.0 };
+        Some(Stats { mean, stddev, median, min: t[0], max: t[n - 1] })
+    }
 }
 
 /// Finds `group/name` across groups.
@@ -182,6 +227,26 @@ mod tests {
         assert_eq!(fmt_ratio(123.4), "123×");
         assert_eq!(fmt_ratio(12.34), "12.3×");
         assert_eq!(fmt_ratio(0.5), "0.50×");
+    }
+
+    #[test]
+    fn rounds_of_one_command_are_pooled() {
+        let b = |cmd: &str, times: &[f64]| Bench {
+            command: cmd.into(),
+            mean: 0.0,
+            stddev: None,
+            median: 0.0,
+            min: 0.0,
+            max: 0.0,
+            times: times.to_vec(),
+        };
+        let m = merge(vec![b("a", &[1.0, 3.0]), b("b", &[5.0]), b("a", &[2.0, 10.0])]);
+        assert_eq!(m.iter().map(|x| x.command.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        let a = &m[0];
+        assert_eq!(a.times.len(), 4);
+        assert_eq!((a.min, a.max, a.median, a.mean), (1.0, 10.0, 2.5, 4.0));
+        assert!((a.stddev.unwrap() - (50.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert_eq!(m[1].stddev, None);
     }
 
     #[test]
