@@ -76,6 +76,21 @@ impl Outcome {
         }
     }
 
+    /// Records how the command ended (exited with a code, or by a signal).
+    pub fn set_command_status(&mut self, status: crate::sys::process::ExitStatus) {
+        use crate::sys::process::ExitStatus;
+        match status {
+            ExitStatus::Exited(code) => {
+                self.termination = Termination::Exited;
+                self.status = Some(code);
+            }
+            ExitStatus::Signaled(sig) => {
+                self.termination = Termination::Signaled;
+                self.signal = Some(sig);
+            }
+        }
+    }
+
     /// The exit code husk itself returns (the contract in the README).
     pub fn exit_code(&self) -> i32 {
         match self.termination {

@@ -73,3 +73,24 @@ pub fn select(spec: &Spec, state: Option<&Path>) -> Result<Selected, String> {
         }
     }
 }
+
+/// The isolation keys every backend reports the same way; each backend
+/// passes what differs (namespaces, id mapping) and may add its own keys.
+pub fn isolation_report(plan: &Plan, namespaces: &[&str], user_mapping: serde_json::Value) -> serde_json::Value {
+    let caps: Vec<String> = caps::all()
+        .into_iter()
+        .filter(|c| (c.index() as u32) <= plan.last_cap && plan.process.caps_keep & (1u64 << c.index()) != 0)
+        .map(|c| c.to_string())
+        .collect();
+    serde_json::json!({
+        "namespaces": namespaces,
+        "user_mapping": user_mapping,
+        "user": { "uid": plan.process.uid, "gid": plan.process.gid },
+        "network": match plan.network { crate::spec::NetworkMode::None => "none", crate::spec::NetworkMode::Host => "host" },
+        "rootfs": plan.mounts.report,
+        "capabilities": caps,
+        "no_new_privs": true,
+        "seccomp": crate::seccomp::isolation(plan.seccomp.as_ref()),
+        "downgrades": plan.cgroup.downgrades(),
+    })
+}

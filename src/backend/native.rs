@@ -22,26 +22,13 @@ impl Backend for Native {
     }
 
     fn isolation(&self, plan: &Plan) -> serde_json::Value {
-        let caps: Vec<String> = (0..=plan.last_cap as u8)
-            .filter(|c| plan.process.caps_keep & (1u64 << c) != 0)
-            .filter_map(|c| caps::all().into_iter().find(|x| x.index() == c).map(|x| x.to_string()))
-            .collect();
-        json!({
-            "namespaces": plan.namespaces.names,
-            "user_mapping": {
-                "mode": match plan.ids.mode { crate::userns::IdMode::Privileged { .. } => "privileged", _ => "rootless" },
-                "uid_map": plan.ids.uid_map.trim(),
-                "gid_map": plan.ids.gid_map.trim(),
-                "sandbox_root_host_uid": plan.ids.host_uid_of(0),
-            },
-            "user": { "uid": plan.process.uid, "gid": plan.process.gid },
-            "network": match plan.network { crate::spec::NetworkMode::None => "none", crate::spec::NetworkMode::Host => "host" },
-            "rootfs": plan.mounts.report,
-            "capabilities": caps,
-            "no_new_privs": true,
-            "seccomp": crate::seccomp::isolation(plan.seccomp.as_ref()),
-            "downgrades": plan.cgroup.downgrades(),
-        })
+        let mapping = json!({
+            "mode": match plan.ids.mode { crate::userns::IdMode::Privileged { .. } => "privileged", _ => "rootless" },
+            "uid_map": plan.ids.uid_map.trim(),
+            "gid_map": plan.ids.gid_map.trim(),
+            "sandbox_root_host_uid": plan.ids.host_uid_of(0),
+        });
+        super::isolation_report(plan, &plan.namespaces.names, mapping)
     }
 
     fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {
@@ -247,14 +234,8 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
         });
     } else {
         match w.command.or(w.init) {
-            Some(ExitStatus::Exited(code)) if w.command.is_some() => {
-                outcome.termination = Termination::Exited;
-                outcome.status = Some(code);
-            }
-            Some(ExitStatus::Signaled(sig)) => {
-                outcome.termination = Termination::Signaled;
-                outcome.signal = Some(sig);
-            }
+            Some(status @ ExitStatus::Exited(_)) if w.command.is_some() => outcome.set_command_status(status),
+            Some(status @ ExitStatus::Signaled(_)) => outcome.set_command_status(status),
             _ => {
                 outcome.termination = Termination::SetupFailed;
                 outcome.error = Some(ErrorReport {

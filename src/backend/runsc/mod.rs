@@ -45,11 +45,6 @@ impl Backend for Runsc {
     }
 
     fn isolation(&self, plan: &Plan) -> serde_json::Value {
-        let caps: Vec<String> = caps::all()
-            .into_iter()
-            .filter(|c| (c.index() as u32) <= plan.last_cap && plan.process.caps_keep & (1u64 << c.index()) != 0)
-            .map(|c| c.to_string())
-            .collect();
         let mut namespaces = vec!["pid", "ipc", "uts", "mount"];
         if plan.network == NetworkMode::None {
             namespaces.push("net");
@@ -72,26 +67,19 @@ impl Backend for Runsc {
                 "sandbox_root_host_uid": null,
             }),
         };
-        json!({
-            "kernel": "gvisor",
-            "runsc": {
+        let mut report = super::isolation_report(plan, &namespaces, user_mapping);
+        if let Some(obj) = report.as_object_mut() {
+            obj.insert("kernel".into(), json!("gvisor"));
+            obj.insert("runsc".into(), json!({
                 "path": self.cfg.bin.display().to_string(),
                 "version": self.cfg.info.version,
                 "platform": self.cfg.platform,
                 "rootless": true,
                 "cgroups": "runsc, its gofer and sandbox are born in husk's cgroup (runsc itself: --ignore-cgroups)",
                 "oci_seccomp": plan.seccomp.is_some(),
-            },
-            "namespaces": namespaces,
-            "user_mapping": user_mapping,
-            "user": { "uid": plan.process.uid, "gid": plan.process.gid },
-            "network": match plan.network { NetworkMode::None => "none", NetworkMode::Host => "host" },
-            "rootfs": plan.mounts.report,
-            "capabilities": caps,
-            "no_new_privs": true,
-            "seccomp": crate::seccomp::isolation(plan.seccomp.as_ref()),
-            "downgrades": plan.cgroup.downgrades(),
-        })
+            }));
+        }
+        report
     }
 
     fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {

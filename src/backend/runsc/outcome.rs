@@ -142,14 +142,7 @@ pub fn outcome_of(plan: &Plan, w: &Watched, log: &RunscLog, t_clone: u64, t_star
         });
     } else {
         match status {
-            Some(ExitStatus::Exited(code)) => {
-                o.termination = Termination::Exited;
-                o.status = Some(code);
-            }
-            Some(ExitStatus::Signaled(sig)) => {
-                o.termination = Termination::Signaled;
-                o.signal = Some(sig);
-            }
+            Some(status) => o.set_command_status(status),
             None => {
                 o.termination = Termination::SetupFailed;
                 o.error = Some(match (&log.fatal, w.init) {
