@@ -8,6 +8,8 @@ use super::layer::OPAQUE_XATTR;
 use crate::rootfs::resolve::{Kind, RootView, resolve};
 use nix::fcntl::OFlag;
 use nix::sys::stat::SFlag;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -15,6 +17,10 @@ use std::path::PathBuf;
 pub struct LayeredView {
     /// O_PATH fds of the layer roots, top first.
     layers: Vec<OwnedFd>,
+    /// Lookups already made: planning asks for the same prefixes (/etc,
+    /// /etc/passwd...) many times, and each walk costs a few syscalls per
+    /// layer. The layers are immutable while the run holds their locks.
+    memo: RefCell<HashMap<String, Option<(usize, Kind)>>>,
 }
 
 /// Bound on the files read through the view (passwd, group).
@@ -32,12 +38,21 @@ impl LayeredView {
             .map_err(std::io::Error::from)?;
             layers.push(fd);
         }
-        Ok(LayeredView { layers })
+        Ok(LayeredView { layers, memo: RefCell::new(HashMap::new()) })
     }
 
     /// The layer providing canonical `path` (no symlink among its parents
     /// in the merged view), with the entry's kind.
     fn locate(&self, path: &str) -> Option<(usize, Kind)> {
+        if let Some(hit) = self.memo.borrow().get(path) {
+            return *hit;
+        }
+        let found = self.locate_uncached(path);
+        self.memo.borrow_mut().insert(path.to_string(), found);
+        found
+    }
+
+    fn locate_uncached(&self, path: &str) -> Option<(usize, Kind)> {
         let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
         if comps.is_empty() {
             return Some((0, Kind::Dir));
