@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod plan;
 pub mod rootfs;
 pub mod seccomp;
+pub mod selftest;
 pub mod spawn;
 pub mod spec;
 pub mod supervise;

@@ -4,6 +4,7 @@ pub mod doctor;
 pub mod gc;
 pub mod run;
 pub mod seccomp;
+pub mod selftest;
 
 use crate::cli::{Cli, Command};
 
@@ -14,5 +15,6 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
         Command::Gc(args) => gc::gc(args),
+        Command::Selftest(args) => selftest::selftest(args, cli.root),
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod caps;
 pub mod fd;
+pub mod fixture;
 pub mod mount;
 pub mod net;
 pub mod process;
