@@ -63,7 +63,14 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     });
     let rep = match result {
         Ok(r) => r,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => {
+            if json {
+                let v = serde_json::json!({"selftest_version": selftest::SELFTEST_VERSION, "error": e.to_string(),
+                                           "exit_code": EXIT_HUSK_FAILED});
+                println!("{v}");
+            }
+            return fail(&e.to_string());
+        }
     };
     if json {
         let mut out = std::io::stdout().lock();

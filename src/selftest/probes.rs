@@ -247,8 +247,8 @@ pub const PROBES: &[Probe] = &[
     p(
         "write-sys",
         Filesystem,
-        "open /sys/kernel/profiling for writing",
-        &["{probe}", "write", "/sys/kernel/profiling"],
+        "open /sys/kernel/rcu_expedited for writing",
+        &["{probe}", "write", "/sys/kernel/rcu_expedited"],
         WriteDenied,
     ),
     p(
