@@ -12,6 +12,7 @@ pub mod capture;
 pub mod cgroup;
 pub mod cli;
 pub mod cmd;
+pub mod fuzz;
 pub mod host;
 pub mod outcome;
 pub mod plan;
