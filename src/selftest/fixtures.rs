@@ -27,6 +27,7 @@ pub const KEYS: &[&str] = &[
     "abstract",
     "victim",
     "block_dev",
+    "block_dev_nums",
     "mem_bomb",
     "fork_max",
     "tmp_bomb",
@@ -190,7 +191,9 @@ impl Fixtures {
         let key = i32::from_str_radix(&random_hex(3), 16).unwrap_or(0x5e1f7e) | 0x4000_0000;
         let sysv = MsgQueue::create(key).ok();
 
-        values.insert("block_dev", host_block_device());
+        let (dev, nums) = host_block_device();
+        values.insert("block_dev", dev);
+        values.insert("block_dev_nums", nums);
         values.insert(
             "mem_bomb",
             match defaults.memory_limit {
@@ -293,20 +296,26 @@ fn bind_abstract(name: &str) -> std::io::Result<UnixListener> {
     UnixListener::bind_addr(&addr)
 }
 
-/// The host's first real block device (not loop/ram/zram), as /dev/NAME.
-fn host_block_device() -> Value {
-    use std::os::unix::fs::FileTypeExt;
+/// The host's first real block device (not loop/ram/zram): /dev/NAME and
+/// its MAJOR:MINOR.
+fn host_block_device() -> (Value, Value) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let mut names: Vec<String> = std::fs::read_dir("/sys/block")
         .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     names.sort();
-    names
+    let found = names
         .into_iter()
         .filter(|n| !["loop", "ram", "zram"].iter().any(|p| n.starts_with(p)))
         .map(|n| format!("/dev/{n}"))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device()))
-        .map(Value::Text)
-        .unwrap_or_else(|| Value::Missing("the host has no block device node in /dev".into()))
+        .find_map(|p| std::fs::metadata(&p).ok().filter(|m| m.file_type().is_block_device()).map(|m| (p, m.rdev())));
+    match found {
+        Some((path, rdev)) => (Value::Text(path), Value::Text(format!("{}:{}", libc::major(rdev), libc::minor(rdev)))),
+        None => {
+            let why = "the host has no block device node in /dev";
+            (Value::Missing(why.into()), Value::Missing(why.into()))
+        }
+    }
 }
 
 /// Setuid-root copies of the probe, in a directory only the invoking user

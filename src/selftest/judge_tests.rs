@@ -7,6 +7,8 @@ use serde_json::json;
 
 fn ctx() -> Context {
     Context {
+        kernel: SandboxKernel::Host,
+        sandbox_root_host_uid: Some(100000),
         marker_token: "husk-selftest-secret-abc".into(),
         host_hostname: "hosty".into(),
         sysv_id: Some(32768),
@@ -24,7 +26,7 @@ fn verdict_of(j: Judge, report: Value) -> Verdict {
     judge(j, &ctx(), &exited(report), &After::default()).verdict
 }
 
-const SYS: Judge = Judge::Syscall { passed: &["EINVAL"] };
+const SYS: Judge = Judge::Syscall { passed: &["EINVAL"], absent: &["ENOENT"] };
 
 #[test]
 fn syscall_success_or_a_passed_errno_is_an_escape() {
@@ -45,6 +47,7 @@ fn syscall_results_that_prove_nothing_are_errors_not_contained() {
     assert_eq!(verdict_of(SYS, json!({"name": "x", "ok": false, "errno": "EBADF"})), Verdict::Error);
     assert_eq!(verdict_of(SYS, json!({"name": "x", "ok": false, "killed_by_signal": 11})), Verdict::Error);
     assert_eq!(verdict_of(SYS, json!({"name": "x", "ok": false})), Verdict::Error);
+    assert_eq!(verdict_of(SYS, json!({"name": "x", "ok": false, "errno": "ENOENT"})), Verdict::NotApplicable);
     let i386 = json!({"name": "i386-int80", "ok": false, "killed_by_signal": 11});
     assert_eq!(verdict_of(SYS, i386), Verdict::NotApplicable);
 }
@@ -122,8 +125,13 @@ fn devices() {
     assert_eq!(dev(json!([dev_null.clone()])), Verdict::Contained);
     assert_eq!(dev(json!([dev_null, {"name": "mem", "type": "char", "major": 1, "minor": 1}])), Verdict::Escaped);
     assert_eq!(dev(json!([{"name": "vda", "type": "block", "major": 254, "minor": 0}])), Verdict::Escaped);
-    assert_eq!(verdict_of(Judge::Mknod, json!({"ok": true})), Verdict::Escaped);
-    assert_eq!(verdict_of(Judge::Mknod, json!({"ok": false, "errno": "EPERM"})), Verdict::Contained);
+    let mknod = |v| verdict_of(Judge::Mknod, v);
+    assert_eq!(mknod(json!({"ok": false, "mknod": {"ok": false, "errno": "EPERM"}})), Verdict::Contained);
+    assert_eq!(mknod(json!({"ok": false, "mknod": {"ok": false, "errno": "EROFS"}})), Verdict::Error);
+    let made = |open: Value, read: Value, ok: bool| json!({"ok": ok, "device": "254:0", "mknod": {"ok": true}, "open": open, "read": read, "bytes": if ok { 512 } else { 0 }});
+    assert_eq!(mknod(made(json!({"ok": false, "errno": "ENXIO"}), Value::Null, false)), Verdict::Contained);
+    assert_eq!(mknod(made(json!({"ok": true}), json!({"ok": false, "errno": "EIO"}), false)), Verdict::Error);
+    assert_eq!(mknod(made(json!({"ok": true}), json!({"ok": true}), true)), Verdict::Escaped);
     assert_eq!(verdict_of(Judge::NoSuid, json!({"path": "/usr", "ok": true, "nosuid": false})), Verdict::Escaped);
 }
 
@@ -253,4 +261,43 @@ fn a_daemon_left_on_the_host_is_an_escape() {
     assert_eq!(judge(Judge::Daemon, &ctx(), &run, &After::default()).verdict, Verdict::Contained);
     let not_started = exited(json!({"ok": false}));
     assert_eq!(judge(Judge::Daemon, &ctx(), &not_started, &After::default()).verdict, Verdict::Error);
+}
+
+fn gvisor() -> Context {
+    Context { kernel: SandboxKernel::Gvisor, ..ctx() }
+}
+
+#[test]
+fn under_gvisor_the_sandbox_kernels_own_views_are_not_the_hosts() {
+    let j = |c: &Context, jd: Judge, r: Value| judge(jd, c, &exited(r), &After::default()).verdict;
+    // gVisor's uid_map is its own (0 0 4294967295); husk's mapping decides.
+    let root =
+        json!({"outside_uid": 0, "uid_map": "0 0 4294967295", "attempts": [{"call": "setuid(outside)", "ok": true}]});
+    assert_eq!(j(&gvisor(), Judge::SetuidHostRoot, root.clone()), Verdict::Contained);
+    assert_eq!(j(&ctx(), Judge::SetuidHostRoot, root.clone()), Verdict::Escaped);
+    let mapped_to_root = Context { sandbox_root_host_uid: Some(0), ..gvisor() };
+    assert_eq!(j(&mapped_to_root, Judge::SetuidHostRoot, root), Verdict::Escaped);
+    // int 0x80 runs the 64-bit syscall 20 (writev) there.
+    let int80 = json!({"name": "i386-int80", "ok": false, "errno": "EBADF"});
+    let sys = Judge::Syscall { passed: &[], absent: &[] };
+    assert_eq!(j(&gvisor(), sys, int80.clone()), Verdict::Contained);
+    assert_eq!(j(&ctx(), sys, int80), Verdict::Error);
+    assert_eq!(j(&gvisor(), sys, json!({"name": "i386-int80", "ok": true, "ret": 3})), Verdict::Escaped);
+    // gVisor's emulated /dev/fuse is not a host device; elsewhere it is.
+    let fuse = json!({"ok": true, "entries": [{"name": "fuse", "type": "char", "major": 10, "minor": 229}]});
+    assert_eq!(j(&gvisor(), Judge::DevNodes, fuse.clone()), Verdict::Contained);
+    assert_eq!(j(&ctx(), Judge::DevNodes, fuse), Verdict::Escaped);
+}
+
+#[test]
+fn a_fork_bomb_that_takes_the_sandbox_down_at_the_pids_limit_is_bounded() {
+    let run = |hit: bool| ProbeRun {
+        termination: "exited".into(),
+        exit_code: 2,
+        error: None,
+        report: None,
+        verdict: json!({"resources": {"pids_limit_hit": hit}}),
+    };
+    assert_eq!(judge(Judge::ForkBomb, &ctx(), &run(true), &After::default()).verdict, Verdict::Contained);
+    assert_eq!(judge(Judge::ForkBomb, &ctx(), &run(false), &After::default()).verdict, Verdict::Error);
 }

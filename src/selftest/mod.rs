@@ -159,7 +159,10 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Rep
     let preflight = preflight(opts)?;
     let defaults = defaults_from(&preflight.verdict);
     let mut fx = Fixtures::create(&opts.fixture_base, &opts.probe, &defaults)?;
+    let gvisor = preflight.verdict["isolation"]["kernel"] == "gvisor" || preflight.verdict["backend"] == "runsc";
     let ctx = Context {
+        kernel: if gvisor { judge::SandboxKernel::Gvisor } else { judge::SandboxKernel::Host },
+        sandbox_root_host_uid: preflight.verdict["isolation"]["user_mapping"]["sandbox_root_host_uid"].as_u64(),
         marker_token: fx.marker_token.clone(),
         host_hostname: fx.host_hostname.clone(),
         sysv_id: fx.sysv.as_ref().map(|q| q.id),

@@ -6,9 +6,10 @@
 //! (`fixtures.rs`): `{probe}` (the probe inside the sandbox), `{marker}`
 //! (absolute host path of the marker file), `{up}` (`../` repeated), `{tcp4}`
 //! / `{tcp6}` (host loopback listeners), `{abstract}` (a host abstract unix
-//! socket), `{victim}` (host pid of a process to signal), `{block_dev}` (a
-//! host block device), `{suid_host}` / `{suid_sandbox}` (setuid copies of the
-//! probe owned by host root / by sandbox root), `{mem_bomb}`, `{fork_max}`,
+//! socket), `{victim}` (host pid of a process to signal), `{block_dev}` /
+//! `{block_dev_nums}` (a host block device, its MAJOR:MINOR), `{suid_host}` /
+//! `{suid_sandbox}` (setuid copies of the probe owned by host root / by
+//! sandbox root), `{mem_bomb}`, `{fork_max}`,
 //! `{tmp_bomb}`, `{workdir_bomb}`, `{shm_bomb}` (sizes past the default
 //! limits), `{scratch}` (a file name unique to the run: the selftest checks
 //! the host for it afterwards) and `{token}` (an argv marker to find leftover
@@ -110,7 +111,7 @@ const fn sys(
     argv: &'static [&'static str],
     passed: &'static [&'static str],
 ) -> Probe {
-    p(name, Privileges, about, argv, Syscall { passed })
+    p(name, Privileges, about, argv, Syscall { passed, absent: &[] })
 }
 
 pub const PROBES: &[Probe] = &[
@@ -183,7 +184,14 @@ pub const PROBES: &[Probe] = &[
     sys("ptrace-init", "ptrace the sandbox's pid 1 (husk's init)", &["{probe}", "try-syscall", "ptrace-attach-1"], &[]),
     sys("nested-userns", "create a nested user namespace", &["{probe}", "try-syscall", "clone-newuser"], &[]),
     sys("unshare", "unshare a new mount namespace", &["{probe}", "try-syscall", "unshare"], &[]),
-    sys("setns", "setns into a namespace", &["{probe}", "try-syscall", "setns"], &[]),
+    // ENOENT: the sandbox kernel has no /proc/self/ns to join (gVisor).
+    p(
+        "setns",
+        Privileges,
+        "setns into a namespace",
+        &["{probe}", "try-syscall", "setns"],
+        Syscall { passed: &[], absent: &["ENOENT"] },
+    ),
     sys("keyctl", "kernel keyrings: keyctl", &["{probe}", "try-syscall", "keyctl"], &["ENOKEY"]),
     sys("add-key", "kernel keyrings: add_key", &["{probe}", "try-syscall", "add_key"], &["EDQUOT"]),
     sys("request-key", "kernel keyrings: request_key", &["{probe}", "try-syscall", "request_key"], &["ENOKEY"]),
@@ -282,7 +290,13 @@ pub const PROBES: &[Probe] = &[
         &["{probe}", "ls", "/dev"],
         DevNodes,
     ),
-    p("mknod", Filesystem, "create a device node (mknod)", &["{probe}", "mknod", "/tmp/{scratch}"], Mknod),
+    p(
+        "mknod",
+        Filesystem,
+        "mknod a node for the host's disk and read it",
+        &["{probe}", "mknod-read", "/tmp/{scratch}", "{block_dev_nums}"],
+        Mknod,
+    ),
     p("dev-mem", Filesystem, "read /dev/mem", &["{probe}", "read", "/dev/mem"], DeviceRead),
     p("dev-kmsg", Filesystem, "read /dev/kmsg", &["{probe}", "read", "/dev/kmsg"], DeviceRead),
     p("block-device", Filesystem, "read the host's block device", &["{probe}", "read", "{block_dev}"], DeviceRead),
@@ -373,14 +387,14 @@ pub const PROBES: &[Probe] = &[
         Network,
         "open a raw IP socket",
         &["{probe}", "try-syscall", "socket-raw"],
-        Syscall { passed: &[] },
+        Syscall { passed: &[], absent: &[] },
     ),
     p(
         "packet-socket",
         Network,
         "open a packet socket",
         &["{probe}", "try-syscall", "socket-packet"],
-        Syscall { passed: &[] },
+        Syscall { passed: &[], absent: &[] },
     ),
     // ----------------------------------------------------------- pid/ipc/uts
     p("host-processes", PidIpcUts, "see host processes (a victim husk starts)", &["{probe}", "ps"], Processes),

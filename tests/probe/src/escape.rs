@@ -339,6 +339,45 @@ pub fn kill(args: &[String]) -> Result<Report, Usage> {
     Ok(Report::new(r == 0, v))
 }
 
+/// `mknod-read PATH MAJOR:MINOR`: make a block device node for a device
+/// the host has (e.g. its disk) and read from it: the way to a host disk
+/// when mknod is allowed and the node is not confined (nodev, a device
+/// cgroup, a sandbox kernel with no such device). ok = bytes were read.
+pub fn mknod_read(args: &[String]) -> Result<Report, Usage> {
+    let [path, dev] = args else { return Err(usage("mknod-read PATH MAJOR:MINOR")) };
+    let (ma, mi) = dev
+        .split_once(':')
+        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
+        .ok_or_else(|| usage("mknod-read PATH MAJOR:MINOR (numbers)"))?;
+    let c = cstr(path);
+    // SAFETY: NUL-terminated path; a block device node, never written to.
+    let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(ma, mi)) };
+    let made = outcome(r.into(), errno());
+    if r != 0 {
+        return Ok(Report::new(false, json!({"path": path, "device": dev, "mknod": made})));
+    }
+    // SAFETY: NUL-terminated path; the fd is closed below.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let opened = outcome(fd.into(), errno());
+    let mut read = Value::Null;
+    let mut bytes = 0;
+    if fd >= 0 {
+        let mut buf = [0u8; 512];
+        // SAFETY: buf has room for 512 bytes; our fd.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        read = outcome(n as i64, errno());
+        bytes = n.max(0);
+        // SAFETY: closing our fd.
+        unsafe { libc::close(fd) };
+    }
+    // SAFETY: removing the node we made.
+    unsafe { libc::unlink(c.as_ptr()) };
+    Ok(Report::new(
+        bytes > 0,
+        json!({"path": path, "device": dev, "mknod": made, "open": opened, "read": read, "bytes": bytes}),
+    ))
+}
+
 /// `ls PATH`: the entries of a directory with type, mode, owner and, for
 /// device nodes, major:minor. ok = listed.
 pub fn ls(args: &[String]) -> Result<Report, Usage> {

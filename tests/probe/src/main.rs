@@ -22,7 +22,7 @@ const HELP: &str = "usage: husk-probe SUBCOMMAND [ARGS]
   zombies N | daemon MARKER SECONDS [HOLD] | sleep MARKER SECONDS
   memhog SIZE [HOLD_SECONDS] | forkbomb [MAX] | spin SECONDS
   chroot-escape PATH | fd-escape PATH | cgroup-escape | page-zero
-  connect-unix PATH|@NAME | kill PID SIGNAL | ls PATH";
+  connect-unix PATH|@NAME | kill PID SIGNAL | ls PATH | mknod-read PATH MAJOR:MINOR";
 
 fn dispatch(cmd: &str, args: &[String]) -> Result<Report, Usage> {
     let none = |r: fn() -> Result<Report, Usage>| {
@@ -63,6 +63,7 @@ fn dispatch(cmd: &str, args: &[String]) -> Result<Report, Usage> {
         "connect-unix" => escape::connect_unix(args),
         "kill" => escape::kill(args),
         "ls" => escape::ls(args),
+        "mknod-read" => escape::mknod_read(args),
         _ => Err(util::usage(format!("unknown subcommand {cmd:?}"))),
     }
 }
