@@ -305,8 +305,9 @@ fn setuid_host_root(ctx: &Context, r: &Value) -> Finding {
         // the host side of the mapping is the verdict's.
         return match ctx.sandbox_root_host_uid {
             Some(uid) => contained(format!(
-                "sandbox root is host uid {uid} (husk's mapping); the uid_map inside ({}) is gVisor's own namespace",
-                r["uid_map"].as_str().map(str::trim).unwrap_or("?")
+                "sandbox root is host uid {uid} (husk's mapping); the uid_map inside (0 -> {}) is gVisor's own \
+                 namespace",
+                outside.map(|o| o.to_string()).unwrap_or("?".into())
             )),
             None => error("husk's verdict does not say which host uid sandbox root is"),
         };
