@@ -50,6 +50,8 @@ pub enum Command {
     Rm(RmArgs),
     /// Extend a sandbox's lease.
     Renew(RenewArgs),
+    /// Try to escape sandboxes made with the defaults; report what held.
+    Selftest(SelftestArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -449,4 +451,37 @@ pub struct SeccompCheckArgs {
     /// Evaluate Docker's `includes.caps` as if these capabilities were kept.
     #[arg(long, value_name = "CAP")]
     pub cap_add: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SelftestArgs {
+    /// Isolation backend of the sandboxes (default: husk run's default).
+    #[arg(long, value_enum)]
+    pub runtime: Option<RuntimeArg>,
+
+    /// Run the probes in this image instead of host mode (the probe is
+    /// static, so any image works).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+
+    /// One JSON report on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Only these probes or categories (comma-separated; see --list).
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub only: Vec<String>,
+
+    /// List the probes and exit.
+    #[arg(long)]
+    pub list: bool,
+
+    /// The static in-sandbox probe (default: husk-probe beside husk).
+    #[arg(long, value_name = "PATH", env = "HUSK_PROBE")]
+    pub probe: Option<PathBuf>,
+
+    /// Test only: add a `husk run` argument to every sandbox (e.g.
+    /// --network=host) to prove the selftest reports what gets through.
+    #[arg(long = "unsafe-weaken", value_name = "RUN-ARG", hide = true, allow_hyphen_values = true)]
+    pub weaken: Vec<String>,
 }

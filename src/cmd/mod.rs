@@ -6,6 +6,7 @@ pub mod image;
 pub mod run;
 pub mod sandbox;
 pub mod seccomp;
+pub mod selftest;
 
 use crate::cli::{Cli, Command};
 use crate::paths::Paths;
@@ -26,5 +27,6 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Inspect(args) => sandbox::inspect(args, &paths),
         Command::Rm(args) => sandbox::rm(args, &paths),
         Command::Renew(args) => sandbox::renew(args, &paths),
+        Command::Selftest(args) => selftest::selftest(args, cli.root.clone()),
     }
 }

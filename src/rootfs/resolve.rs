@@ -96,7 +96,21 @@ pub fn resolve(view: &dyn RootView, path: &str) -> Result<Resolved, ResolveError
         if canon.is_empty() { Some(Kind::Dir) } else { view.kind(&join(canon)) }
     };
     while let Some(comp) = pending.pop() {
+        // `.` (and a trailing `/`, see `components`) names the directory
+        // reached so far, so it must be one: `file/.` and `file/` are
+        // ENOTDIR for the kernel.
+        if comp == "." {
+            if !matches!(cur, Some(Kind::Dir) | None) {
+                return Err(ResolveError::NotDir(path.to_string()));
+            }
+            continue;
+        }
         if comp == ".." {
+            // The kernel walks `..` only out of a directory: `file/..` is
+            // ENOTDIR there, not the file's parent.
+            if !matches!(cur, Some(Kind::Dir) | None) {
+                return Err(ResolveError::NotDir(path.to_string()));
+            }
             canon.pop();
             cur = kind_of(&canon);
             continue;
@@ -123,8 +137,14 @@ pub fn resolve(view: &dyn RootView, path: &str) -> Result<Resolved, ResolveError
     Ok(Resolved { path: join(&canon), kind: cur })
 }
 
+/// The components of `path`; `.` stays (it asserts a directory), and a
+/// trailing `/` becomes one more `.`.
 fn components(path: &str) -> Vec<String> {
-    path.split('/').filter(|c| !c.is_empty() && *c != ".").map(str::to_string).collect()
+    let mut comps: Vec<String> = path.split('/').filter(|c| !c.is_empty()).map(str::to_string).collect();
+    if path.ends_with('/') && !comps.is_empty() {
+        comps.push(".".into());
+    }
+    comps
 }
 
 fn join(parts: &[String]) -> String {
@@ -201,6 +221,28 @@ mod tests {
     #[test]
     fn file_as_directory_is_an_error() {
         assert!(matches!(resolve(&usr_merged(), "/file/x"), Err(ResolveError::NotDir(_))));
+    }
+
+    /// Found by fuzzing against openat2(RESOLVE_IN_ROOT): `..` after a file
+    /// resolved to the file's parent where the kernel says ENOTDIR.
+    #[test]
+    fn dotdot_after_a_file_is_an_error_like_the_kernels() {
+        assert!(matches!(resolve(&usr_merged(), "/file/.."), Err(ResolveError::NotDir(_))));
+        assert!(matches!(resolve(&usr_merged(), "/file/../usr"), Err(ResolveError::NotDir(_))));
+        // A missing component still counts as a directory to be created.
+        assert_eq!(resolve(&usr_merged(), "/missing/../usr").unwrap().path, "/usr");
+    }
+
+    /// Found by fuzzing against openat2(RESOLVE_IN_ROOT): a trailing `/` or
+    /// `/.` after a file resolved to the file where the kernel says ENOTDIR.
+    #[test]
+    fn trailing_slash_or_dot_needs_a_directory_like_the_kernels() {
+        for p in ["/file/", "/file/.", "/file/./", "/lib/x/../../../file/"] {
+            assert!(matches!(resolve(&usr_merged(), p), Err(ResolveError::NotDir(_))), "{p}");
+        }
+        assert_eq!(resolve(&usr_merged(), "/lib/").unwrap().path, "/usr/lib");
+        assert_eq!(resolve(&usr_merged(), "/usr/./lib/.").unwrap().path, "/usr/lib");
+        assert_eq!(resolve(&usr_merged(), "/missing/").unwrap().path, "/missing");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod caps;
 pub mod command;
 pub mod fd;
+pub mod fixture;
 pub mod mount;
 pub mod net;
 pub mod process;

@@ -178,9 +178,15 @@ pub fn zombies(args: &[String]) -> Result<Report, Usage> {
 
 /// Double fork + setsid; the grandchild re-execs the probe as
 /// `husk-probe sleep MARKER SECONDS` (stdio inherited), so it can be found
-/// by argv from the host. ok = the daemon was started.
+/// by argv from the host. With HOLD, the probe itself then stays HOLD
+/// seconds (to be killed by a timeout with its daemon running). ok = the
+/// daemon was started.
 pub fn daemon(args: &[String]) -> Result<Report, Usage> {
-    let [marker, secs] = args else { return Err(usage("daemon MARKER SECONDS")) };
+    let (marker, secs, hold) = match args {
+        [m, s] => (m, s, 0.0),
+        [m, s, h] => (m, s, parse_secs(h)?),
+        _ => return Err(usage("daemon MARKER SECONDS [HOLD]")),
+    };
     parse_secs(secs)?;
     let exe = cstr("/proc/self/exe");
     let argv_c = [cstr("husk-probe"), cstr("sleep"), cstr(marker), cstr(secs)];
@@ -223,7 +229,14 @@ pub fn daemon(args: &[String]) -> Result<Report, Usage> {
         wait_pid(mid);
     }
     let ok = pid.is_some() && exec_errno.is_none();
-    Ok(Report::new(ok, json!({"daemon_pid": pid, "marker": marker, "exec_errno": exec_errno})))
+    let report = Report::new(ok, json!({"daemon_pid": pid, "marker": marker, "exec_errno": exec_errno}));
+    if hold > 0.0 {
+        // Print now: a timeout kills the probe before it could report.
+        let code = report.print("daemon");
+        std::thread::sleep(Duration::from_secs_f64(hold));
+        std::process::exit(code);
+    }
+    Ok(report)
 }
 
 fn environ_ptr() -> *const *const libc::c_char {

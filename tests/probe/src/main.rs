@@ -7,6 +7,7 @@
 //! README.md for the subcommands.
 
 mod act;
+mod escape;
 mod inspect;
 mod syscalls;
 mod util;
@@ -18,8 +19,10 @@ const HELP: &str = "usage: husk-probe SUBCOMMAND [ARGS]
   write PATH | read PATH | mknod PATH | statfs PATH | fill PATH SIZE
   caps | ids | fds | env | ifaces | ps | ipc | hostname | cwd | tty
   connect IP:PORT | tiocsti | exe-write | setuid-root
-  zombies N | daemon MARKER SECONDS | sleep MARKER SECONDS
-  memhog SIZE [HOLD_SECONDS] | forkbomb [MAX] | spin SECONDS";
+  zombies N | daemon MARKER SECONDS [HOLD] | sleep MARKER SECONDS
+  memhog SIZE [HOLD_SECONDS] | forkbomb [MAX] | spin SECONDS
+  chroot-escape PATH | fd-escape PATH | cgroup-escape | page-zero
+  connect-unix PATH|@NAME | kill PID SIGNAL | ls PATH | mknod-read PATH MAJOR:MINOR";
 
 fn dispatch(cmd: &str, args: &[String]) -> Result<Report, Usage> {
     let none = |r: fn() -> Result<Report, Usage>| {
@@ -53,6 +56,14 @@ fn dispatch(cmd: &str, args: &[String]) -> Result<Report, Usage> {
         "memhog" => act::memhog(args),
         "forkbomb" => act::forkbomb(args),
         "spin" => act::spin(args),
+        "chroot-escape" => escape::chroot_escape(args),
+        "fd-escape" => escape::fd_escape(args),
+        "cgroup-escape" => none(escape::cgroup_escape),
+        "page-zero" => escape::page_zero(args),
+        "connect-unix" => escape::connect_unix(args),
+        "kill" => escape::kill(args),
+        "ls" => escape::ls(args),
+        "mknod-read" => escape::mknod_read(args),
         _ => Err(util::usage(format!("unknown subcommand {cmd:?}"))),
     }
 }

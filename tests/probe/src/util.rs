@@ -92,6 +92,8 @@ pub fn errno_name(e: i32) -> String {
         libc::ECONNREFUSED => "ECONNREFUSED",
         libc::EHOSTUNREACH => "EHOSTUNREACH",
         libc::EOVERFLOW => "EOVERFLOW",
+        libc::EBADMSG => "EBADMSG",
+        libc::EKEYREJECTED => "EKEYREJECTED",
         _ => return format!("E{e}"),
     };
     name.to_string()

@@ -1,0 +1,3 @@
+#![no_main]
+// Harness and invariants: husk::fuzz::image::json (src/fuzz/).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| husk::fuzz::image::json(data));
