@@ -27,6 +27,7 @@ fn plan_phases(c: &mut Criterion) {
     let mut g = c.benchmark_group("plan");
     g.bench_function("host facts probe (cgroup layout, subids, cap_last_cap)", |b| b.iter(HostFacts::probe));
     let host = HostFacts::probe();
+    let paths = husk::paths::Paths::from_cli(None, None);
     g.bench_function("id map plan", |b| b.iter(|| IdMap::plan(&host, None, 0, 0).expect("id map")));
     let inputs = RootInputs {
         hostname: "husk",
@@ -47,10 +48,10 @@ fn plan_phases(c: &mut Criterion) {
     g.bench_function("mount plan, rootfs dir", |b| {
         b.iter(|| husk::rootfs::plan::build(RootSource::Dir(rootfs.0.clone()), &inputs).expect("mount plan"))
     });
-    g.bench_function("root input (host: reads /etc/passwd)", |b| b.iter(|| root_input(&spec()).expect("root")));
+    g.bench_function("root input (host: reads /etc/passwd)", |b| b.iter(|| root_input(&spec(), &host, &paths).expect("root").0));
     g.bench_function("whole plan, host mode defaults (Plan::build)", |b| {
         b.iter_batched(
-            || (spec(), root_input(&spec()).expect("root")),
+            || (spec(), root_input(&spec(), &host, &paths).expect("root").0),
             |(s, root)| Plan::build(s, &host, root).expect("plan"),
             BatchSize::SmallInput,
         )

@@ -93,6 +93,16 @@ fn fuzz_smoke_resolve_kernel() {
 }
 
 #[test]
+fn fuzz_smoke_image_unpack() {
+    run("image_unpack");
+}
+
+#[test]
+fn fuzz_smoke_image_json() {
+    run("image_json");
+}
+
+#[test]
 fn every_harness_has_a_smoke_test_and_a_cargo_fuzz_target() {
     let me = include_str!("fuzz_smoke.rs");
     let manifest = include_str!("../fuzz/Cargo.toml");

@@ -12,6 +12,7 @@
 //! and argument a profile mentions, and the in-root path resolver must agree
 //! with the kernel's `openat2(RESOLVE_IN_ROOT)` on a real directory tree.
 
+pub mod image;
 pub mod resolve;
 pub mod seccomp;
 pub mod units;
@@ -26,6 +27,8 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("units", units::units),
     ("resolve", resolve::in_memory),
     ("resolve_kernel", resolve::against_kernel),
+    ("image_unpack", image::unpack),
+    ("image_json", image::json),
 ];
 
 /// Reads fuzz input as a stream of choices; past the end every choice is 0,
