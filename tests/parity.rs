@@ -38,21 +38,6 @@ impl Backend {
     }
 }
 
-/// runsc on this host (scripts/test.sh installs Debian's package).
-pub fn runsc_installed() -> bool {
-    ["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"].iter().any(|p| Path::new(p).exists())
-}
-
-#[macro_export]
-macro_rules! require_runsc {
-    () => {
-        if !runsc_installed() {
-            common::skip("runsc is not installed (scripts/test.sh installs Debian's runsc package)");
-            return;
-        }
-    };
-}
-
 /// `extra` with the backend's flags in front.
 pub fn with(b: Backend, extra: &[&str]) -> Vec<String> {
     b.args().iter().chain(extra).map(|s| s.to_string()).collect()

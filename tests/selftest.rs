@@ -112,6 +112,21 @@ fn selftest_finds_nothing_escaping_the_defaults() {
     assert_fixtures_gone(&r);
 }
 
+/// The second wall: the same probes with the gVisor backend.
+#[test]
+fn selftest_finds_nothing_escaping_the_gvisor_backend() {
+    require_root!();
+    require_runsc!();
+    let (r, code) = selftest(&["--runtime", "runsc"], &[]);
+    println!("{}", show(&r));
+    let s = &r["summary"];
+    assert_eq!(s["escaped"], 0, "something escaped under gVisor:\n{}", show(&r));
+    assert_eq!(s["error"], 0, "probes that proved nothing under gVisor:\n{}", show(&r));
+    assert!(s["contained"].as_u64().unwrap() >= 80, "only {} contained under gVisor", s["contained"]);
+    assert_eq!(code, 0);
+    assert_fixtures_gone(&r);
+}
+
 /// The same probes against sandboxes weakened on purpose must say ESCAPED:
 /// proof that `contained` above is a measurement, not a default answer.
 #[test]

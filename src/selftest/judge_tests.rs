@@ -287,6 +287,10 @@ fn under_gvisor_the_sandbox_kernels_own_views_are_not_the_hosts() {
     let fuse = json!({"ok": true, "entries": [{"name": "fuse", "type": "char", "major": 10, "minor": 229}]});
     assert_eq!(j(&gvisor(), Judge::DevNodes, fuse.clone()), Verdict::Contained);
     assert_eq!(j(&ctx(), Judge::DevNodes, fuse), Verdict::Escaped);
+    // gVisor's statfs shows no nosuid: the flag is unreadable there, not absent.
+    let usr = json!({"path": "/usr", "ok": true, "nosuid": false});
+    assert_eq!(j(&gvisor(), Judge::NoSuid, usr.clone()), Verdict::NotApplicable);
+    assert_eq!(j(&ctx(), Judge::NoSuid, usr), Verdict::Escaped);
 }
 
 #[test]

@@ -342,3 +342,18 @@ pub fn unprivileged_user() -> (u32, u32) {
     };
     find("tester").or_else(|| find("nobody")).unwrap_or((65534, 65534))
 }
+
+/// runsc on this host (scripts/test.sh installs Debian's package).
+pub fn runsc_installed() -> bool {
+    ["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"].iter().any(|p| std::path::Path::new(p).exists())
+}
+
+#[macro_export]
+macro_rules! require_runsc {
+    () => {
+        if !$crate::common::runsc_installed() {
+            $crate::common::skip("runsc is not installed (scripts/test.sh installs Debian's runsc package)");
+            return;
+        }
+    };
+}
