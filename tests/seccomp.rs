@@ -61,46 +61,7 @@ const CLONE_NEW: &[(&str, u64)] = &[
 
 /// The syscalls both shipped profiles deny, with the errno each must get.
 fn dangerous_calls() -> Vec<(Call, &'static str)> {
-    let eperm = [
-        "mount",
-        "umount2",
-        "pivot_root",
-        "chroot",
-        "fsopen",
-        "fsconfig",
-        "fsmount",
-        "fspick",
-        "move_mount",
-        "open_tree",
-        "mount_setattr",
-        "unshare",
-        "setns",
-        "keyctl",
-        "add_key",
-        "request_key",
-        "bpf",
-        "perf_event_open",
-        "userfaultfd",
-        "io_uring_setup",
-        "io_uring_enter",
-        "io_uring_register",
-        "kexec_load",
-        "kexec_file_load",
-        "init_module",
-        "finit_module",
-        "delete_module",
-        "reboot",
-        "swapon",
-        "swapoff",
-        "acct",
-        "settimeofday",
-        "clock_settime",
-        "clock_adjtime",
-        "adjtimex",
-        "iopl",
-        "ioperm",
-        "open_by_handle_at",
-    ];
+    let eperm = husk::seccomp::DENIED_EPERM;
     let mut calls: Vec<(Call, &str)> = eperm.iter().map(|n| (call(n, n, &[]), "EPERM")).collect();
     // setns on an invalid fd would be EBADF, unshare(0) would succeed: only
     // the filter says EPERM.

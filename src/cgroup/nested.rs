@@ -248,10 +248,7 @@ impl CgroupJoin for Leaf {
     /// v1 hierarchies cannot be cloned into: the child writes "0" (itself)
     /// to each `tasks` file, first thing after clone (see `v1::join_self`).
     fn join_self(&self) -> Result<(), nix::errno::Errno> {
-        for fd in &self.tasks {
-            nix::unistd::write(fd, b"0")?;
-        }
-        Ok(())
+        super::v1::join_self(&self.tasks)
     }
 
     fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String> {

@@ -265,10 +265,7 @@ impl Cgroup for V1Cgroup {
     /// for writing; the parent writing the child's pid to cgroup.procs would
     /// wait out an RCU grace period (10-20 ms measured here) on every run.
     fn join_self(&self) -> Result<(), nix::errno::Errno> {
-        for fd in &self.tasks {
-            nix::unistd::write(fd, b"0")?;
-        }
-        Ok(())
+        join_self(&self.tasks)
     }
 
     /// The v1 hierarchies were joined by the child itself (`join_self`);
@@ -336,6 +333,15 @@ impl Drop for V1Cgroup {
     fn drop(&mut self) {
         let _ = self.remove();
     }
+}
+
+/// Moves the calling (single-threaded, just cloned) process into each v1
+/// hierarchy whose `tasks` file is given, by writing "0" (itself) there.
+pub fn join_self(tasks: &[OwnedFd]) -> Result<(), nix::errno::Errno> {
+    for fd in tasks {
+        nix::unistd::write(fd, b"0")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -225,15 +225,7 @@ fn start_command(
 /// The command, in the sandbox's namespaces: `run`'s confinement, then the
 /// workdir, then the filter and execve.
 fn command(j: &Join<'_>, chan: &Channel, gate: OwnedFd, times: &mut [u64; MAX_TIMES]) -> ! {
-    let mut byte = [0u8; 1];
-    loop {
-        match nix::unistd::read(&gate, &mut byte) {
-            Ok(1) => break,
-            Err(Errno::EINTR) => continue,
-            _ => exit_now(125),
-        }
-    }
-    drop(gate);
+    crate::spawn::command::wait_gate(gate);
     // Our parent is husk exec now (CLONE_PARENT); PDEATHSIG is not inherited.
     if let Err(e) = prctl::set_pdeathsig(Signal::SIGKILL).at(Step::Setsid) {
         fail(chan, e);

@@ -18,6 +18,50 @@ pub mod notify;
 pub mod profile;
 pub mod syscalls;
 
+/// What both shipped profiles deny with EPERM: the contract their unit
+/// tests check against the compiled programs and tests/seccomp.rs checks
+/// against the kernel, from inside a sandbox.
+pub const DENIED_EPERM: &[&str] = &[
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "unshare",
+    "setns",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "iopl",
+    "ioperm",
+    "open_by_handle_at",
+];
+
 use crate::spawn::step::{AtStep, Step, StepError};
 use crate::spec::SeccompSpec;
 use crate::sync::{Channel, Msg};

@@ -26,48 +26,6 @@ fn raw(p: &[SockFilter]) -> Vec<(u16, u8, u8, u32)> {
     p.iter().map(|f| (f.code, f.jt, f.jf, f.k)).collect()
 }
 
-/// Denied by both shipped profiles, with EPERM.
-pub const DENIED_EPERM: &[&str] = &[
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "move_mount",
-    "open_tree",
-    "mount_setattr",
-    "unshare",
-    "setns",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "reboot",
-    "swapon",
-    "swapoff",
-    "acct",
-    "settimeofday",
-    "clock_settime",
-    "clock_adjtime",
-    "adjtimex",
-    "iopl",
-    "ioperm",
-    "open_by_handle_at",
-];
-
 const CLONE_NEW: &[u64] = &[0x0002_0000, 0x0200_0000, 0x0400_0000, 0x0800_0000, 0x1000_0000, 0x2000_0000, 0x4000_0000];
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541c;

@@ -46,15 +46,7 @@ pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES], gate: Owne
         fail(chan, e);
     }
     // Wait until the init has dropped its own privileges (see child.rs).
-    let mut byte = [0u8; 1];
-    loop {
-        match nix::unistd::read(&gate, &mut byte) {
-            Ok(1) => break,
-            Err(Errno::EINTR) => continue,
-            _ => exit_now(125),
-        }
-    }
-    drop(gate);
+    wait_gate(gate);
     times[phase::CONFINED] = now_ns();
     finish(&c, chan, times)
 }
@@ -133,4 +125,18 @@ fn exec(p: &ProcessPlan) -> Errno {
 fn fail_exec(chan: &Channel, errno: Errno) -> ! {
     let _ = chan.send(Msg::Failed(StepError::new(Step::Exec, errno)));
     exit_now(if errno == Errno::ENOENT { 127 } else { 126 })
+}
+
+/// Blocks until the gate's one byte arrives; EOF instead (whoever held the
+/// other end failed or died) ends this process: nothing of the command may
+/// run unless released.
+pub(crate) fn wait_gate(gate: OwnedFd) {
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(&gate, &mut byte) {
+            Ok(1) => return,
+            Err(Errno::EINTR) => continue,
+            _ => exit_now(125),
+        }
+    }
 }
