@@ -48,7 +48,9 @@ fn plan_phases(c: &mut Criterion) {
     g.bench_function("mount plan, rootfs dir", |b| {
         b.iter(|| husk::rootfs::plan::build(RootSource::Dir(rootfs.0.clone()), &inputs).expect("mount plan"))
     });
-    g.bench_function("root input (host: reads /etc/passwd)", |b| b.iter(|| root_input(&spec(), &host, &paths).expect("root").0));
+    g.bench_function("root input (host: reads /etc/passwd)", |b| {
+        b.iter(|| root_input(&spec(), &host, &paths).expect("root").0)
+    });
     g.bench_function("whole plan, host mode defaults (Plan::build)", |b| {
         b.iter_batched(
             || (spec(), root_input(&spec(), &host, &paths).expect("root").0),
