@@ -208,3 +208,18 @@ fn sigkill_of_runsc_supervisor_then_gc_reaps_gvisor_sandbox() {
     assert!(out.status.success(), "husk gc: {}", String::from_utf8_lossy(&out.stderr));
     assert_gvisor_gone(&s, &rec);
 }
+
+#[test]
+fn runsc_sandbox_memory_bomb_is_oom_killed_and_reported() {
+    require_runsc!();
+    let s = Sbx::new();
+    let id = create_runsc(&s, &["--memory", "128M"]);
+    let rec = s.inspect(&id);
+    // The limit bounds the whole gVisor sandbox (the sentry is in its
+    // cgroup): the host's OOM killer ends it, and the exec says so.
+    let (v, code) = s.exec_json(&id, &[], &["/usr/bin/husk-probe", "memhog", "600M"]);
+    assert_eq!((code, &v["termination"]), (137, &Value::from("oom_killed")), "{v:#}");
+    assert_eq!(v["limits"]["memory"]["applied"], 128 * 1024 * 1024, "{v:#}");
+    assert!(wait_until(Duration::from_secs(15), || !s.dir(&id).exists()), "{id} outlived its sentry");
+    assert_gvisor_gone(&s, &rec);
+}

@@ -250,8 +250,10 @@ pub fn destroy(store: &Store, id: &str, force: bool) -> Result<(), SandboxError>
     }
     let rec = store.read(id)?;
     let sup = rec.supervisor;
-    let asked = Client::connect(&dir, sup).and_then(|c| c.call(&Request::Destroy)).is_ok();
-    let gone = asked && wait_gone(store, id, sup, RM_PATIENCE);
+    // Not asked (no answer): the supervisor may be ending the sandbox on
+    // its own right now (its init died); wait for it all the same.
+    let _asked = Client::connect(&dir, sup).and_then(|c| c.call(&Request::Destroy)).is_ok();
+    let gone = wait_gone(store, id, sup, RM_PATIENCE);
     if gone {
         return Ok(());
     }

@@ -291,6 +291,21 @@ impl Stop for ExecStop<'_> {
     }
 }
 
+/// OOM kills counted by the sandbox's cgroup or its `init` leaf, where the
+/// sentry lives (v2 `memory.events`; v1 `memory.oom_control`, which counts
+/// only in the killed task's own cgroup).
+fn oom_kills(rec: &Record) -> u64 {
+    rec.cgroup
+        .iter()
+        .flat_map(|t| &t.dirs)
+        .flat_map(|d| [d.path.clone(), d.path.join("init")])
+        .flat_map(|d| ["memory.events", "memory.oom_control"].map(|f| d.join(f)))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|t| t.lines().find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse::<u64>().ok()))
+        .max()
+        .unwrap_or(0)
+}
+
 fn ms(from: u64, to: u64) -> f64 {
     crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
 }
@@ -381,6 +396,7 @@ pub fn exec(
         Some(_) => [false, false],
         None => [rb::set_append(1), rb::set_append(2)],
     });
+    let ooms_before = oom_kills(rec);
     let t_spawn = now_ns();
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -429,6 +445,11 @@ pub fn exec(
         });
     } else if let Some(s) = status {
         o.set_command_status(s);
+    } else if oom_kills(rec) > ooms_before {
+        // The host's OOM killer took the sentry (gVisor has none of its
+        // own): the sandbox's memory limit ended the exec, and the sandbox.
+        o.termination = Termination::OomKilled;
+        o.signal = Some(libc::SIGKILL);
     } else {
         let why = log
             .fatal
