@@ -1,7 +1,8 @@
 //! Sandboxes that live under gVisor: `husk create --runtime runsc`, `husk
 //! exec` into it (`runsc exec`), `husk rm`, the lease and `husk gc`, with
-//! the real runsc (Debian's package, installed by scripts/test.sh). Root
-//! only: runsc runs as the sandbox's mapped root.
+//! the real runsc (Debian's package, installed by scripts/test.sh). Root,
+//! and in `mod rootless` as an unprivileged user (runsc as that user's
+//! root; without cgroups there, HUSK_NO_CGROUP=1 as scripts/test.sh runs it).
 mod common;
 mod sandboxkit;
 
@@ -20,7 +21,6 @@ fn runsc_installed() -> bool {
 
 macro_rules! require_runsc {
     () => {
-        require_root!();
         if !runsc_installed() {
             common::skip("runsc is not installed (scripts/test.sh installs Debian's runsc package)");
             return;
@@ -87,6 +87,7 @@ fn assert_gvisor_gone(s: &Sbx, rec: &Value) {
 
 #[test]
 fn runsc_sandbox_runs_every_exec_on_gvisor_and_keeps_its_files() {
+    require_root!();
     require_runsc!();
     let s = Sbx::new();
     let id = create_runsc(&s, &["--name", "gv"]);
@@ -134,6 +135,7 @@ fn runsc_sandbox_runs_every_exec_on_gvisor_and_keeps_its_files() {
 
 #[test]
 fn runsc_exec_timeout_kills_double_forked_daemon_but_spares_sandbox() {
+    require_root!();
     require_runsc!();
     let s = Sbx::new();
     let id = create_runsc(&s, &[]);
@@ -162,6 +164,7 @@ fn runsc_exec_timeout_kills_double_forked_daemon_but_spares_sandbox() {
 
 #[test]
 fn runsc_ttl_expiry_destroys_gvisor_sandbox() {
+    require_root!();
     require_runsc!();
     let s = Sbx::new();
     let id = create_runsc(&s, &["--ttl", "1s"]);
@@ -173,6 +176,7 @@ fn runsc_ttl_expiry_destroys_gvisor_sandbox() {
 
 #[test]
 fn runsc_rm_and_supervisor_sigterm_leave_nothing() {
+    require_root!();
     require_runsc!();
     let s = Sbx::new();
     let id = create_runsc(&s, &[]);
@@ -192,6 +196,7 @@ fn runsc_rm_and_supervisor_sigterm_leave_nothing() {
 
 #[test]
 fn sigkill_of_runsc_supervisor_then_gc_reaps_gvisor_sandbox() {
+    require_root!();
     require_runsc!();
     let s = Sbx::new();
     let id = create_runsc(&s, &[]);
@@ -211,6 +216,7 @@ fn sigkill_of_runsc_supervisor_then_gc_reaps_gvisor_sandbox() {
 
 #[test]
 fn runsc_sandbox_memory_bomb_is_oom_killed_and_reported() {
+    require_root!();
     require_runsc!();
     let s = Sbx::new();
     let id = create_runsc(&s, &["--memory", "128M"]);
@@ -222,4 +228,30 @@ fn runsc_sandbox_memory_bomb_is_oom_killed_and_reported() {
     assert_eq!(v["limits"]["memory"]["applied"], 128 * 1024 * 1024, "{v:#}");
     assert!(wait_until(Duration::from_secs(15), || !s.dir(&id).exists()), "{id} outlived its sentry");
     assert_gvisor_gone(&s, &rec);
+}
+
+mod rootless {
+    use super::*;
+
+    #[test]
+    fn runsc_sandbox_keeps_files_and_times_out_a_daemon_without_privilege() {
+        require_runsc!();
+        let s = Sbx::new();
+        let id = create_runsc(&s, &[]);
+        let rec = s.inspect(&id);
+        assert_eq!(rec["backend"], "runsc", "{rec:#}");
+        let (out, code) = s.sh(&id, "uname -v; echo one > notes.txt");
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains(GVISOR_UNAME_V), "uname -v is not gVisor's: {out}");
+        let (out, code) = s.sh(&id, "cat notes.txt");
+        assert_eq!((out.as_str(), code), ("one\n", 0));
+        let script = "setsid sh -c 'sleep 2000 & sleep 2001' > /dev/null 2>&1 & sleep 3000";
+        let (v, code) = s.exec_json(&id, &["--timeout", "1s"], &["sh", "-c", script]);
+        assert_eq!((code, &v["termination"]), (124, &Value::from("wall_timeout")), "{v:#}");
+        let (out, code) = s.sh(&id, "ps -o args");
+        assert_eq!(code, 0, "the sandbox did not survive its exec's timeout: {out}");
+        assert!(!out.contains("sleep 2"), "the daemon survived the exec's timeout:\n{out}");
+        s.rm(&id);
+        assert_gvisor_gone(&s, &rec);
+    }
 }
