@@ -119,8 +119,16 @@ fn runsc_sandbox_runs_every_exec_on_gvisor_and_keeps_its_files() {
     assert_eq!(code, 127);
 
     // No capabilities, no_new_privs, the plan's user and env.
-    let (out, code) = s.sh(&id, "grep -E '^Cap(Eff|Prm|Bnd)|^NoNewPrivs' /proc/self/status; id -u");
+    let (out, code) = s.sh(&id, "grep -E '^Cap(Eff|Prm|Bnd)|^Seccomp' /proc/self/status; id -u");
     assert_eq!(code, 0, "{out}");
+    // gVisor applies --oci-seccomp to the container's init only: an exec
+    // runs under the sandbox's filter because husk's reaper loads it.
+    assert!(out.contains("Seccomp:\t2"), "an exec runs without the seccomp filter: {out}");
+    let (v, _) = s.exec_json(&id, &[], &["true"]);
+    assert_eq!(v["seccomp"]["mode"], "enforce", "{v:#}");
+    let (v, _) = s.exec_json(&id, &[], &["/usr/bin/husk-probe", "try-syscall", "keyctl"]);
+    let probe: Value = serde_json::from_str(stdout_of(&v).trim()).unwrap_or_default();
+    assert_eq!(probe["errno"], "EPERM", "keyctl was not refused by the default profile: {v:#}");
     for line in out.lines().filter(|l| l.starts_with("Cap")) {
         assert!(line.ends_with("0000000000000000"), "an exec has capabilities: {out}");
     }

@@ -132,7 +132,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         return Err(usage(format!("--workdir {workdir:?}: give an absolute path inside the sandbox")));
     }
     let workdir_c = cstr("--workdir", &workdir).map_err(|e| usage(e.to_string()))?;
-    let seccomp = if rec.backend == "runsc" { None } else { seccomp_of(&rec, store)? };
+    let seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
     let (reply, fds) = client.call(&Request::Exec { wait: req.wait })?;
@@ -144,7 +144,16 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     }
     if rec.backend == "runsc" {
         let exec_id = crate::plan::new_id();
-        let outcome = super::runsc::exec(store, &rec, req, &process, &workdir, &exec_id, t_start);
+        let x = super::runsc::Exec {
+            rec: &rec,
+            req,
+            process: &process,
+            workdir: &workdir,
+            seccomp: seccomp.as_ref(),
+            exec_id: &exec_id,
+            t_start,
+        };
+        let outcome = super::runsc::exec(store, x);
         drop(client);
         return Ok(result(&rec, &reply, &process, outcome, exec_id, "runsc"));
     }

@@ -325,17 +325,22 @@ impl Drop for ExecFiles {
     }
 }
 
+/// One exec of a gVisor sandbox, as `sandbox::exec` planned it.
+pub struct Exec<'a> {
+    pub rec: &'a Record,
+    pub req: &'a ExecRequest,
+    pub process: &'a ProcessPlan,
+    pub workdir: &'a str,
+    /// The sandbox's compiled filter (its `seccomp.bpf`).
+    pub seccomp: Option<&'a crate::seccomp::Program>,
+    pub exec_id: &'a str,
+    pub t_start: u64,
+}
+
 /// Runs one exec under `runsc exec` (see the module docs) and maps what
 /// runsc reports onto the same `Outcome` as a native exec.
-pub fn exec(
-    store: &Store,
-    rec: &Record,
-    req: &ExecRequest,
-    process: &ProcessPlan,
-    workdir: &str,
-    exec_id: &str,
-    t_start: u64,
-) -> Outcome {
+pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
+    let Exec { rec, req, process, workdir, seccomp, exec_id, t_start } = x;
     let failed = |step: &str, message: String| {
         let mut o = Outcome::setup_failed(ErrorReport { step: step.into(), errno: None, message, hint: None });
         o.duration_ms = ms(t_start, now_ns());
@@ -352,7 +357,10 @@ pub fn exec(
         pid: dir.join(format!("exec-{exec_id}.pid")),
         log: dir.join(format!("exec-{exec_id}.log")),
     };
-    let args = helper::reap_argv(process.caps_keep, &req.argv);
+    // gVisor applies the OCI profile (--oci-seccomp) to the container's
+    // init only, not to processes `runsc exec` starts: the reaper loads the
+    // sandbox's own compiled filter into the command itself.
+    let args = helper::reap_argv(process.caps_keep, seccomp.map(|p| p.to_bytes()).as_deref(), &req.argv);
     let caps = process.caps_keep | helper::REAPER_CAPS;
     let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, rec.last_cap) {
         Ok(p) => p,
@@ -363,7 +371,7 @@ pub fn exec(
     }
     let mut cmd = std::process::Command::new(&cfg.bin);
     cmd.args(cfg.global_args(rec.spec.network));
-    if rec.seccomp.is_some() {
+    if seccomp.is_some() {
         cmd.arg("--oci-seccomp");
     }
     // Only exec logs: "Exiting with status: N" is the reaper's raw wait
@@ -456,6 +464,16 @@ pub fn exec(
             .unwrap_or_else(|| format!("runsc exec ended with {:?} without the command's status", watched.init));
         o.termination = Termination::SetupFailed;
         o.error = Some(ErrorReport { step: "runsc_exec".into(), errno: None, message: why, hint: None });
+    }
+    if o.termination != Termination::SetupFailed {
+        let mut sc = crate::seccomp::isolation(seccomp);
+        if let (Some(obj), true) = (sc.as_object_mut(), seccomp.is_some()) {
+            obj.insert(
+                "enforced_by".into(),
+                serde_json::json!("gvisor (husk's reaper loads the filter into the command)"),
+            );
+        }
+        o.seccomp = Some(sc);
     }
     // Limits are the sandbox's (its cgroup holds the whole gVisor sandbox);
     // processes inside gVisor have no cgroup of their own to count an exec by.

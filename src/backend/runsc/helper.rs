@@ -36,8 +36,15 @@ pub const SUBCOMMAND: &str = "gvisor-helper";
 pub const KILL_TREE: Signal = Signal::SIGPWR;
 
 /// The argv of an exec's reaper for `cmd`.
-pub fn reap_argv(keep_caps: u64, cmd: &[String]) -> Vec<String> {
+/// `seccomp`: the compiled filter (`seccomp::Program::to_bytes`) the
+/// command must run under, hex-encoded into the argv ("-": none).
+pub fn reap_argv(keep_caps: u64, seccomp: Option<&[u8]>, cmd: &[String]) -> Vec<String> {
+    let filter = match seccomp {
+        Some(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        None => "-".to_string(),
+    };
     let mut v = vec![PATH_IN_SANDBOX.to_string(), SUBCOMMAND.into(), "reap".into(), "--".into(), keep_caps.to_string()];
+    v.push(filter);
     v.extend(cmd.iter().cloned());
     v
 }
@@ -120,11 +127,20 @@ fn fail(what: &str, e: impl std::fmt::Display) -> i32 {
 /// that init kills every process in the namespace (the kernel's rule for a
 /// pid namespace whose init dies), double-forked daemons included.
 pub fn reap(cmd: &[String]) -> i32 {
-    let (Some(keep), Some(first)) = (cmd.first().and_then(|k| k.parse::<u64>().ok()), cmd.get(1)) else {
-        eprintln!("husk: {SUBCOMMAND} reap: expected KEEP-CAPS CMD...");
+    let (Some(keep), Some(filter), Some(first)) =
+        (cmd.first().and_then(|k| k.parse::<u64>().ok()), cmd.get(1), cmd.get(2))
+    else {
+        eprintln!("husk: {SUBCOMMAND} reap: expected KEEP-CAPS SECCOMP CMD...");
         return 125;
     };
-    let argv: Vec<CString> = match cmd[1..].iter().map(|a| CString::new(a.as_bytes())).collect() {
+    let seccomp = match filter.as_str() {
+        "-" => None,
+        hex => match unhex(hex).and_then(|b| crate::seccomp::Program::from_bytes("sandbox", true, "", false, &b)) {
+            Some(p) => Some(p),
+            None => return fail("the seccomp filter", "not a compiled program"),
+        },
+    };
+    let argv: Vec<CString> = match cmd[2..].iter().map(|a| CString::new(a.as_bytes())).collect() {
         Ok(v) => v,
         Err(_) => return fail("the command", "NUL byte in an argument"),
     };
@@ -157,7 +173,7 @@ pub fn reap(cmd: &[String]) -> i32 {
         Err(e) => return fail("fork", e),
         Ok(Forked::Child) => {
             drop(status_r);
-            exit_now(inner_init(&set, &argv, first, status_w))
+            exit_now(inner_init(&set, &argv, first, seccomp.as_ref(), status_w))
         }
         Ok(Forked::Parent { pid, .. }) => pid,
     };
@@ -205,11 +221,25 @@ pub fn reap(cmd: &[String]) -> i32 {
 /// Pid 1 of the exec's pid namespace: starts the command, forwards
 /// signals to it, reports its raw wait status on `status`, then reaps
 /// until nothing is left in the namespace.
-fn inner_init(set: &SigSet, argv: &[CString], first: &str, status: std::os::fd::OwnedFd) -> i32 {
+fn inner_init(
+    set: &SigSet,
+    argv: &[CString],
+    first: &str,
+    seccomp: Option<&crate::seccomp::Program>,
+    status: std::os::fd::OwnedFd,
+) -> i32 {
     let cmd = match crate::sys::process::fork() {
         Err(e) => return fail("fork", e),
         Ok(Forked::Child) => {
             let _ = SigSet::all().thread_unblock();
+            // Last, as natively: nothing of husk's runs under the filter.
+            // No flags: the command is single-threaded here (TSYNC is
+            // moot) and gVisor refuses the audit-only ones.
+            if let Some(p) = seccomp
+                && let Err(e) = crate::sys::seccomp::install_filter(p.installed(), 0)
+            {
+                exit_now(fail("loading the seccomp filter", e));
+            }
             let e = nix::unistd::execvp(&argv[0], argv).unwrap_err();
             let (code, what) = match e {
                 Errno::ENOENT | Errno::ENOTDIR => (127, "command not found"),
@@ -298,13 +328,25 @@ fn end_like(st: WaitStatus) -> i32 {
     }
 }
 
+/// Bytes from lowercase or uppercase hex.
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn reaper_argv_puts_the_command_after_the_separator() {
-        let v = reap_argv(0, &["sh".into(), "-c".into(), "x".into()]);
-        assert_eq!(v, ["/.husk", "gvisor-helper", "reap", "--", "0", "sh", "-c", "x"]);
+        let v = reap_argv(0, None, &["sh".into(), "-c".into(), "x".into()]);
+        assert_eq!(v, ["/.husk", "gvisor-helper", "reap", "--", "0", "-", "sh", "-c", "x"]);
+        let v = reap_argv(8, Some(&[0x0a, 0xff]), &["true".into()]);
+        assert_eq!(v[4..], ["8", "0aff", "true"]);
+        assert_eq!(unhex("0aff"), Some(vec![0x0a, 0xff]));
+        assert_eq!(unhex("0g"), None);
     }
 }
