@@ -68,6 +68,9 @@ pub fn main(role: &str, cmd: &[String]) -> i32 {
 
 /// The container's init: reaps whatever is orphaned to it, forever.
 pub fn hold() -> i32 {
+    // Not ptraceable, nor its /proc/1/{fd,environ,mem} open, by the
+    // sandbox's own processes of the same uid.
+    let _ = nix::sys::prctl::set_dumpable(false);
     let all = SigSet::all();
     let _ = all.thread_block();
     let mut chld = SigSet::empty();
@@ -144,6 +147,14 @@ pub fn reap(cmd: &[String]) -> i32 {
         Ok(v) => v,
         Err(_) => return fail("the command", "NUL byte in an argument"),
     };
+    // The reaper and the namespace's init run as the exec's user: also
+    // non-dumpable (where the kernel enforces it: gVisor 2022-12 still lets
+    // the same uid read their /proc/PID/fd and environ), and under the
+    // command's filter once they have forked (below). The command's execve
+    // makes it dumpable again, as any process.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        return fail("PR_SET_DUMPABLE", e);
+    }
     // Without it a daemon that double-forks would escape the timeout's
     // kill: refuse rather than run with a weaker guarantee.
     if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID) {
@@ -178,13 +189,23 @@ pub fn reap(cmd: &[String]) -> i32 {
         Ok(Forked::Parent { pid, .. }) => pid,
     };
     drop(status_w);
+    // From here on the reaper runs under the command's filter too, so a
+    // command able to ptrace it gains no syscall its filter refuses.
+    if let Some(p) = &seccomp
+        && let Err(e) = crate::sys::seccomp::install_filter(p.installed(), 0)
+    {
+        let _ = kill(init, Signal::SIGKILL);
+        return fail("loading the seccomp filter", e);
+    }
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
     loop {
         let mut fds =
             [PollFd::new(signals.as_fd(), PollFlags::POLLIN), PollFd::new(status_r.as_fd(), PollFlags::POLLIN)];
-        if poll(&mut fds, PollTimeout::NONE).is_err() {
-            continue;
+        if let Err(e) = poll(&mut fds, PollTimeout::NONE) {
+            // Never spin (a filter refusing poll, say): end the exec.
+            let _ = kill(init, Signal::SIGKILL);
+            return fail("poll", e);
         }
         let (sig_ready, status_ready) =
             (fds[0].revents().is_some_and(|r| !r.is_empty()), fds[1].revents().is_some_and(|r| !r.is_empty()));
@@ -250,9 +271,19 @@ fn inner_init(
         }
         Ok(Forked::Parent { pid, .. }) => pid,
     };
+    if let Some(p) = seccomp
+        && let Err(e) = crate::sys::seccomp::install_filter(p.installed(), 0)
+    {
+        let _ = kill(cmd, Signal::SIGKILL);
+        return fail("loading the seccomp filter", e);
+    }
     let mut status = Some(status);
     loop {
-        let Ok(sig) = set.wait() else { continue };
+        // Never spin: on an error the namespace ends, and the exec with it.
+        let sig = match set.wait() {
+            Ok(s) => s,
+            Err(e) => return fail("sigwait", e),
+        };
         if sig != Signal::SIGCHLD {
             if status.is_some() {
                 let _ = kill(cmd, sig);
