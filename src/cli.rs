@@ -52,6 +52,17 @@ pub enum Command {
     Renew(RenewArgs),
     /// Try to escape sandboxes made with the defaults; report what held.
     Selftest(SelftestArgs),
+    /// husk's own roles inside a gVisor sandbox that lives (not for users).
+    #[command(name = "gvisor-helper", hide = true)]
+    GvisorHelper(GvisorHelperArgs),
+}
+
+/// `gvisor-helper hold` | `gvisor-helper reap -- CMD...` (src/backend/runsc/helper.rs).
+#[derive(Args, Debug)]
+pub struct GvisorHelperArgs {
+    pub role: String,
+    #[arg(last = true)]
+    pub command: Vec<String>,
 }
 
 fn size(s: &str) -> Result<u64, String> {

@@ -5,9 +5,9 @@
 //! runsc survives husk, `husk gc` cleans up after a killed husk, and
 //! `--runtime auto` picks and refuses honestly.
 //!
-//! Not here yet (they need features on other branches): memory-limit
-//! enforcement under runsc (cgroups) and create/exec/rm parity (long-lived
-//! sandboxes).
+//! Not here yet: memory-limit enforcement under runsc (cgroups). Long-lived
+//! sandboxes under runsc (create/exec/rm) are tested in
+//! tests/sandbox_runsc.rs.
 mod common;
 
 use common::*;

@@ -331,15 +331,3 @@ fn no_leftovers_after_200_cycles() {
         .iter()
         .all(|p| !recs.iter().any(|r| r["supervisor"]["pid"].as_i64() == Some(*p as i64)))));
 }
-
-#[test]
-fn create_with_runtime_runsc_is_refused_clearly() {
-    let s = Sbx::new();
-    for rt in ["runsc", "auto"] {
-        let out = s.out(&["create", "--runtime", rt]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(125), "{rt}: {err}");
-        assert!(err.contains("--runtime native only") && err.contains("husk run --runtime runsc"), "{err}");
-    }
-    assert!(s.ids().is_empty());
-}

@@ -28,5 +28,6 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Rm(args) => sandbox::rm(args, &paths),
         Command::Renew(args) => sandbox::renew(args, &paths),
         Command::Selftest(args) => selftest::selftest(args, cli.root.clone()),
+        Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),
     }
 }

@@ -10,7 +10,7 @@ use crate::sandbox::exec::ExecRequest;
 use crate::sandbox::proto::{Client, Request};
 use crate::sandbox::state::{self, Record, Store, now_ms};
 use crate::sandbox::supervisor::{CreateRequest, HoldInputs};
-use crate::spec::{RuntimeChoice, Spec};
+use crate::spec::Spec;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -75,8 +75,15 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
     crate::cmd::run::apply_sandbox_args(&mut spec, &args.sandbox).map_err(usage)?;
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cmd::run::apply_process_args(&mut spec, &p).map_err(usage)?;
-    check_runtime(&spec)?;
     let store = store_of(paths)?;
+    let runsc = crate::sandbox::runsc::select(&spec, &crate::sandbox::runsc::state_of(&store)).map_err(usage)?;
+    if runsc.is_some() {
+        if spec.seccomp_report {
+            return Err(usage("--seccomp-report needs the native backend (under runsc, gVisor enforces the profile inside its own kernel)".into()));
+        }
+        // husk's holder and each exec's reaper run from it inside gVisor.
+        spec.binds.push(crate::sandbox::runsc::helper_bind().map_err(usage)?);
+    }
     let _ = crate::sandbox::gc::sweep(&store);
     let mut host = HostFacts::probe();
     if let Ok(p) = paths {
@@ -90,23 +97,8 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
     let inputs = HoldInputs::of(&root);
     let plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
         .map_err(|e| SandboxError::Setup { step: "plan".into(), message: e.to_string(), hint: None })?;
-    let req = CreateRequest { name: args.name, labels, ttl: args.ttl, concurrent: args.concurrent };
+    let req = CreateRequest { name: args.name, labels, ttl: args.ttl, concurrent: args.concurrent, runsc };
     crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
-}
-
-/// Long-lived sandboxes run on the native backend. runsc (`runsc create`,
-/// `start`, `exec`) would need husk to keep gVisor's sandbox and gofer
-/// processes, its state directory inside a private mount namespace, and
-/// every exec's runsc process under the supervisor; until that exists,
-/// husk refuses instead of silently giving a native sandbox.
-fn check_runtime(spec: &Spec) -> Result<(), SandboxError> {
-    match spec.runtime {
-        RuntimeChoice::Native => Ok(()),
-        RuntimeChoice::Runsc | RuntimeChoice::Auto => Err(SandboxError::Usage(format!(
-            "husk create supports --runtime native only (asked: {}); gVisor sandboxes that live (runsc create/start/exec) are not implemented yet: use `husk run --runtime runsc` for one command, or create a native sandbox",
-            if spec.runtime == RuntimeChoice::Runsc { "runsc" } else { "auto" }
-        ))),
-    }
 }
 
 fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Option<String>) -> ProcessArgs {
@@ -148,7 +140,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         Err(e) => return early(e),
     };
     match crate::sandbox::exec::exec(&store, &req, t_start) {
-        Ok(r) => crate::cmd::run::report_with(&r.outcome, &r.exec_id, "native", &r.isolation, &p, &r.extra),
+        Ok(r) => crate::cmd::run::report_with(&r.outcome, &r.exec_id, r.backend, &r.isolation, &p, &r.extra),
         Err(e) => early(e),
     }
 }
@@ -258,8 +250,10 @@ pub fn destroy(store: &Store, id: &str, force: bool) -> Result<(), SandboxError>
     }
     let rec = store.read(id)?;
     let sup = rec.supervisor;
-    let asked = Client::connect(&dir, sup).and_then(|c| c.call(&Request::Destroy)).is_ok();
-    let gone = asked && wait_gone(store, id, sup, RM_PATIENCE);
+    // Not asked (no answer): the supervisor may be ending the sandbox on
+    // its own right now (its init died); wait for it all the same.
+    let _asked = Client::connect(&dir, sup).and_then(|c| c.call(&Request::Destroy)).is_ok();
+    let gone = wait_gone(store, id, sup, RM_PATIENCE);
     if gone {
         return Ok(());
     }

@@ -47,6 +47,8 @@ pub struct ExecResult {
     pub exec_id: String,
     pub sandbox_id: String,
     pub isolation: serde_json::Value,
+    /// "native" or "runsc".
+    pub backend: &'static str,
     /// Verdict keys beyond `run`'s.
     pub extra: BTreeMap<&'static str, serde_json::Value>,
 }
@@ -129,7 +131,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     if !workdir.starts_with('/') {
         return Err(usage(format!("--workdir {workdir:?}: give an absolute path inside the sandbox")));
     }
-    let workdir = cstr("--workdir", &workdir).map_err(|e| usage(e.to_string()))?;
+    let workdir_c = cstr("--workdir", &workdir).map_err(|e| usage(e.to_string()))?;
     let seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
@@ -139,6 +141,21 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     }
     if !reply.ok {
         return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "the exec was refused".into())));
+    }
+    if rec.backend == "runsc" {
+        let exec_id = crate::plan::new_id();
+        let x = super::runsc::Exec {
+            rec: &rec,
+            req,
+            process: &process,
+            workdir: &workdir,
+            seccomp: seccomp.as_ref(),
+            exec_id: &exec_id,
+            t_start,
+        };
+        let outcome = super::runsc::exec(store, x);
+        drop(client);
+        return Ok(result(&rec, &reply, &process, outcome, exec_id, "runsc"));
     }
     let flag_of = |kind: &str| {
         crate::spawn::child::NAMESPACES.iter().find(|(_, _, k)| *k == kind).map(|(_, f, _)| *f).unwrap_or(0)
@@ -166,10 +183,21 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     };
     let cgroup_setup = ms(t_cg, now_ns());
     let run = Run { rec: &rec, req, exec_id: &exec_id, t_start, cgroup_setup };
-    let outcome = run.go(namespaces, &process, &workdir, seccomp.as_ref(), leaf);
+    let outcome = run.go(namespaces, &process, &workdir_c, seccomp.as_ref(), leaf);
     // The exec is over for the supervisor once its connection closes: it
     // renews the lease from then (to the full ttl) and removes the leaf.
     drop(client);
+    Ok(result(&rec, &reply, &process, outcome, exec_id, "native"))
+}
+
+fn result(
+    rec: &Record,
+    reply: &super::proto::Reply,
+    process: &ProcessPlan,
+    outcome: Outcome,
+    exec_id: String,
+    backend: &'static str,
+) -> ExecResult {
     let [sid, seq, left] = VERDICT_KEYS;
     let mut extra = BTreeMap::new();
     extra.insert(sid, serde_json::json!(rec.id));
@@ -177,7 +205,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     extra.insert(left, serde_json::json!(reply.ttl_ms));
     let mut isolation = rec.isolation.clone();
     isolation["user"] = serde_json::json!({"uid": process.uid, "gid": process.gid});
-    Ok(ExecResult { outcome, exec_id, sandbox_id: rec.id.clone(), isolation, extra })
+    ExecResult { outcome, exec_id, sandbox_id: rec.id.clone(), isolation, backend, extra }
 }
 
 /// The verdict keys an exec adds to `run`'s (docs/verdict.schema.json).

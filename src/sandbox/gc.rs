@@ -50,6 +50,16 @@ pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
     let mut killed = Vec::new();
     let rec = state::read_record(&dir).ok();
     if let Some(rec) = &rec {
+        // A gVisor sandbox outlives its supervisor (runsc gives a detached
+        // sandbox no death signal): its sentry, proven by its command line,
+        // and runsc's state of it.
+        if rec.backend == "runsc" {
+            let r = crate::backend::runsc::gc::reap_run(&super::runsc::state_of(store), id);
+            killed.extend(r.killed);
+            if !r.errors.is_empty() {
+                return Some(Err(format!("sandbox {id}: {}", r.errors.join("; "))));
+            }
+        }
         // PDEATHSIG normally took the init with its supervisor.
         if let Some(init) = rec.init
             && kill_and_wait(init)

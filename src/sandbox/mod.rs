@@ -9,6 +9,7 @@
 //! - `proto`: the supervisor's socket protocol
 //! - `supervisor`: creation and the supervisor's life
 //! - `exec`, `join`: `husk exec` (how a command enters a live sandbox)
+//! - `runsc`: sandboxes that live under gVisor (`--runtime runsc`)
 //! - `gc`: what dead supervisors left behind
 //!
 //! See docs/sandboxes.md.
@@ -17,6 +18,7 @@ pub mod exec;
 pub mod gc;
 pub mod join;
 pub mod proto;
+pub mod runsc;
 pub mod state;
 pub mod supervisor;
 

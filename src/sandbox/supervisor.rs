@@ -40,6 +40,8 @@ pub struct CreateRequest {
     pub labels: BTreeMap<String, String>,
     pub ttl: Duration,
     pub concurrent: bool,
+    /// Run it under gVisor with this runsc (`super::runsc`); None: native.
+    pub runsc: Option<crate::backend::runsc::config::RunscConfig>,
 }
 
 /// Bound on the sandbox's setup (mounts of a slow filesystem...).
@@ -125,6 +127,7 @@ pub fn create(
                 ns: Vec::new(),
                 spare: None,
                 kept: Vec::new(),
+                runsc: req.runsc,
             };
             sup.run(ready_w)
         }
@@ -147,7 +150,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         name: req.name.clone(),
         labels: req.labels.clone(),
         state: State::Creating,
-        backend: "native".into(),
+        backend: if req.runsc.is_some() { "runsc" } else { "native" }.into(),
         created_ms: now,
         ttl_ms,
         expires_ms: now + ttl_ms,
@@ -159,7 +162,10 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         namespaces: BTreeMap::new(),
         cgroup: None,
         limits: serde_json::Value::Null,
-        isolation: crate::backend::native::Native.isolation(plan),
+        isolation: match &req.runsc {
+            Some(cfg) => crate::backend::runsc::Runsc::new(cfg.clone()).isolation(plan),
+            None => crate::backend::native::Native.isolation(plan),
+        },
         spec: plan.spec.clone(),
         image: inputs.image,
         passwd: inputs.passwd,
@@ -242,6 +248,24 @@ struct Supervisor {
     spare: Option<String>,
     /// Leaves of ended execs that still hold processes.
     kept: Vec<String>,
+    /// A gVisor sandbox: its runsc (execs get no cgroup leaf: their
+    /// processes live in the sentry, in the `init` leaf).
+    runsc: Option<crate::backend::runsc::config::RunscConfig>,
+}
+
+/// What holds the sandbox: the native init, or a gVisor sandbox's sentry.
+enum Init {
+    Native(Spawned),
+    Runsc(super::runsc::Live),
+}
+
+impl Init {
+    fn pidfd(&self) -> &OwnedFd {
+        match self {
+            Init::Native(s) => &s.pidfd,
+            Init::Runsc(l) => &l.pidfd,
+        }
+    }
 }
 
 /// One client connection.
@@ -310,7 +334,7 @@ impl Supervisor {
 
     /// Cgroup, init, namespaces, socket: everything up to READY.
     #[allow(clippy::type_complexity)]
-    fn start(&mut self) -> Result<(SignalFd, OwnedFd, Spawned, Option<(SandboxCgroup, Leaf)>), SandboxError> {
+    fn start(&mut self) -> Result<(SignalFd, OwnedFd, Init, Option<(SandboxCgroup, Leaf)>), SandboxError> {
         let set = signals();
         set.thread_block().map_err(|e| setup_err("signals", e))?;
         let signals = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
@@ -335,8 +359,13 @@ impl Supervisor {
         if cgroup.is_none() {
             self.rec.limits = json!("none");
         }
-        let stdio = ChildStdio { stdout: None, stderr: None };
         let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
+        if let Some(cfg) = self.runsc.clone() {
+            let live = super::runsc::start(&mut self.plan, cfg, join)?;
+            self.rec.init = ProcRef::of(live.pid);
+            return self.ready(signals, listener, Init::Runsc(live), cgroup);
+        }
+        let stdio = ChildStdio { stdout: None, stderr: None };
         let spawned = crate::spawn::spawn(&self.plan, stdio, join).map_err(|e| setup_err("clone", e))?;
         self.rec.init = ProcRef::of(spawned.pid.as_raw());
         if let Err(e) = self.await_init(&spawned) {
@@ -344,12 +373,28 @@ impl Supervisor {
             let _ = wait_pidfd(spawned.pidfd.as_fd());
             return Err(e);
         }
+        self.ready(signals, listener, Init::Native(spawned), cgroup)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn ready(
+        &mut self,
+        signals: SignalFd,
+        listener: OwnedFd,
+        init: Init,
+        cgroup: Option<(SandboxCgroup, Leaf)>,
+    ) -> Result<(SignalFd, OwnedFd, Init, Option<(SandboxCgroup, Leaf)>), SandboxError> {
         self.rec.state = State::Ready;
         let now = now_ms();
         self.rec.expires_ms = now + self.rec.ttl_ms;
         self.spare = self.make_spare();
-        state::write_record(&self.dir, &self.rec)?;
-        Ok((signals, listener, spawned, cgroup))
+        if let Err(e) = state::write_record(&self.dir, &self.rec) {
+            if let Init::Runsc(live) = init {
+                live.destroy();
+            }
+            return Err(e);
+        }
+        Ok((signals, listener, init, cgroup))
     }
 
     /// Waits for the init's namespaces (its last word after setup).
@@ -388,7 +433,7 @@ impl Supervisor {
     }
 
     /// The lease: serves the socket until the sandbox is to end.
-    fn hold(&mut self, signals: &SignalFd, listener: &OwnedFd, init: &Spawned) -> End {
+    fn hold(&mut self, signals: &SignalFd, listener: &OwnedFd, init: &Init) -> End {
         let mut conns: Vec<Conn> = Vec::new();
         loop {
             let active = conns.iter().filter(|c| c.exec.is_some()).count();
@@ -403,7 +448,7 @@ impl Supervisor {
                 _ => PollTimeout::NONE,
             };
             let mut fds = vec![
-                PollFd::new(init.pidfd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(init.pidfd().as_fd(), PollFlags::POLLIN),
                 PollFd::new(signals.as_fd(), PollFlags::POLLIN),
                 PollFd::new(listener.as_fd(), PollFlags::POLLIN),
             ];
@@ -416,7 +461,7 @@ impl Supervisor {
             let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
             drop(fds);
             if ready[0] {
-                let status = wait_pidfd(init.pidfd.as_fd());
+                let status = wait_pidfd(init.pidfd().as_fd());
                 return End::InitDied(format!("the sandbox's init ended on its own ({status:?})"));
             }
             if ready[1]
@@ -524,6 +569,7 @@ impl Supervisor {
     fn start_exec(&mut self, c: &mut Conn) -> bool {
         let leaf = match &self.rec.cgroup {
             None => None,
+            Some(_) if self.runsc.is_some() => None,
             Some(_) => match self.spare.take().or_else(|| self.make_spare()) {
                 Some(l) => Some(l),
                 None => {
@@ -556,6 +602,9 @@ impl Supervisor {
 
     /// A fresh, empty leaf for the next exec.
     fn make_spare(&mut self) -> Option<String> {
+        if self.runsc.is_some() {
+            return None;
+        }
         let tree = self.rec.cgroup.as_ref()?;
         let name = format!("exec-{}", crate::plan::new_id());
         match tree.make_leaf(&name) {
@@ -601,7 +650,7 @@ impl Supervisor {
     /// Tears the sandbox down and exits: every process (cgroup kill, then
     /// the init, whose end ends its pid namespace), the namespaces' last
     /// references, the cgroups, the name, the directory.
-    fn destroy(mut self, end: End, init: Option<Spawned>, cgroup: Option<(SandboxCgroup, Leaf)>) -> ! {
+    fn destroy(mut self, end: End, init: Option<Init>, cgroup: Option<(SandboxCgroup, Leaf)>) -> ! {
         let (st, why) = match end {
             End::Removed => (State::Destroyed, None),
             End::Expired => (State::Destroyed, Some("lease expired".to_string())),
@@ -613,6 +662,15 @@ impl Supervisor {
             self.rec.error = why;
         }
         let _ = state::write_record(&self.dir, &self.rec);
+        // gVisor first (runsc kill --all, delete), while its sentry runs.
+        let init = match init {
+            Some(Init::Runsc(live)) => {
+                live.destroy();
+                None
+            }
+            Some(Init::Native(s)) => Some(s),
+            None => None,
+        };
         if let Some(tree) = &self.rec.cgroup {
             let _ = tree.kill_all();
         }

@@ -4,12 +4,12 @@
 //! noNewPrivileges, namespaces, resources and (when given) seccomp.
 
 use super::layout::{KernelFs, Layout, Role};
-use crate::plan::Plan;
+use crate::plan::{Plan, ProcessPlan};
 use crate::spec::{LimitSpec, NetworkMode};
 use oci_spec::runtime::{
     Capabilities, Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxCpuBuilder, LinuxMemoryBuilder,
     LinuxNamespaceBuilder, LinuxNamespaceType, LinuxPidsBuilder, LinuxResources, LinuxResourcesBuilder, LinuxSeccomp,
-    Mount, MountBuilder, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder, RootBuilder, Spec,
+    Mount, MountBuilder, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, Process, ProcessBuilder, RootBuilder, Spec,
     SpecBuilder, UserBuilder,
 };
 
@@ -41,38 +41,9 @@ pub struct Inputs<'a> {
 
 pub fn render(inp: &Inputs<'_>) -> Result<Spec, BundleError> {
     let plan = inp.plan;
-    let p = &plan.process;
     let lossy = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
-    let caps = capabilities(p.caps_keep, plan.last_cap)?;
-    let all = |c: &Capabilities| c.clone();
-    let process = ProcessBuilder::default()
-        .terminal(false)
-        .user(
-            UserBuilder::default()
-                .uid(p.uid)
-                .gid(p.gid)
-                .additional_gids(p.groups.clone())
-                .umask(0o022u32)
-                .build()
-                .map_err(oci("process.user"))?,
-        )
-        .args(p.argv.iter().map(lossy).collect::<Vec<_>>())
-        .env(p.envp.iter().map(lossy).collect::<Vec<_>>())
-        .cwd(lossy(&plan.mounts.workdir))
-        .capabilities(
-            LinuxCapabilitiesBuilder::default()
-                .bounding(all(&caps))
-                .effective(all(&caps))
-                .permitted(all(&caps))
-                .inheritable(all(&caps))
-                .ambient(all(&caps))
-                .build()
-                .map_err(oci("process.capabilities"))?,
-        )
-        .rlimits(rlimits(plan)?)
-        .no_new_privileges(true)
-        .build()
-        .map_err(oci("process"))?;
+    let args = plan.process.argv.iter().map(lossy).collect();
+    let process = process(&plan.process, args, lossy(&plan.mounts.workdir), plan.last_cap)?;
 
     let mut namespaces = vec![LinuxNamespaceType::Pid, LinuxNamespaceType::Ipc, LinuxNamespaceType::Uts];
     namespaces.push(LinuxNamespaceType::Mount);
@@ -126,6 +97,54 @@ pub fn render(inp: &Inputs<'_>) -> Result<Spec, BundleError> {
     Ok(spec)
 }
 
+/// The OCI process for `p` running `args` in `cwd`: its user, env and
+/// rlimits, only its `--cap-add` capabilities, noNewPrivileges. Also what
+/// `husk exec` hands `runsc exec --process` for a sandbox that lives.
+pub fn process(p: &ProcessPlan, args: Vec<String>, cwd: String, last_cap: u32) -> Result<Process, BundleError> {
+    process_with_caps(p, args, cwd, p.caps_keep, last_cap)
+}
+
+/// `process` with the capability set `caps` instead of the plan's.
+pub fn process_with_caps(
+    p: &ProcessPlan,
+    args: Vec<String>,
+    cwd: String,
+    caps: u64,
+    last_cap: u32,
+) -> Result<Process, BundleError> {
+    let lossy = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
+    let caps = capabilities(caps, last_cap)?;
+    let all = |c: &Capabilities| c.clone();
+    ProcessBuilder::default()
+        .terminal(false)
+        .user(
+            UserBuilder::default()
+                .uid(p.uid)
+                .gid(p.gid)
+                .additional_gids(p.groups.clone())
+                .umask(0o022u32)
+                .build()
+                .map_err(oci("process.user"))?,
+        )
+        .args(args)
+        .env(p.envp.iter().map(lossy).collect::<Vec<_>>())
+        .cwd(cwd)
+        .capabilities(
+            LinuxCapabilitiesBuilder::default()
+                .bounding(all(&caps))
+                .effective(all(&caps))
+                .permitted(all(&caps))
+                .inheritable(all(&caps))
+                .ambient(all(&caps))
+                .build()
+                .map_err(oci("process.capabilities"))?,
+        )
+        .rlimits(rlimits(p)?)
+        .no_new_privileges(true)
+        .build()
+        .map_err(oci("process"))
+}
+
 fn capabilities(keep: u64, last_cap: u32) -> Result<Capabilities, BundleError> {
     let mut set = Capabilities::new();
     for cap in caps::all() {
@@ -162,9 +181,8 @@ fn rlimit_type(resource: u32) -> Option<PosixRlimitType> {
     })
 }
 
-fn rlimits(plan: &Plan) -> Result<Vec<PosixRlimit>, BundleError> {
-    plan.process
-        .rlimits
+fn rlimits(p: &ProcessPlan) -> Result<Vec<PosixRlimit>, BundleError> {
+    p.rlimits
         .iter()
         .map(|r| {
             PosixRlimitBuilder::default()

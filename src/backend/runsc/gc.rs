@@ -180,30 +180,8 @@ pub fn gc_runsc(state: &Path) -> RunscGcReport {
     for path in dirs {
         let Some(id) = path.file_name().and_then(|n| n.to_str()).map(str::to_string) else { continue };
         seen.push(id.clone());
-        let mut dir = RunDir { path, keep: false };
-        let owner = std::fs::read_to_string(dir.owner()).ok().and_then(|t| Owner::parse(&t));
-        if owner.is_some_and(Owner::alive) {
-            report.running.push(id);
-            dir.keep = true;
-            continue;
-        }
-        let pid = read_pid(&dir.pid_file()).or_else(|| listed_pid(&id));
-        let mut ok = match pid.map(|p| kill_sandbox(p, &runsc_root, &id, &mut report)) {
-            Some(Err(e)) => {
-                report.errors.push(e);
-                false
-            }
-            _ => true,
-        };
-        if ok && let Ok(cfg) = &cfg {
-            ok = delete(cfg, &id, &mut report);
-        }
-        if ok {
-            report.removed.push(id);
-        } else {
-            // Keep the directory: it is the record of what is left.
-            dir.keep = true;
-        }
+        let pid = listed_pid(&id);
+        reap_dir(path, &id, &runsc_root, cfg.as_ref().ok(), pid, false, &mut report);
     }
 
     // Containers runsc knows without a run directory of husk's.
@@ -220,6 +198,67 @@ pub fn gc_runsc(state: &Path) -> RunscGcReport {
                 report.removed.push(c.id.clone());
             }
         }
+    }
+    report
+}
+
+/// The leftovers of one run directory `path` (container `id`) whose owner
+/// is dead: its sandbox, if still alive and proven to be that sandbox,
+/// runsc's state of it, and the directory. A live owner's run is left
+/// alone (`running`).
+fn reap_dir(
+    path: PathBuf,
+    id: &str,
+    runsc_root: &Path,
+    cfg: Option<&RunscConfig>,
+    listed_pid: Option<i32>,
+    owner_dead: bool,
+    report: &mut RunscGcReport,
+) {
+    let mut dir = RunDir { path, keep: false };
+    let owner = std::fs::read_to_string(dir.owner()).ok().and_then(|t| Owner::parse(&t));
+    if !owner_dead && owner.is_some_and(Owner::alive) {
+        report.running.push(id.to_string());
+        dir.keep = true;
+        return;
+    }
+    let pid = read_pid(&dir.pid_file()).or(listed_pid);
+    let mut ok = match pid.map(|p| kill_sandbox(p, runsc_root, id, report)) {
+        Some(Err(e)) => {
+            report.errors.push(e);
+            false
+        }
+        _ => true,
+    };
+    if ok && let Some(cfg) = cfg {
+        ok = delete(cfg, id, report);
+    }
+    if ok {
+        report.removed.push(id.to_string());
+    } else {
+        // Keep the directory: it is the record of what is left.
+        dir.keep = true;
+    }
+}
+
+/// What a dead owner left of the run (or live sandbox) `id` in `state`
+/// (husk's state directory); see `reap_dir`. Used by the sandbox sweep
+/// for a gVisor sandbox whose supervisor died: it knows the owner is dead
+/// by its lock, even while the owner is an unreaped zombie (which the
+/// owner file's pid check would take for alive).
+pub fn reap_run(state: &Path, id: &str) -> RunscGcReport {
+    let mut report = RunscGcReport::default();
+    let path = config::runs_dir(state).join(id);
+    let cfg = RunscConfig::resolve(&RunscSpec::default(), state);
+    if let Err(e) = &cfg {
+        report.errors.push(format!("cannot clean runsc container {id}: {e}"));
+    }
+    if path.is_dir() {
+        reap_dir(path, id, &config::runsc_root(state), cfg.as_ref().ok(), None, true, &mut report);
+    } else if let Ok(cfg) = &cfg
+        && delete(cfg, id, &mut report)
+    {
+        report.removed.push(id.to_string());
     }
     report
 }

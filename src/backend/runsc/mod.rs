@@ -7,6 +7,7 @@
 pub mod bundle;
 pub mod config;
 pub mod gc;
+pub mod helper;
 pub mod launch;
 pub mod layout;
 pub mod outcome;
@@ -96,7 +97,7 @@ impl Backend for Runsc {
 /// runsc's user namespace: as root, the sandbox's id range exactly as the
 /// native backend maps it; rootless, the invoking user as its root; inside
 /// a user namespace already, none (husk is root there).
-fn user_ns(mode: Mode, plan: &Plan) -> Option<launch::UserNs> {
+pub(crate) fn user_ns(mode: Mode, plan: &Plan) -> Option<launch::UserNs> {
     match mode {
         Mode::Root => Some(launch::UserNs {
             uid_map: plan.ids.uid_map.clone(),
@@ -112,7 +113,7 @@ fn user_ns(mode: Mode, plan: &Plan) -> Option<launch::UserNs> {
     }
 }
 
-fn host_gid_of_root(plan: &Plan) -> Option<u32> {
+pub(crate) fn host_gid_of_root(plan: &Plan) -> Option<u32> {
     match &plan.ids.mode {
         crate::userns::IdMode::Privileged { gid_range, .. } => Some(gid_range.base),
         crate::userns::IdMode::Rootless { host_gid, .. } => Some(*host_gid),
@@ -192,7 +193,7 @@ impl Stop for Ctl<'_> {
 /// clears the flag and moves the shared offset after them. (Reopening the
 /// file instead needs permission on it, which a rootless husk writing to
 /// someone else's file does not have.)
-fn set_append(fd: i32) -> bool {
+pub(crate) fn set_append(fd: i32) -> bool {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     use nix::sys::stat::{SFlag, fstat};
     let Ok(st) = with_stdio(fd, |b| fstat(b)) else { return false };
@@ -205,7 +206,7 @@ fn set_append(fd: i32) -> bool {
 }
 
 /// Undoes `set_append` on drop.
-struct AppendGuard([bool; 2]);
+pub(crate) struct AppendGuard(pub(crate) [bool; 2]);
 
 impl Drop for AppendGuard {
     fn drop(&mut self) {

@@ -1,0 +1,383 @@
+//! husk's side inside gVisor, for sandboxes that live under runsc (`husk
+//! create --runtime runsc`): the static husk binary is bound read-only at
+//! `/.husk` into the sandbox and runs there in one of two roles.
+//!
+//! - `hold`: the container's init. It waits and reaps orphans, nothing
+//!   else, so a sandbox holds no process of the user's between execs and
+//!   needs nothing from the image (no `sleep`, no shell: busybox, scratch
+//!   and host roots alike).
+//! - `reap -- KEEP CMD...`: each exec's parent. It puts the command in a
+//!   pid namespace of its own (see `reap`), so every process the command
+//!   starts stays there even after double forks and `setsid`; on
+//!   `KILL_TREE` (sent by husk exec with `runsc kill --pid` at its timeout)
+//!   it kills the namespace and exits. Other signals are forwarded to the
+//!   command. When the command ends on its own, the reaper ends with the
+//!   same status and the namespace's init stays to reap what the command
+//!   left in the background, which keeps running, as after a native exec.
+//!
+//! Both run as the exec's user with no_new_privs. The holder has no
+//! capabilities; the reaper starts with CAP_SYS_ADMIN and CAP_SETPCAP
+//! (`REAPER_CAPS`) and drops them, from every set, before it forks.
+
+use crate::sys::process::{Forked, exit_now};
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use std::ffi::CString;
+
+/// Where the husk binary is inside a runsc sandbox that lives.
+pub const PATH_IN_SANDBOX: &str = "/.husk";
+/// The hidden subcommand (src/cli.rs) that runs these roles.
+pub const SUBCOMMAND: &str = "gvisor-helper";
+/// Tells a reaper to kill its command's whole tree. husk never forwards
+/// it (only INT, TERM, HUP, QUIT are), so it cannot be confused with a
+/// signal meant for the command.
+pub const KILL_TREE: Signal = Signal::SIGPWR;
+
+/// The argv of an exec's reaper for `cmd`.
+/// `seccomp`: the compiled filter (`seccomp::Program::to_bytes`) the
+/// command must run under, hex-encoded into the argv ("-": none).
+pub fn reap_argv(keep_caps: u64, seccomp: Option<&[u8]>, cmd: &[String]) -> Vec<String> {
+    let filter = match seccomp {
+        Some(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        None => "-".to_string(),
+    };
+    let mut v = vec![PATH_IN_SANDBOX.to_string(), SUBCOMMAND.into(), "reap".into(), "--".into(), keep_caps.to_string()];
+    v.push(filter);
+    v.extend(cmd.iter().cloned());
+    v
+}
+
+/// The argv of the container's init.
+pub fn hold_argv() -> Vec<String> {
+    vec![PATH_IN_SANDBOX.to_string(), SUBCOMMAND.into(), "hold".into()]
+}
+
+/// Runs one role; returns the exit code.
+pub fn main(role: &str, cmd: &[String]) -> i32 {
+    match role {
+        "hold" => hold(),
+        "reap" => reap(cmd),
+        _ => {
+            eprintln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold or reap)");
+            125
+        }
+    }
+}
+
+/// The container's init: reaps whatever is orphaned to it, forever.
+pub fn hold() -> i32 {
+    // Not ptraceable, nor its /proc/1/{fd,environ,mem} open, by the
+    // sandbox's own processes of the same uid.
+    let _ = nix::sys::prctl::set_dumpable(false);
+    let all = SigSet::all();
+    let _ = all.thread_block();
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            // No child now: one appears only when an exec's process is
+            // orphaned, and its exit raises SIGCHLD.
+            Err(_) => {
+                let _ = chld.wait();
+            }
+        }
+    }
+}
+
+/// Signals the reaper handles itself (forwarding most to the command).
+fn handled() -> SigSet {
+    let mut s = SigSet::empty();
+    for sig in [
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGALRM,
+        Signal::SIGWINCH,
+        Signal::SIGCONT,
+        KILL_TREE,
+    ] {
+        s.add(sig);
+    }
+    s
+}
+
+/// Capabilities the reaper starts with beyond the exec's own: SYS_ADMIN
+/// for its pid namespace, SETPCAP to drop both from the bounding set.
+/// It gives them up before anything of the user's runs.
+pub const REAPER_CAPS: u64 = (1 << 21) | (1 << 8); // CAP_SYS_ADMIN, CAP_SETPCAP
+
+fn fail(what: &str, e: impl std::fmt::Display) -> i32 {
+    eprintln!("husk: {what} inside gVisor: {e}");
+    125
+}
+
+/// An exec's parent (see the module docs). `cmd` is `KEEP CMD...`, KEEP
+/// the exec's own capabilities (decimal bit mask). Returns the exit code
+/// to use when the command did not die of a signal.
+///
+/// gVisor (2022-12) has no PR_SET_CHILD_SUBREAPER, so the command's tree is
+/// held by a pid namespace instead: the reaper unshares one, drops every
+/// capability but the exec's own, and forks the namespace's init, which
+/// starts the command, forwards signals to it, reports its status over a
+/// pipe and then stays to reap whatever it left in the background. Killing
+/// that init kills every process in the namespace (the kernel's rule for a
+/// pid namespace whose init dies), double-forked daemons included.
+pub fn reap(cmd: &[String]) -> i32 {
+    let (Some(keep), Some(filter), Some(first)) =
+        (cmd.first().and_then(|k| k.parse::<u64>().ok()), cmd.get(1), cmd.get(2))
+    else {
+        eprintln!("husk: {SUBCOMMAND} reap: expected KEEP-CAPS SECCOMP CMD...");
+        return 125;
+    };
+    let seccomp = match filter.as_str() {
+        "-" => None,
+        hex => match unhex(hex).and_then(|b| crate::seccomp::Program::from_bytes("sandbox", true, "", false, &b)) {
+            Some(p) => Some(p),
+            None => return fail("the seccomp filter", "not a compiled program"),
+        },
+    };
+    let argv: Vec<CString> = match cmd[2..].iter().map(|a| CString::new(a.as_bytes())).collect() {
+        Ok(v) => v,
+        Err(_) => return fail("the command", "NUL byte in an argument"),
+    };
+    // The reaper and the namespace's init run as the exec's user: also
+    // non-dumpable (where the kernel enforces it: gVisor 2022-12 still lets
+    // the same uid read their /proc/PID/fd and environ), and under the
+    // command's filter once they have forked (below). The command's execve
+    // makes it dumpable again, as any process.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        return fail("PR_SET_DUMPABLE", e);
+    }
+    // Without it a daemon that double-forks would escape the timeout's
+    // kill: refuse rather than run with a weaker guarantee.
+    if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID) {
+        return fail("unshare(CLONE_NEWPID)", e);
+    }
+    let last_cap =
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").ok().and_then(|t| t.trim().parse().ok()).unwrap_or(40);
+    let all = crate::sys::caps::all_caps(last_cap);
+    if let Err(e) =
+        crate::sys::caps::drop_bounding(all, keep).and_then(|()| crate::sys::caps::set_process_caps(keep, last_cap))
+    {
+        return fail("dropping capabilities", e);
+    }
+    let set = handled();
+    let signals = match set
+        .thread_block()
+        .and_then(|()| nix::sys::signalfd::SignalFd::with_flags(&set, nix::sys::signalfd::SfdFlags::SFD_CLOEXEC))
+    {
+        Ok(s) => s,
+        Err(e) => return fail("blocking signals", e),
+    };
+    let (status_r, status_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return fail("pipe", e),
+    };
+    let init = match crate::sys::process::fork() {
+        Err(e) => return fail("fork", e),
+        Ok(Forked::Child) => {
+            drop(status_r);
+            exit_now(inner_init(&set, &argv, first, seccomp.as_ref(), status_w))
+        }
+        Ok(Forked::Parent { pid, .. }) => pid,
+    };
+    drop(status_w);
+    // From here on the reaper runs under the command's filter too, so a
+    // command able to ptrace it gains no syscall its filter refuses.
+    if let Some(p) = &seccomp
+        && let Err(e) = crate::sys::seccomp::install_filter(p.installed(), 0)
+    {
+        let _ = kill(init, Signal::SIGKILL);
+        return fail("loading the seccomp filter", e);
+    }
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    loop {
+        let mut fds =
+            [PollFd::new(signals.as_fd(), PollFlags::POLLIN), PollFd::new(status_r.as_fd(), PollFlags::POLLIN)];
+        if let Err(e) = poll(&mut fds, PollTimeout::NONE) {
+            // Never spin (a filter refusing poll, say): end the exec.
+            let _ = kill(init, Signal::SIGKILL);
+            return fail("poll", e);
+        }
+        let (sig_ready, status_ready) =
+            (fds[0].revents().is_some_and(|r| !r.is_empty()), fds[1].revents().is_some_and(|r| !r.is_empty()));
+        if status_ready {
+            let mut buf = [0u8; 4];
+            return match nix::unistd::read(&status_r, &mut buf) {
+                Ok(4) => end_like_raw(i32::from_ne_bytes(buf)),
+                // The namespace's init died without a word (killed).
+                _ => 128 + libc::SIGKILL,
+            };
+        }
+        if !sig_ready {
+            continue;
+        }
+        let Ok(Some(info)) = signals.read_signal() else { continue };
+        match Signal::try_from(info.ssi_signo as i32) {
+            Ok(Signal::SIGCHLD) => {
+                while matches!(waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)), Ok(s) if s != WaitStatus::StillAlive) {
+                }
+            }
+            Ok(s) if s == KILL_TREE => {
+                let _ = kill(init, Signal::SIGKILL);
+                let _ = waitpid(init, None);
+                return 128 + libc::SIGKILL;
+            }
+            Ok(s) => {
+                let _ = kill(init, s);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Pid 1 of the exec's pid namespace: starts the command, forwards
+/// signals to it, reports its raw wait status on `status`, then reaps
+/// until nothing is left in the namespace.
+fn inner_init(
+    set: &SigSet,
+    argv: &[CString],
+    first: &str,
+    seccomp: Option<&crate::seccomp::Program>,
+    status: std::os::fd::OwnedFd,
+) -> i32 {
+    let cmd = match crate::sys::process::fork() {
+        Err(e) => return fail("fork", e),
+        Ok(Forked::Child) => {
+            let _ = SigSet::all().thread_unblock();
+            // Last, as natively: nothing of husk's runs under the filter.
+            // No flags: the command is single-threaded here (TSYNC is
+            // moot) and gVisor refuses the audit-only ones.
+            if let Some(p) = seccomp
+                && let Err(e) = crate::sys::seccomp::install_filter(p.installed(), 0)
+            {
+                exit_now(fail("loading the seccomp filter", e));
+            }
+            let e = nix::unistd::execvp(&argv[0], argv).unwrap_err();
+            let (code, what) = match e {
+                Errno::ENOENT | Errno::ENOTDIR => (127, "command not found"),
+                _ => (126, "cannot execute"),
+            };
+            eprintln!("husk: {what}: {first}: {e}");
+            exit_now(code)
+        }
+        Ok(Forked::Parent { pid, .. }) => pid,
+    };
+    if let Some(p) = seccomp
+        && let Err(e) = crate::sys::seccomp::install_filter(p.installed(), 0)
+    {
+        let _ = kill(cmd, Signal::SIGKILL);
+        return fail("loading the seccomp filter", e);
+    }
+    let mut status = Some(status);
+    loop {
+        // Never spin: on an error the namespace ends, and the exec with it.
+        let sig = match set.wait() {
+            Ok(s) => s,
+            Err(e) => return fail("sigwait", e),
+        };
+        if sig != Signal::SIGCHLD {
+            if status.is_some() {
+                let _ = kill(cmd, sig);
+            }
+            continue;
+        }
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => break,
+                Err(_) => {
+                    // No child left: the command and all it started are done.
+                    if status.is_none() {
+                        return 0;
+                    }
+                    break;
+                }
+                Ok(st) if st.pid() == Some(cmd) => {
+                    let raw = match st {
+                        WaitStatus::Exited(_, c) => c << 8,
+                        WaitStatus::Signaled(_, s, _) => s as i32,
+                        _ => continue,
+                    };
+                    if let Some(w) = status.take() {
+                        let _ = nix::unistd::write(&w, &raw.to_ne_bytes());
+                    }
+                    // Its background processes may hold the exec's stdio;
+                    // this process no longer needs it.
+                    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+                        use std::os::fd::AsRawFd;
+                        for fd in 0..3 {
+                            let _ = crate::sys::fd::dup_onto(null.as_raw_fd(), fd);
+                        }
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+/// `end_like` for a raw wait status.
+fn end_like_raw(raw: i32) -> i32 {
+    match decode(raw) {
+        Some(st) => end_like(st),
+        None => 125,
+    }
+}
+
+fn decode(raw: i32) -> Option<WaitStatus> {
+    let me = nix::unistd::getpid();
+    match crate::sys::process::decode_wait_status(raw)? {
+        crate::sys::process::ExitStatus::Exited(c) => Some(WaitStatus::Exited(me, c)),
+        crate::sys::process::ExitStatus::Signaled(s) => {
+            Signal::try_from(s).ok().map(|s| WaitStatus::Signaled(me, s, false))
+        }
+    }
+}
+
+/// Ends the reaper as the command ended: the same code, or death by the
+/// same signal (so `runsc exec` reports exactly the command's status).
+fn end_like(st: WaitStatus) -> i32 {
+    match st {
+        WaitStatus::Exited(_, code) => code,
+        WaitStatus::Signaled(_, sig, _) => {
+            let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+            // SIG_DFL for a signal cannot run a handler of ours.
+            let _ = crate::sys::signal::reset_dispositions();
+            let _ = SigSet::all().thread_unblock();
+            let _ = nix::sys::signal::raise(sig);
+            128 + sig as i32
+        }
+        _ => 125,
+    }
+}
+
+/// Bytes from lowercase or uppercase hex.
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reaper_argv_puts_the_command_after_the_separator() {
+        let v = reap_argv(0, None, &["sh".into(), "-c".into(), "x".into()]);
+        assert_eq!(v, ["/.husk", "gvisor-helper", "reap", "--", "0", "-", "sh", "-c", "x"]);
+        let v = reap_argv(8, Some(&[0x0a, 0xff]), &["true".into()]);
+        assert_eq!(v[4..], ["8", "0aff", "true"]);
+        assert_eq!(unhex("0aff"), Some(vec![0x0a, 0xff]));
+        assert_eq!(unhex("0g"), None);
+    }
+}

@@ -1,0 +1,485 @@
+//! Sandboxes that live under gVisor (`husk create --runtime runsc`).
+//!
+//! The supervisor builds the root exactly as `husk run --runtime runsc`
+//! does (in a private mount namespace of runsc's child, `launch::spawn`,
+//! born in the sandbox's cgroup) and runs `runsc run --detach` of a bundle
+//! whose process is husk's own holder (`helper::hold`, the static husk
+//! binary bound read-only at `/.husk`): nothing from the image is needed
+//! to keep the sandbox alive. runsc exits once the sandbox runs; its gofer
+//! and sandbox (the sentry) are reparented to the supervisor, a child
+//! subreaper, which watches the sentry's pidfd as a native supervisor
+//! watches its init. The mount namespace lives on with the gofer.
+//!
+//! `husk exec` runs `runsc exec --process` with the exec's user, env,
+//! cwd, rlimits, no capabilities and no_new_privs; the process is husk's
+//! reaper (`helper::reap`), a child subreaper inside gVisor whose child is
+//! the command. A timeout sends the reaper `KILL_TREE` (`runsc kill
+//! --pid`), and it kills the command's whole tree (double-forked daemons
+//! included: they are reparented to it), leaving the sandbox and other
+//! execs' background processes alone.
+//!
+//! The end (rm, lease, SIGTERM): `runsc kill --all`, the sentry killed and
+//! reaped, `runsc delete --force`, every leftover child reaped, the run
+//! directory removed; the supervisor then removes the cgroup and state as
+//! for native. A SIGKILLed supervisor leaves the sentry running (runsc
+//! gives a detached sandbox no death signal): `gc::sweep_one` reaps it with
+//! `backend::runsc::gc::reap_run`, which proves the pid is that sandbox's.
+
+use super::SandboxError;
+use super::exec::ExecRequest;
+use super::state::{Record, Store};
+use crate::backend::runsc::config::{self, Mode, RunscConfig};
+use crate::backend::runsc::{self as rb, Ctl, RunDir, bundle, gc, helper, launch, layout, outcome as rout};
+use crate::outcome::{ErrorReport, Outcome, Termination};
+use crate::plan::{Plan, ProcessPlan};
+use crate::spawn::{CgroupJoin, ChildStdio, now_ns};
+use crate::spec::{NetworkMode, RuntimeChoice, Spec};
+use crate::supervise::{Stop, Watch, signal_fd};
+use crate::sync::Msg;
+use crate::sys::fd::CStrArray;
+use crate::sys::process::{ExitStatus, decode_wait_status, pidfd_open, pidfd_send_signal, wait_pidfd};
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// husk's state directory (the sandbox store is `<state>/sandboxes`).
+pub fn state_of(store: &Store) -> PathBuf {
+    store.root.parent().map(Path::to_path_buf).unwrap_or_else(|| store.root.clone())
+}
+
+/// The runsc to use for `husk create`, or None for native: `--runtime
+/// runsc` (refused with the reason if it cannot work here), or `auto` when
+/// it picks runsc. The same rules as `husk run` (backend::select).
+pub fn select(spec: &Spec, state: &Path) -> Result<Option<RunscConfig>, String> {
+    use crate::backend::auto;
+    let resolve = || RunscConfig::resolve(&spec.runsc, state);
+    match spec.runtime {
+        RuntimeChoice::Native => Ok(None),
+        RuntimeChoice::Runsc => {
+            let cfg = resolve().map_err(|e| format!("--runtime runsc: {e}"))?;
+            let blockers = auto::runsc_blockers(&auto::HostView::probe(), &cfg.platform);
+            if !blockers.is_empty() {
+                return Err(format!("--runtime runsc cannot work on this host: {}", blockers.join("; ")));
+            }
+            Ok(Some(cfg))
+        }
+        RuntimeChoice::Auto => match auto::choose(auto::Facts::probe(&auto::HostView::probe(), resolve))? {
+            (auto::Pick::Native, _) => Ok(None),
+            (auto::Pick::Runsc(cfg), _) => Ok(Some(cfg)),
+        },
+    }
+}
+
+/// The bind that puts the husk binary (this very file, read-only) at
+/// `helper::PATH_IN_SANDBOX`.
+pub fn helper_bind() -> Result<crate::spec::BindSpec, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding husk's own binary (/proc/self/exe): {e}"))?;
+    Ok(crate::spec::BindSpec {
+        source: exe,
+        target: helper::PATH_IN_SANDBOX.into(),
+        access: crate::spec::Access::ReadOnly,
+    })
+}
+
+fn setup_err(step: &str, message: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Setup { step: step.into(), message: message.to_string(), hint: None }
+}
+
+/// A running gVisor sandbox, held by its supervisor.
+pub struct Live {
+    cfg: RunscConfig,
+    network: NetworkMode,
+    id: String,
+    dir: RunDir,
+    /// The sentry (runsc's sandbox process), the supervisor's child.
+    pub pid: i32,
+    pub pidfd: OwnedFd,
+}
+
+/// Bound on `runsc run --detach` (root setup, gofer, sentry boot).
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// Starts the sandbox (see the module docs). `cgroup`: the sandbox's
+/// `init` leaf, which runsc, its gofer and the sentry are born in.
+pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>) -> Result<Live, SandboxError> {
+    layout::scaffold_mount_points(&mut plan.mounts);
+    let plan = &*plan;
+    let layout = layout::layout(&plan.mounts);
+    let profile = match &plan.seccomp {
+        Some(p) => Some(p.profile_json().ok_or_else(|| {
+            setup_err("seccomp", format!("cannot read seccomp profile {} to hand it to runsc", p.name))
+        })?),
+        None => None,
+    };
+    let mut config = bundle::render(&bundle::Inputs { plan, layout: &layout, seccomp: profile.as_ref() })
+        .map_err(|e| setup_err("bundle", e))?;
+    let mut process = config.process().clone().ok_or_else(|| setup_err("bundle", "no process in the bundle"))?;
+    process.set_args(Some(helper::hold_argv()));
+    config.set_process(Some(process));
+
+    let state_err = |e: String| SandboxError::Setup {
+        step: "state_dir".into(),
+        message: e,
+        hint: Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()),
+    };
+    config::ensure_dir(&cfg.runsc_root()).map_err(state_err)?;
+    let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
+    config::ensure_dir(&dir.path).map_err(state_err)?;
+    let write = |p: PathBuf, data: Vec<u8>| {
+        std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
+    };
+    // The supervisor owns the run: `husk gc` leaves it alone while it lives.
+    write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
+    write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.log())
+        .map_err(|e| state_err(format!("opening {}: {e}", dir.log().display())))?;
+
+    let path = |p: &Path| p.display().to_string();
+    let mut argv: Vec<String> = vec![path(&cfg.bin)];
+    argv.extend(cfg.global_args(plan.network));
+    if profile.is_some() {
+        argv.push("--oci-seccomp".into());
+    }
+    argv.extend(["run".into(), "--detach".into(), "--bundle".into(), path(&dir.path)]);
+    argv.extend(["--pid-file".into(), path(&dir.pid_file()), plan.id.clone()]);
+    let cstr = |s: &str| CString::new(s).map_err(|_| setup_err("runsc_args", format!("NUL byte in {s:?}")));
+    let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
+    let envp = CStrArray::new(vec![cstr("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")?]);
+
+    let user_ns = rb::user_ns(cfg.mode, plan);
+    if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), rb::host_gid_of_root(plan)) {
+        for d in [cfg.runsc_root(), dir.path.clone(), dir.log()] {
+            std::os::unix::fs::chown(&d, Some(uid), Some(gid))
+                .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
+        }
+        crate::spawn::open_sources(plan).map_err(|e| setup_err("open_sources", e))?;
+    }
+    let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
+    let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
+    exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
+    let expose = launch::Expose::new(cfg.state.clone(), &exposed);
+    if cfg.mode == Mode::Root {
+        expose.open().map_err(|(p, e)| setup_err("open_sources", format!("cloning {} for runsc: {e}", p.display())))?;
+    }
+    // The gofer and the sentry outlive `runsc run --detach`: as its
+    // subreaper the supervisor gets them, watches the sentry by pidfd and
+    // reaps both.
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| setup_err("subreaper", e))?;
+    let stdio = ChildStdio { stdout: Some(log.as_raw_fd()), stderr: Some(log.as_raw_fd()) };
+    let bin = cstr(&path(&cfg.bin))?;
+    let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
+    let launched = launch::spawn(&l, cgroup).map_err(|e| setup_err(e.step(), e))?;
+    drop(l);
+    let network = plan.network;
+    let live = |pid: i32, pidfd: OwnedFd, dir: RunDir| Live {
+        cfg: cfg.clone(),
+        network,
+        id: plan.id.clone(),
+        dir,
+        pid,
+        pidfd,
+    };
+
+    // runsc run --detach returns once the sandbox runs (or failed).
+    let deadline = Instant::now() + START_LIMIT;
+    let mut failed = None;
+    let status = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut fds = [nix::poll::PollFd::new(launched.pidfd.as_fd(), nix::poll::PollFlags::POLLIN)];
+        let t = nix::poll::PollTimeout::try_from(left.as_millis().min(60_000) as u64)
+            .unwrap_or(nix::poll::PollTimeout::MAX);
+        match nix::poll::poll(&mut fds, t) {
+            Ok(0) => {
+                let _ = pidfd_send_signal(launched.pidfd.as_fd(), libc::SIGKILL);
+                let _ = wait_pidfd(launched.pidfd.as_fd());
+                let mut report = gc::RunscGcReport::default();
+                gc::delete(&cfg, &plan.id, &mut report);
+                rout::reap_descendants();
+                return Err(setup_err("runsc_run", "runsc did not start the sandbox within 60s"));
+            }
+            Ok(_) => break wait_pidfd(launched.pidfd.as_fd()),
+            Err(_) => continue,
+        }
+    };
+    while let Ok(Some(m)) = launched.chan.recv() {
+        if let Msg::Failed(e) = m {
+            failed = Some(e);
+        }
+    }
+    let abort = |msg: String, step: &str| {
+        let mut report = gc::RunscGcReport::default();
+        gc::delete(&cfg, &plan.id, &mut report);
+        rout::reap_descendants();
+        setup_err(step, msg)
+    };
+    if let Some(e) = failed {
+        return Err(abort(format!("starting runsc failed at {}: {:?}", e.step.name(), e.errno), e.step.name()));
+    }
+    if !matches!(status, Ok(ExitStatus::Exited(0))) {
+        let text = std::fs::read_to_string(dir.log()).unwrap_or_default();
+        return Err(abort(format!("runsc run --detach failed ({status:?}): {}", text.trim()), "runsc_run"));
+    }
+    let pid: i32 = std::fs::read_to_string(dir.pid_file())
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or_else(|| abort(format!("runsc wrote no sandbox pid to {}", dir.pid_file().display()), "runsc_run"))?;
+    let pidfd = pidfd_open(nix::unistd::Pid::from_raw(pid)).map_err(|e| {
+        abort(format!("the gVisor sandbox (pid {pid}) is gone right after its start: {e}"), "runsc_run")
+    })?;
+    Ok(live(pid, pidfd, dir))
+}
+
+impl Live {
+    /// Ends the sandbox: every process in it, the sentry, runsc's state,
+    /// every child the supervisor adopted (the gofer), the run directory.
+    /// Returns what could not be cleaned.
+    pub fn destroy(self) -> Vec<String> {
+        let ctl = Ctl { cfg: &self.cfg, network: self.network, id: &self.id };
+        let _ = ctl.runsc(&["kill", "--all", &self.id, "KILL"]);
+        // The sentry and the gofer are our children (adopted), and our only
+        // ones: killed and reaped here, before `runsc delete`, which takes
+        // an unreaped zombie for a live process and waits 5 s for it.
+        let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+        rout::reap_descendants();
+        let mut report = gc::RunscGcReport::default();
+        gc::delete(&self.cfg, &self.id, &mut report);
+        // Removes the bundle, log and pid file.
+        drop(self.dir);
+        report.errors
+    }
+}
+
+/// Reaches the exec's reaper inside gVisor by its sandbox pid.
+struct ExecStop<'a> {
+    ctl: Ctl<'a>,
+    pid_file: PathBuf,
+}
+
+impl ExecStop<'_> {
+    /// The reaper's pid inside the sandbox (written by `runsc exec` once
+    /// the process started; waited for briefly).
+    fn pid(&self) -> Option<String> {
+        for _ in 0..100 {
+            if let Some(p) = std::fs::read_to_string(&self.pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+                .filter(|p| *p > 0)
+            {
+                return Some(p.to_string());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Stop for ExecStop<'_> {
+    fn signal(&self, sig: i32) {
+        if let Some(p) = self.pid() {
+            let _ = self.ctl.runsc(&["kill", "--pid", &p, self.ctl.id, &sig.to_string()]);
+        }
+    }
+
+    fn kill_all(&self) -> bool {
+        let sig = (helper::KILL_TREE as i32).to_string();
+        self.pid().is_some_and(|p| self.ctl.runsc(&["kill", "--pid", &p, self.ctl.id, &sig]).is_ok())
+    }
+}
+
+/// OOM kills counted by the sandbox's cgroup or its `init` leaf, where the
+/// sentry lives (v2 `memory.events`; v1 `memory.oom_control`, which counts
+/// only in the killed task's own cgroup).
+fn oom_kills(rec: &Record) -> u64 {
+    rec.cgroup
+        .iter()
+        .flat_map(|t| &t.dirs)
+        .flat_map(|d| [d.path.clone(), d.path.join("init")])
+        .flat_map(|d| ["memory.events", "memory.oom_control"].map(|f| d.join(f)))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|t| t.lines().find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse::<u64>().ok()))
+        .max()
+        .unwrap_or(0)
+}
+
+fn ms(from: u64, to: u64) -> f64 {
+    crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
+}
+
+/// One exec's files in the sandbox's run directory, removed on drop.
+struct ExecFiles {
+    spec: PathBuf,
+    pid: PathBuf,
+    log: PathBuf,
+}
+
+impl Drop for ExecFiles {
+    fn drop(&mut self) {
+        for p in [&self.spec, &self.pid, &self.log] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// One exec of a gVisor sandbox, as `sandbox::exec` planned it.
+pub struct Exec<'a> {
+    pub rec: &'a Record,
+    pub req: &'a ExecRequest,
+    pub process: &'a ProcessPlan,
+    pub workdir: &'a str,
+    /// The sandbox's compiled filter (its `seccomp.bpf`).
+    pub seccomp: Option<&'a crate::seccomp::Program>,
+    pub exec_id: &'a str,
+    pub t_start: u64,
+}
+
+/// Runs one exec under `runsc exec` (see the module docs) and maps what
+/// runsc reports onto the same `Outcome` as a native exec.
+pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
+    let Exec { rec, req, process, workdir, seccomp, exec_id, t_start } = x;
+    let failed = |step: &str, message: String| {
+        let mut o = Outcome::setup_failed(ErrorReport { step: step.into(), errno: None, message, hint: None });
+        o.duration_ms = ms(t_start, now_ns());
+        o
+    };
+    let state = state_of(store);
+    let cfg = match RunscConfig::resolve(&rec.spec.runsc, &state) {
+        Ok(c) => c,
+        Err(e) => return failed("runsc", e),
+    };
+    let dir = config::runs_dir(&state).join(&rec.id);
+    let files = ExecFiles {
+        spec: dir.join(format!("exec-{exec_id}.json")),
+        pid: dir.join(format!("exec-{exec_id}.pid")),
+        log: dir.join(format!("exec-{exec_id}.log")),
+    };
+    // gVisor applies the OCI profile (--oci-seccomp) to the container's
+    // init only, not to processes `runsc exec` starts: the reaper loads the
+    // sandbox's own compiled filter into the command itself.
+    let args = helper::reap_argv(process.caps_keep, seccomp.map(|p| p.to_bytes()).as_deref(), &req.argv);
+    let caps = process.caps_keep | helper::REAPER_CAPS;
+    let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, rec.last_cap) {
+        Ok(p) => p,
+        Err(e) => return failed("bundle", e.to_string()),
+    };
+    if let Err(e) = std::fs::write(&files.spec, serde_json::to_vec(&spec).unwrap_or_default()) {
+        return failed("state", format!("writing {}: {e}", files.spec.display()));
+    }
+    let mut cmd = std::process::Command::new(&cfg.bin);
+    cmd.args(cfg.global_args(rec.spec.network));
+    if seccomp.is_some() {
+        cmd.arg("--oci-seccomp");
+    }
+    // Only exec logs: "Exiting with status: N" is the reaper's raw wait
+    // status, which is the command's (the reaper ends as it did).
+    cmd.arg(format!("--debug-log={}", files.log.display())).arg("--debug-command=exec");
+    cmd.arg("exec").arg("--process").arg(&files.spec).arg("--internal-pid-file").arg(&files.pid).arg(&rec.id);
+    // Terminal signals reach husk only, which forwards them to the command.
+    cmd.process_group(0);
+    crate::sys::command::die_with_parent(&mut cmd);
+
+    let signals = match signal_fd() {
+        Ok(s) => s,
+        Err(e) => return failed("signals", format!("blocking forwarded signals: {e}")),
+    };
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+    let (out, err) = match req.capture {
+        Some(_) => match (pipe(), pipe()) {
+            (Ok(o), Ok(e)) => (Some(o), Some(e)),
+            (Err(e), _) | (_, Err(e)) => return failed("stdio", format!("creating capture pipes: {e}")),
+        },
+        None => (None, None),
+    };
+    let stdio = |p: &Option<(OwnedFd, OwnedFd)>| match p {
+        Some((_, w)) => w.try_clone().map(std::process::Stdio::from).unwrap_or_else(|_| std::process::Stdio::null()),
+        None => std::process::Stdio::inherit(),
+    };
+    cmd.stdout(stdio(&out)).stderr(stdio(&err));
+    // gVisor writes a donated regular file at its own offset: append.
+    let _append = rb::AppendGuard(match req.capture {
+        Some(_) => [false, false],
+        None => [rb::set_append(1), rb::set_append(2)],
+    });
+    let ooms_before = oom_kills(rec);
+    let t_spawn = now_ns();
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed("runsc_exec", format!("running {}: {e}", cfg.bin.display())),
+    };
+    drop(cmd);
+    // A std child: its pid is ours until the watch reaps it.
+    let pidfd = match pidfd_open(nix::unistd::Pid::from_raw(child.id() as i32)) {
+        Ok(fd) => fd,
+        Err(e) => return failed("runsc_exec", format!("pidfd_open: {e}")),
+    };
+    let chan = match crate::sync::Channel::pair() {
+        Ok((a, _)) => a,
+        Err(e) => return failed("sync_channel", e.to_string()),
+    };
+    let limit = req.capture.unwrap_or(0);
+    let stop = ExecStop { ctl: Ctl { cfg: &cfg, network: rec.spec.network, id: &rec.id }, pid_file: files.pid.clone() };
+    let watched = Watch {
+        pidfd: &pidfd,
+        chan: &chan,
+        signals: &signals,
+        stdout: out.map(|(r, _w)| (r, limit)),
+        stderr: err.map(|(r, _w)| (r, limit)),
+        timeout: req.timeout,
+        kill_grace: req.kill_grace,
+        group: None,
+        seccomp: None,
+        stop: Some(&stop),
+    }
+    .run();
+    drop(child);
+    let t_end = now_ns();
+    let log = std::fs::read_to_string(&files.log).map(|t| rout::parse_log(&t)).unwrap_or_default();
+    let mut o = failed("runsc_exec", String::new());
+    o.error = None;
+    o.phases_ms.insert("plan", ms(t_start, t_spawn));
+    o.phases_ms.insert("run", ms(t_spawn, watched.t_exit.max(t_spawn)));
+    o.stdout = watched.stdout;
+    o.stderr = watched.stderr;
+    let status = log.status.and_then(decode_wait_status);
+    if watched.timed_out {
+        o.termination = Termination::WallTimeout;
+        o.signal = Some(match status {
+            Some(ExitStatus::Signaled(s)) => s,
+            _ => libc::SIGKILL,
+        });
+    } else if let Some(s) = status {
+        o.set_command_status(s);
+    } else if oom_kills(rec) > ooms_before {
+        // The host's OOM killer took the sentry (gVisor has none of its
+        // own): the sandbox's memory limit ended the exec, and the sandbox.
+        o.termination = Termination::OomKilled;
+        o.signal = Some(libc::SIGKILL);
+    } else {
+        let why = log
+            .fatal
+            .unwrap_or_else(|| format!("runsc exec ended with {:?} without the command's status", watched.init));
+        o.termination = Termination::SetupFailed;
+        o.error = Some(ErrorReport { step: "runsc_exec".into(), errno: None, message: why, hint: None });
+    }
+    if o.termination != Termination::SetupFailed {
+        let mut sc = crate::seccomp::isolation(seccomp);
+        if let (Some(obj), true) = (sc.as_object_mut(), seccomp.is_some()) {
+            obj.insert(
+                "enforced_by".into(),
+                serde_json::json!("gvisor (husk's reaper loads the filter into the command)"),
+            );
+        }
+        o.seccomp = Some(sc);
+    }
+    // Limits are the sandbox's (its cgroup holds the whole gVisor sandbox);
+    // processes inside gVisor have no cgroup of their own to count an exec by.
+    o.limits = Some(rec.limits.clone());
+    o.phases_ms.insert("cgroup_setup", 0.0);
+    o.phases_ms.insert("cgroup_teardown", ms(t_end, now_ns()));
+    o.duration_ms = ms(t_start, now_ns());
+    o
+}
