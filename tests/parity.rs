@@ -202,8 +202,6 @@ mod rootless {
         assert!(r["phases_ms"]["runsc"].as_f64().is_some(), "{r:#}");
     }
 
-    /// What gVisor's kernel answers to `uname -v`.
-    const GVISOR_UNAME_V: &str = "#1 SMP Sun Jan 10 15:06:54 PST 2016";
 
     #[test]
     fn command_under_runsc_runs_on_gvisors_kernel() {

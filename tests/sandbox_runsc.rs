@@ -9,24 +9,8 @@ mod sandboxkit;
 use common::*;
 use sandboxkit::*;
 use serde_json::Value;
-use std::path::Path;
 use std::time::Duration;
 
-/// What gVisor's kernel answers to `uname -v` (tests/parity.rs).
-const GVISOR_UNAME_V: &str = "#1 SMP Sun Jan 10 15:06:54 PST 2016";
-
-fn runsc_installed() -> bool {
-    ["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"].iter().any(|p| Path::new(p).exists())
-}
-
-macro_rules! require_runsc {
-    () => {
-        if !runsc_installed() {
-            common::skip("runsc is not installed (scripts/test.sh installs Debian's runsc package)");
-            return;
-        }
-    };
-}
 
 /// `husk create --runtime runsc` on the busybox root; the id.
 fn create_runsc(s: &Sbx, extra: &[&str]) -> String {

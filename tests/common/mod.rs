@@ -357,3 +357,6 @@ macro_rules! require_runsc {
         }
     };
 }
+
+/// What gVisor's kernel answers to `uname -v`: proof a command ran on it.
+pub const GVISOR_UNAME_V: &str = "#1 SMP Sun Jan 10 15:06:54 PST 2016";
