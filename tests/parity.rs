@@ -202,7 +202,6 @@ mod rootless {
         assert!(r["phases_ms"]["runsc"].as_f64().is_some(), "{r:#}");
     }
 
-
     #[test]
     fn command_under_runsc_runs_on_gvisors_kernel() {
         require_runsc!();

@@ -11,7 +11,6 @@ use sandboxkit::*;
 use serde_json::Value;
 use std::time::Duration;
 
-
 /// `husk create --runtime runsc` on the busybox root; the id.
 fn create_runsc(s: &Sbx, extra: &[&str]) -> String {
     let root = busybox_rootfs().display().to_string();
