@@ -199,13 +199,7 @@ impl Leaf {
         let s = &mut self.stats;
         let has = |c: &str| d.controllers.iter().any(|x| x == c);
         if d.unified {
-            for (stat, file) in [
-                (Stat::MemoryPeak, "memory.peak"),
-                (Stat::MemoryEvents, "memory.events"),
-                (Stat::CpuUsage, "cpu.stat"),
-                (Stat::PidsPeak, "pids.peak"),
-                (Stat::PidsEvents, "pids.events"),
-            ] {
+            for (stat, file) in super::v2::STATS {
                 s.open(stat, dir, file);
             }
             return;

@@ -15,6 +15,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long removal waits for a just-killed cgroup to empty.
+/// The files a v2 cgroup's verdict numbers are read from.
+pub(super) const STATS: [(Stat, &str); 5] = [
+    (Stat::MemoryPeak, "memory.peak"),
+    (Stat::MemoryEvents, "memory.events"),
+    (Stat::CpuUsage, "cpu.stat"),
+    (Stat::PidsPeak, "pids.peak"),
+    (Stat::PidsEvents, "pids.events"),
+];
+
 pub(super) const PATIENCE: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug)]
@@ -170,13 +179,7 @@ impl V2Cgroup {
         let mut cg = V2Cgroup { dir, fd, stats: Stats::default(), kill: site.kill, live: true };
         let report = cg.apply(limits)?;
         let d = &cg.dir;
-        for (stat, file) in [
-            (Stat::MemoryPeak, "memory.peak"),
-            (Stat::MemoryEvents, "memory.events"),
-            (Stat::CpuUsage, "cpu.stat"),
-            (Stat::PidsPeak, "pids.peak"),
-            (Stat::PidsEvents, "pids.events"),
-        ] {
+        for (stat, file) in STATS {
             cg.stats.open(stat, d, file);
         }
         Ok((cg, report))

@@ -87,22 +87,11 @@ pub fn hold() -> i32 {
     }
 }
 
-/// Signals the reaper handles itself (forwarding most to the command).
+/// Signals the reaper handles itself: those husk's init forwards, plus
+/// SIGALRM and SIGCONT (also forwarded) and KILL_TREE.
 fn handled() -> SigSet {
-    let mut s = SigSet::empty();
-    for sig in [
-        Signal::SIGCHLD,
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-        Signal::SIGALRM,
-        Signal::SIGWINCH,
-        Signal::SIGCONT,
-        KILL_TREE,
-    ] {
+    let mut s = crate::spawn::child::init_signals();
+    for sig in [Signal::SIGALRM, Signal::SIGCONT, KILL_TREE] {
         s.add(sig);
     }
     s
