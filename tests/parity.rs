@@ -38,6 +38,16 @@ impl Backend {
     }
 }
 
+/// `sh -c SCRIPT` as root of a new user namespace that maps only the
+/// caller (a nested container's view); the host's settings are untouched.
+fn in_own_userns(script: &str) -> std::process::Output {
+    std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// `extra` with the backend's flags in front.
 pub fn with(b: Backend, extra: &[&str]) -> Vec<String> {
     b.args().iter().chain(extra).map(|s| s.to_string()).collect()
@@ -310,11 +320,7 @@ mod rootless {
             husk_bin().display(),
             state.path().display()
         );
-        let out = std::process::Command::new("unshare")
-            .args(["--user", "--map-root-user", "sh", "-c", &script])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
+        let out = in_own_userns(&script);
         let v = verdict_of(&out);
         assert_eq!(out.status.code(), Some(0), "{v:#}");
         assert_eq!(v["backend"], "runsc", "{v:#}");
@@ -333,11 +339,7 @@ mod rootless {
             "echo 0 > /proc/sys/user/max_user_namespaces && exec {} run --json --runtime auto -- true",
             husk_bin().display()
         );
-        let out = std::process::Command::new("unshare")
-            .args(["--user", "--map-root-user", "sh", "-c", &script])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
+        let out = in_own_userns(&script);
         let v = verdict_of(&out);
         assert_eq!(out.status.code(), Some(125), "{v:#}");
         assert_eq!(v["termination"], "setup_failed");
@@ -350,11 +352,7 @@ mod rootless {
             "echo 0 > /proc/sys/user/max_user_namespaces && exec {} run --json --runtime runsc -- true",
             husk_bin().display()
         );
-        let out = std::process::Command::new("unshare")
-            .args(["--user", "--map-root-user", "sh", "-c", &script])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
+        let out = in_own_userns(&script);
         let v = verdict_of(&out);
         assert_eq!(out.status.code(), Some(125), "{v:#}");
         assert!(v["error"]["message"].as_str().unwrap().contains("max_user_namespaces = 0"), "{v:#}");
