@@ -23,6 +23,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod tempdir;
+#[allow(unused_imports)] // not every test crate uses it
+pub use tempdir::TempDir;
+
 pub fn husk_bin() -> PathBuf {
     match std::env::var_os("HUSK_BIN") {
         Some(p) => PathBuf::from(p),
@@ -239,32 +243,6 @@ pub fn unique(tag: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     format!("husk-test-{tag}-{}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed), nanos % 1_000_000_000)
-}
-
-/// A directory removed (recursively) on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(unique(tag));
-        std::fs::create_dir(&p).expect("create temp dir");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
-        TempDir(p)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    pub fn join(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Host pids whose argv contains `marker`.

@@ -9,6 +9,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../common/tempdir.rs"]
+mod tempdir;
+#[allow(unused_imports)] // not every test crate uses it
+pub use tempdir::TempDir;
+
 pub const GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
 pub const ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
 pub const PLAIN: &str = "application/vnd.oci.image.layer.v1.tar";
@@ -16,35 +21,6 @@ pub const DOCKER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip
 
 pub fn sha256(data: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(data)))
-}
-
-/// A directory removed at drop (tests run as root and rootless).
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let base = std::env::var_os("HUSK_TEST_TMP").map(PathBuf::from).unwrap_or_else(|| "/tmp".into());
-        let p = base.join(format!("husk-{tag}-{}-{}", std::process::id(), nanos()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-    pub fn join(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = Command::new("chmod").args(["-R", "u+rwx"]).arg(&self.0).output();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn nanos() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
 }
 
 /// Raw tar writing: any name, type, size (GNU long names past 100 bytes).
