@@ -64,12 +64,13 @@ pub fn live_record(store: &Store, target: &str) -> Result<Record, SandboxError> 
     let dir = store.dir(&id);
     let rec = state::read_record(&dir)?;
     if !state::supervised(&dir) {
-        super::gc::sweep_one(store, &id);
-        return Err(SandboxError::Gone {
-            id,
-            state: "gone",
-            why: Some("its supervisor is no longer running; husk removed what remained".into()),
-        });
+        let why = match super::gc::sweep_one(store, &id) {
+            Some(Err(e)) => format!(
+                "its supervisor is no longer running, and removing what remained failed: {e}; `husk gc` retries"
+            ),
+            _ => "its supervisor is no longer running; husk removed what remained".into(),
+        };
+        return Err(SandboxError::Gone { id, state: "gone", why: Some(why) });
     }
     match rec.state {
         State::Ready | State::Executing => Ok(rec),

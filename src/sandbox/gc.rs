@@ -54,7 +54,7 @@ pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
         // sandbox no death signal): its sentry, proven by its command line,
         // and runsc's state of it.
         if rec.backend == "runsc" {
-            let r = crate::backend::runsc::gc::reap_run(&super::runsc::state_of(store), id);
+            let r = crate::backend::runsc::gc::reap_run(&super::runsc::state_of(store), id, &rec.spec.runsc);
             killed.extend(r.killed);
             if !r.errors.is_empty() {
                 return Some(Err(format!("sandbox {id}: {}", r.errors.join("; "))));

@@ -149,7 +149,7 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
     argv.extend(["--pid-file".into(), path(&dir.pid_file()), plan.id.clone()]);
     let cstr = |s: &str| CString::new(s).map_err(|_| setup_err("runsc_args", format!("NUL byte in {s:?}")));
     let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
-    let envp = CStrArray::new(vec![cstr("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")?]);
+    let envp = CStrArray::new(vec![cstr(&format!("PATH={}", crate::plan::DEFAULT_PATH))?]);
 
     let user_ns = rb::user_ns(cfg.mode, plan);
     if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), rb::host_gid_of_root(plan)) {
@@ -157,7 +157,6 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
             std::os::unix::fs::chown(&d, Some(uid), Some(gid))
                 .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
         }
-        crate::spawn::open_sources(plan).map_err(|e| setup_err("open_sources", e))?;
     }
     let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
     let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];

@@ -25,11 +25,9 @@ pub struct Owner {
     pub start: u64,
 }
 
-/// Field 22 of /proc/PID/stat (after the parenthesised comm).
+/// A process's start time (see `ProcRef`, which owns the parsing).
 pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    crate::sandbox::state::ProcRef::of(pid).map(|p| p.start_time)
 }
 
 impl Owner {
@@ -245,11 +243,12 @@ fn reap_dir(
 /// (husk's state directory); see `reap_dir`. Used by the sandbox sweep
 /// for a gVisor sandbox whose supervisor died: it knows the owner is dead
 /// by its lock, even while the owner is an unreaped zombie (which the
-/// owner file's pid check would take for alive).
-pub fn reap_run(state: &Path, id: &str) -> RunscGcReport {
+/// owner file's pid check would take for alive). `spec`: the runsc the
+/// sandbox was made with (its --runsc-path).
+pub fn reap_run(state: &Path, id: &str, spec: &RunscSpec) -> RunscGcReport {
     let mut report = RunscGcReport::default();
     let path = config::runs_dir(state).join(id);
-    let cfg = RunscConfig::resolve(&RunscSpec::default(), state);
+    let cfg = RunscConfig::resolve(spec, state);
     if let Err(e) = &cfg {
         report.errors.push(format!("cannot clean runsc container {id}: {e}"));
     }

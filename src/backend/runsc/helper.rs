@@ -40,7 +40,7 @@ pub const KILL_TREE: Signal = Signal::SIGPWR;
 /// command must run under, hex-encoded into the argv ("-": none).
 pub fn reap_argv(keep_caps: u64, seccomp: Option<&[u8]>, cmd: &[String]) -> Vec<String> {
     let filter = match seccomp {
-        Some(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        Some(b) => hex::encode(b),
         None => "-".to_string(),
     };
     let mut v = vec![PATH_IN_SANDBOX.to_string(), SUBCOMMAND.into(), "reap".into(), "--".into(), keep_caps.to_string()];
@@ -127,7 +127,10 @@ pub fn reap(cmd: &[String]) -> i32 {
     };
     let seccomp = match filter.as_str() {
         "-" => None,
-        hex => match unhex(hex).and_then(|b| crate::seccomp::Program::from_bytes("sandbox", true, "", false, &b)) {
+        hex => match hex::decode(hex)
+            .ok()
+            .and_then(|b| crate::seccomp::Program::from_bytes("sandbox", true, "", false, &b))
+        {
             Some(p) => Some(p),
             None => return fail("the seccomp filter", "not a compiled program"),
         },
@@ -348,14 +351,6 @@ fn end_like(st: WaitStatus) -> i32 {
     }
 }
 
-/// Bytes from lowercase or uppercase hex.
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,7 +361,5 @@ mod tests {
         assert_eq!(v, ["/.husk", "gvisor-helper", "reap", "--", "0", "-", "sh", "-c", "x"]);
         let v = reap_argv(8, Some(&[0x0a, 0xff]), &["true".into()]);
         assert_eq!(v[4..], ["8", "0aff", "true"]);
-        assert_eq!(unhex("0aff"), Some(vec![0x0a, 0xff]));
-        assert_eq!(unhex("0g"), None);
     }
 }

@@ -300,7 +300,7 @@ impl Runsc {
         argv.push(plan.id.clone());
         let cstr = |s: &str| CString::new(s).map_err(|_| report("runsc_args", format!("NUL byte in {s:?}"), None));
         let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
-        let envp = CStrArray::new(vec![cstr("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")?]);
+        let envp = CStrArray::new(vec![cstr(&format!("PATH={}", crate::plan::DEFAULT_PATH))?]);
 
         let sys_err = |what: &str| {
             let what = what.to_string();
