@@ -400,11 +400,12 @@ fn marker(ctx: &Context, r: &Value) -> Finding {
         return contained("read a file at that path, but not the host marker (a different file)");
     }
     let errs = collect_errnos(r);
-    contained(if errs.is_empty() {
-        "the host marker was not reachable".to_string()
-    } else {
-        format!("the host marker was not reachable ({})", errs.join(", "))
-    })
+    if errs.is_empty() {
+        // A failure without a single errno is no attempt (say, an fd
+        // escape with no fd to try): it proves nothing.
+        return error("no attempt to reach the marker was reported: no verdict");
+    }
+    contained(format!("the host marker was not reachable ({})", errs.join(", ")))
 }
 
 /// Distinct errno strings anywhere in a report, in order of appearance.
@@ -496,8 +497,15 @@ fn page_zero(r: &Value) -> Finding {
     if ok(r) {
         return escaped("page 0 got mapped (NULL-pointer dereferences become exploitable)");
     }
-    let direct = r["direct_map"]["errno"].as_str().unwrap_or("?");
+    let Some(direct) = r["direct_map"]["errno"].as_str() else {
+        return error("no MAP_FIXED attempt at 0 was reported: no verdict");
+    };
     let pers = if r["personality"]["ok"] == true { "allowed" } else { "refused" };
+    // With the personality allowed, only the exec'd check says whether page 0
+    // is mapped in the new image; without its report there is no verdict.
+    if r["personality"]["ok"] == true && r["exec_check"]["mapped"] != false {
+        return error("personality(MMAP_PAGE_ZERO) was allowed but the exec'd check did not report: no verdict");
+    }
     contained(format!(
         "page 0 stays unmapped: MAP_FIXED at 0 fails ({direct}); personality(MMAP_PAGE_ZERO) {pers}, \
          and the exec'd program has no page 0 (vm.mmap_min_addr={}, no CAP_SYS_RAWIO)",
@@ -605,6 +613,9 @@ fn ifaces(r: &Value) -> Finding {
     let other: Vec<&str> = names.iter().copied().filter(|n| *n != "lo").collect();
     if !other.is_empty() {
         return escaped(format!("interfaces other than lo: {}", other.join(", ")));
+    }
+    if names.is_empty() {
+        return error("no interface listed, not even lo: no verdict");
     }
     contained("only lo")
 }

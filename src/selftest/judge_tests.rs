@@ -103,6 +103,7 @@ fn the_marker_token_anywhere_in_a_report_is_an_escape() {
     let f = judge(Judge::Marker, &ctx(), &exited(json!({"ok": false, "errno": "ENOENT"})), &After::default());
     assert_eq!(f.verdict, Verdict::Contained);
     assert!(f.detail.contains("ENOENT"));
+    assert_eq!(verdict_of(Judge::Marker, json!({"ok": false, "attempts": []})), Verdict::Error, "no attempt");
 }
 
 #[test]
@@ -151,6 +152,16 @@ fn privileges() {
     assert_eq!(verdict_of(Judge::SuidExec, ids(1000)), Verdict::Contained);
     assert_eq!(verdict_of(Judge::SuidExec, ids(0)), Verdict::Escaped);
     assert_eq!(verdict_of(Judge::PageZero, json!({"ok": true})), Verdict::Escaped);
+    let pz = |pers: bool, exec: Value| {
+        verdict_of(
+            Judge::PageZero,
+            json!({"ok": false, "direct_map": {"errno": "EPERM"}, "personality": {"ok": pers}, "exec_check": exec}),
+        )
+    };
+    assert_eq!(pz(false, Value::Null), Verdict::Contained);
+    assert_eq!(pz(true, json!({"mapped": false})), Verdict::Contained);
+    assert_eq!(pz(true, Value::Null), Verdict::Error, "the exec'd check never reported");
+    assert_eq!(verdict_of(Judge::PageZero, json!({"ok": false, "errno": "EMFILE"})), Verdict::Error);
     let exe = json!({"ok": false, "opens": [{"path": "/proc/1/exe", "ok": true, "mode": "O_WRONLY"}]});
     assert_eq!(verdict_of(Judge::ExeWrite, exe), Verdict::Escaped);
     let exe = json!({"ok": false, "opens": [{"path": "/proc/1/exe", "ok": false, "errno": "EACCES"}]});
@@ -195,6 +206,7 @@ fn network() {
     let i = |names| verdict_of(Judge::Ifaces, json!({"ok": true, "names": names}));
     assert_eq!(i(json!(["lo"])), Verdict::Contained);
     assert_eq!(i(json!(["lo", "eth0"])), Verdict::Escaped);
+    assert_eq!(i(json!([])), Verdict::Error, "nothing listed proves nothing");
     let c = |v| verdict_of(Judge::Connect, v);
     assert_eq!(c(json!({"addr": "127.0.0.1:1", "ok": true})), Verdict::Escaped);
     assert_eq!(c(json!({"addr": "127.0.0.1:1", "ok": false, "errno": "ECONNREFUSED"})), Verdict::Contained);

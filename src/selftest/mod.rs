@@ -190,7 +190,8 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Rep
         selftest_version: SELFTEST_VERSION,
         husk_version: env!("CARGO_PKG_VERSION"),
         run_id,
-        runtime: opts.run.runtime.clone().unwrap_or_else(|| "native".into()),
+        // What ran, not what was asked for (`auto`, or nothing).
+        runtime: preflight.verdict["backend"].as_str().unwrap_or("?").into(),
         root: opts.run.image.clone().unwrap_or_else(|| "host".into()),
         weakened: opts.run.weaken.clone(),
         isolation: preflight.verdict["isolation"].clone(),
@@ -299,13 +300,17 @@ fn run_probe(opts: &Options, fx: &mut Fixtures, ctx: &Context, index: usize, p: 
         Err(e) => return finish(result, Finding { verdict: Verdict::Error, detail: e }),
     };
     let after = observe(fx, index, p, &inv.argv);
-    if crate::sys::fixture::interrupted() {
-        return finish(result, Finding { verdict: Verdict::Error, detail: "interrupted while running".into() });
-    }
     result.husk_exit_code = Some(run.exit_code);
     result.termination = Some(run.termination.clone());
     result.evidence = run.report.clone();
     let finding = judge::judge(p.judge, ctx, &run, &after);
+    // An interrupted run proves nothing, except an escape already seen
+    // (whose evidence `observe` has just removed from the host).
+    let finding = if crate::sys::fixture::interrupted() && finding.verdict != Verdict::Escaped {
+        Finding { verdict: Verdict::Error, detail: "interrupted while running".into() }
+    } else {
+        finding
+    };
     finish(result, finding)
 }
 
