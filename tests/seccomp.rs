@@ -265,7 +265,8 @@ fn data(name: &str) -> String {
 
 #[test]
 fn docker_format_profile_file_is_loaded_cached_and_enforced() {
-    let store = tempdir("docker");
+    let dir = TempDir::new("seccomp-docker");
+    let store = dir.path().to_string_lossy().into_owned();
     let profile = data("docker-style.json");
     let script = "mkdir /tmp/x; uname -s; python3 -c 'import ctypes, os; l = ctypes.CDLL(None, use_errno=True); \
                   print(l.personality(8), os.strerror(ctypes.get_errno()))'";
@@ -290,7 +291,24 @@ fn docker_format_profile_file_is_loaded_cached_and_enforced() {
     );
     assert_eq!(v["seccomp"]["cache"], "miss");
     assert_eq!(run()["seccomp"]["cache"], "hit", "compiled once, then loaded from the store");
-    let _ = std::fs::remove_dir_all(&store);
+}
+
+/// A compiled filter is installed as read: one from a store root someone
+/// else owns (who could plant an allow-all program there) is never used.
+#[test]
+fn cached_filter_from_a_foreign_store_root_is_never_loaded() {
+    require_root!();
+    let dir = TempDir::new("seccomp-foreign");
+    nix::unistd::chown(dir.path(), Some(65534.into()), Some(65534.into())).unwrap();
+    let store = dir.path().to_string_lossy().into_owned();
+    let profile = data("docker-style.json");
+    for _ in 0..2 {
+        let out = husk(&["--root", &store, "run", "--json", "--seccomp", &profile, "--", "true"]).output().unwrap();
+        let v = verdict_of(&out);
+        assert_eq!(v["termination"], "exited", "{v}");
+        assert_eq!(v["seccomp"]["cache"], "uncached", "a foreign store root must not supply filters: {v}");
+    }
+    assert!(!dir.join("seccomp").exists(), "husk wrote into a store root it does not own");
 }
 
 #[test]
@@ -299,7 +317,8 @@ fn podmans_own_profile_loads_and_is_enforced() {
     if !std::path::Path::new(path).exists() {
         return skip("no /usr/share/containers/seccomp.json (package golang-github-containers-common)");
     }
-    let store = tempdir("podman");
+    let dir = TempDir::new("seccomp-podman");
+    let store = dir.path().to_string_lossy().into_owned();
     let calls = vec![call("userfaultfd", "userfaultfd", &[0]), call("sysfs", "sysfs", &[1])];
     let arg = serde_json::to_string(&calls).unwrap();
     let out = husk(&["--root", &store, "run", "--json", "--seccomp", path, "--", "python3", "-c", PROBE, &arg])
@@ -308,7 +327,6 @@ fn podmans_own_profile_loads_and_is_enforced() {
     let v = verdict_of(&out);
     let results: Value = serde_json::from_str(stdout_of(&v).trim()).unwrap_or_else(|e| panic!("{e}: {v}"));
     assert_eq!(results, serde_json::json!({"userfaultfd": "EPERM", "sysfs": "EPERM"}), "its first entry: {v}");
-    let _ = std::fs::remove_dir_all(&store);
 }
 
 #[test]
@@ -385,13 +403,4 @@ fn a_filter_the_kernel_refuses_fails_the_run_instead_of_running_unfiltered() {
     assert_eq!(v["error"]["errno"], "EACCES");
     assert_eq!(stdout_of(&v), "", "the command never ran");
     assert!(v["seccomp"].is_null(), "no claim of a filter that was not loaded: {v}");
-}
-
-/// A fresh store directory for one test (tests run in parallel: each
-/// passes its own name).
-fn tempdir(name: &str) -> String {
-    let d = std::env::temp_dir().join(format!("husk-seccomp-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d.to_string_lossy().into_owned()
 }

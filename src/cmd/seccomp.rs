@@ -33,7 +33,9 @@ pub fn seccomp(cmd: SeccompCommand) -> i32 {
 /// Validates and compiles the profile; returns the report to print.
 fn check(a: &SeccompCheckArgs) -> Result<String, String> {
     let (origin, text) = match shipped(&a.path) {
-        Some(s) if !std::path::Path::new(&a.path).exists() => (format!("{} (shipped)", s.name), s.json.to_string()),
+        // As `run --seccomp NAME`: a shipped name is the shipped profile even
+        // when a file of that name is here (`./default` checks the file).
+        Some(s) => (format!("{} (shipped)", s.name), s.json.to_string()),
         _ => {
             let text = std::fs::read_to_string(&a.path).map_err(|e| format!("{}: {e}", a.path))?;
             (a.path.clone(), text)

@@ -10,7 +10,6 @@
 
 use super::compile::{MAX_INSNS, SockFilter, insn};
 use sha2::Digest;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"HUSKBPF1";
@@ -66,13 +65,7 @@ impl Cache {
     pub fn store(&self, key: &str, c: &Compiled) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir)?;
-        let tmp = self.dir.join(format!(".{key}.{}.tmp", std::process::id()));
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&encode(c))?;
-        drop(f);
-        std::fs::rename(&tmp, self.path(key)).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        crate::image::store::write_atomic(&self.path(key), &encode(c))
     }
 }
 

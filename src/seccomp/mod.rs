@@ -312,12 +312,16 @@ pub fn from_file(path: &Path, caps_keep: u64, store_root: &Path) -> Result<Progr
         foreign_arches: c.foreign_arches,
         cache: state,
     };
-    if let Some(c) = cache.load(&key) {
+    // A cached program is installed as is: only a store root that is ours
+    // and private (as the image store requires) may supply one, or anyone
+    // who can write there could plant an allow-all filter.
+    let trusted = crate::paths::ensure_private_dir("store root", store_root).is_ok();
+    if trusted && let Some(c) = cache.load(&key) {
         return Ok(mk(c, "hit"));
     }
     let text = std::str::from_utf8(&bytes).map_err(|_| SeccompError::NotUtf8 { path: path.to_path_buf() })?;
     let compiled = compile_text(&name, text, caps_keep, kernel)?;
-    let state = if cache.store(&key, &compiled).is_ok() { "miss" } else { "uncached" };
+    let state = if trusted && cache.store(&key, &compiled).is_ok() { "miss" } else { "uncached" };
     Ok(mk(compiled, state))
 }
 
