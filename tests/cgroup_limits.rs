@@ -366,6 +366,13 @@ fn rootless_without_delegation_fails_closed() {
     }
     let (code, out, err) = cmd("");
     if code == 0 {
+        // Only a run that really got limits proves delegation; one that ran
+        // without them is the bug this test is for.
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
+        assert!(
+            v["limits"].is_object() && v["limits"]["cgroup"]["paths"].as_array().is_some_and(|p| !p.is_empty()),
+            "a rootless run without delegation went ahead without limits: {out}"
+        );
         return skip("this user has a delegated cgroup here; the no-delegation case cannot be shown");
     }
     assert_eq!(code, 125, "stdout: {out}\nstderr: {err}");

@@ -317,10 +317,12 @@ impl CgroupJoin for SandboxCgroup {
 }
 
 impl GroupKill for SandboxCgroup {
+    /// `group_killed` says the cgroup kill worked, not that it was tried
+    /// (the pid namespace's end would kill everything anyway).
     fn kill_all(&self) {
-        self.group_killed.set(true);
-        if let Err(e) = self.cg.kill_all() {
-            eprintln!("husk: warning: group kill failed: {e}");
+        match self.cg.kill_all() {
+            Ok(()) => self.group_killed.set(true),
+            Err(e) => eprintln!("husk: warning: group kill failed: {e}"),
         }
     }
 }
