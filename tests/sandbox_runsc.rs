@@ -112,7 +112,9 @@ fn runsc_sandbox_runs_every_exec_on_gvisor_and_keeps_its_files() {
     let (v, _) = s.exec_json(&id, &[], &["/usr/bin/husk-probe", "try-syscall", "keyctl"]);
     let probe: Value = serde_json::from_str(stdout_of(&v).trim()).unwrap_or_default();
     assert_eq!(probe["errno"], "EPERM", "keyctl was not refused by the default profile: {v:#}");
-    for line in out.lines().filter(|l| l.starts_with("Cap")) {
+    let caps: Vec<&str> = out.lines().filter(|l| l.starts_with("Cap")).collect();
+    assert_eq!(caps.len(), 3, "CapEff, CapPrm and CapBnd not all listed: {out}");
+    for line in caps {
         assert!(line.ends_with("0000000000000000"), "an exec has capabilities: {out}");
     }
     let out =
@@ -236,12 +238,17 @@ mod rootless {
         assert!(out.contains(GVISOR_UNAME_V), "uname -v is not gVisor's: {out}");
         let (out, code) = s.sh(&id, "cat notes.txt");
         assert_eq!((out.as_str(), code), ("one\n", 0));
+        let (_, code) = s.sh(&id, "sleep 1000 > /dev/null 2>&1 &");
+        assert_eq!(code, 0);
         let script = "setsid sh -c 'sleep 2000 & sleep 2001' > /dev/null 2>&1 & sleep 3000";
         let (v, code) = s.exec_json(&id, &["--timeout", "1s"], &["sh", "-c", script]);
         assert_eq!((code, &v["termination"]), (124, &Value::from("wall_timeout")), "{v:#}");
         let (out, code) = s.sh(&id, "ps -o args");
         assert_eq!(code, 0, "the sandbox did not survive its exec's timeout: {out}");
-        assert!(!out.contains("sleep 2"), "the daemon survived the exec's timeout:\n{out}");
+        for gone in ["sleep 2000", "sleep 2001", "sleep 3000"] {
+            assert!(!out.contains(gone), "`{gone}` survived the exec's timeout:\n{out}");
+        }
+        assert!(out.contains("sleep 1000"), "the earlier exec's background process was killed:\n{out}");
         s.rm(&id);
         assert_gvisor_gone(&s, &rec);
     }
