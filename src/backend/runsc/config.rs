@@ -57,7 +57,6 @@ pub fn initial_user_namespace() -> bool {
 /// husk's state directory (the `--state-dir` rule of the store/state
 /// layout: /run/husk as root, $XDG_RUNTIME_DIR/husk rootless, else
 /// `$XDG_DATA_HOME/husk/state` or `~/.local/share/husk/state`).
-// TODO(merge): replace with crate::paths once the image work lands.
 pub fn state_dir(explicit: Option<&Path>) -> Result<PathBuf, String> {
     // The same rules as every other husk command (src/paths.rs).
     crate::paths::Paths::resolve(None, explicit, &crate::paths::Env::current())

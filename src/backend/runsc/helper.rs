@@ -107,8 +107,9 @@ fn fail(what: &str, e: impl std::fmt::Display) -> i32 {
     125
 }
 
-/// An exec's parent (see the module docs). `cmd` is `KEEP CMD...`, KEEP
-/// the exec's own capabilities (decimal bit mask). Returns the exit code
+/// An exec's parent (see the module docs). `cmd` is `KEEP SECCOMP CMD...`:
+/// KEEP the exec's own capabilities (decimal bit mask), SECCOMP its
+/// compiled filter in hex (`-`: none). Returns the exit code
 /// to use when the command did not die of a signal.
 ///
 /// gVisor (2022-12) has no PR_SET_CHILD_SUBREAPER, so the command's tree is
