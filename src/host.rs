@@ -77,6 +77,14 @@ pub fn sysctl_int(path: &str) -> Option<i64> {
     std::fs::read_to_string(Path::new("/proc/sys").join(path)).ok()?.trim().parse().ok()
 }
 
+/// The running kernel's (major, minor): seccomp's `minKernel`, cgroup.kill (5.14).
+pub fn kernel_version() -> Option<(u32, u32)> {
+    let u = nix::sys::utsname::uname().ok()?;
+    let r = u.release().to_str()?;
+    let mut it = r.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

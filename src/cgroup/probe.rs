@@ -119,9 +119,9 @@ impl CgroupHost {
     pub fn probe() -> CgroupHost {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let release =
-            nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default();
-        let mut host = CgroupHost::from_texts(&mountinfo, &own, kernel_at_least(&release, 5, 14));
+        // cgroup.kill: 5.14.
+        let kill = crate::host::kernel_version().is_some_and(|v| v >= (5, 14));
+        let mut host = CgroupHost::from_texts(&mountinfo, &own, kill);
         if let Some(u) = &mut host.unified {
             let text = std::fs::read_to_string(u.path.join("cgroup.controllers")).unwrap_or_default();
             u.controllers = text.split_whitespace().filter_map(Controller::from_name).collect();
@@ -227,15 +227,6 @@ pub fn parse_self_cgroup(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `6.1.0-57-amd64` >= (major, minor)?
-pub fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
-    let mut it = release.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse::<u32>());
-    match (it.next(), it.next()) {
-        (Some(Ok(a)), Some(Ok(b))) => (a, b) >= (major, minor),
-        _ => false,
-    }
-}
-
 /// Whether `dir` is a cgroup the caller (uid) was delegated: it owns the
 /// directory and may write the files a delegate needs (cgroup.procs to move
 /// processes, cgroup.subtree_control to enable controllers).
@@ -322,14 +313,6 @@ mod tests {
         let mi = "41 31 0:38 / /mnt/cg\\040two rw - cgroup2 cgroup2 rw\n";
         let h = CgroupHost::from_texts(mi, "", true);
         assert_eq!(h.unified.unwrap().path, Path::new("/mnt/cg two"));
-    }
-
-    #[test]
-    fn kernel_versions_compare() {
-        assert!(kernel_at_least("6.1.0-57-amd64", 5, 14));
-        assert!(kernel_at_least("5.14.0", 5, 14));
-        assert!(!kernel_at_least("5.10.0-1", 5, 14));
-        assert!(!kernel_at_least("garbage", 5, 14));
     }
 
     #[test]

@@ -248,13 +248,7 @@ impl Program {
     }
 }
 
-/// The running kernel's (major, minor), for Docker's `minKernel`.
-pub fn kernel_version() -> Option<(u32, u32)> {
-    let u = nix::sys::utsname::uname().ok()?;
-    let r = u.release().to_str()?;
-    let mut it = r.split(|c: char| !c.is_ascii_digit());
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-}
+pub use crate::host::kernel_version;
 
 /// Builds the program for a run. `caps_keep` (bit N = capability N) feeds
 /// Docker's `includes.caps`; compiled user profiles are cached under

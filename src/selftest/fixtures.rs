@@ -6,7 +6,8 @@
 //! without a second id for setuid) leaves its placeholder `Missing`: probes
 //! that need it report `not_applicable` with the reason.
 
-use crate::sys::fixture::{MsgQueue, die_with_parent};
+use crate::sys::command::die_with_parent;
+use crate::sys::fixture::MsgQueue;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::os::fd::{AsFd, OwnedFd};
@@ -113,15 +114,6 @@ pub struct Fixtures {
     _dir: Dir,
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).is_err() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        return format!("{:x}{:x}", t.as_nanos(), std::process::id());
-    }
-    hex::encode(b)
-}
-
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> FixtureError + 'a {
     move |source| FixtureError::Io { what, path: path.to_path_buf(), source }
 }
@@ -130,13 +122,13 @@ impl Fixtures {
     /// Sets up every fixture. `base` is the host directory the marker goes
     /// in (world-readable, so only isolation keeps the sandbox from it).
     pub fn create(base: &Path, probe_host: &Path, defaults: &Defaults) -> Result<Fixtures, FixtureError> {
-        let run_id = random_hex(6);
+        let run_id = crate::plan::random_hex(6);
         let dir_path = base.join(format!("husk-selftest-{run_id}"));
         std::fs::create_dir(&dir_path).map_err(io("directory", &dir_path))?;
         let dir = Dir(dir_path.clone());
         std::fs::set_permissions(&dir_path, std::fs::Permissions::from_mode(0o755))
             .map_err(io("directory", &dir_path))?;
-        let marker_token = format!("husk-selftest-secret-{}", random_hex(16));
+        let marker_token = format!("husk-selftest-secret-{}", crate::plan::random_hex(16));
         let marker_path = dir_path.join("marker");
         std::fs::write(&marker_path, format!("{marker_token}\n")).map_err(io("marker", &marker_path))?;
         std::fs::set_permissions(&marker_path, std::fs::Permissions::from_mode(0o644))
@@ -188,7 +180,7 @@ impl Fixtures {
         );
 
         // A random key; IPC_EXCL makes sure the queue is ours.
-        let key = i32::from_str_radix(&random_hex(3), 16).unwrap_or(0x5e1f7e) | 0x4000_0000;
+        let key = i32::from_str_radix(&crate::plan::random_hex(3), 16).unwrap_or(0x5e1f7e) | 0x4000_0000;
         let sysv = MsgQueue::create(key).ok();
 
         let (dev, nums) = host_block_device();

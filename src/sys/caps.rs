@@ -92,8 +92,3 @@ pub fn current() -> SysResult<(u64, u64, u64)> {
 pub fn all_caps(last_cap: u32) -> u64 {
     if last_cap >= 63 { u64::MAX } else { (1u64 << (last_cap + 1)) - 1 }
 }
-
-/// Empties the ambient set.
-pub fn clear_ambient() -> SysResult<()> {
-    prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0)
-}

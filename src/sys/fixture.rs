@@ -33,29 +33,6 @@ impl Drop for MsgQueue {
     }
 }
 
-/// Does a SysV message queue with this id exist on the host?
-pub fn msg_queue_exists(id: i32) -> bool {
-    // SAFETY: msqid_ds is plain old data filled by the call.
-    let mut ds: libc::msqid_ds = unsafe { std::mem::zeroed() };
-    // SAFETY: ds is a valid out-pointer for IPC_STAT.
-    unsafe { libc::msgctl(id, libc::IPC_STAT, &mut ds) == 0 }
-}
-
-/// The spawned process gets SIGKILL when the spawning thread dies, so a
-/// fixture process never outlives a selftest that was killed outright.
-pub fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: the closure runs between fork and exec and calls only the
-    // async-signal-safe prctl.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
-}
-
 /// The spawned process starts a new session whose controlling terminal is
 /// its stdin (which must be a terminal): the position of a `husk run`
 /// started from an interactive shell, the setup of CVE-2017-5226.
