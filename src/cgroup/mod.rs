@@ -214,7 +214,7 @@ pub fn doctor(host: &CgroupHost, who: Caller) -> (bool, String, Option<String>) 
 }
 
 /// `--cgroup-parent`: a relative path below the mount (or delegated root).
-fn parse_parent(p: &str) -> Result<PathBuf, CgroupError> {
+pub(crate) fn parse_parent(p: &str) -> Result<PathBuf, CgroupError> {
     let rel = p.trim_matches('/');
     if rel.is_empty() || rel.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
         return Err(CgroupError::BadParent(p.into()));

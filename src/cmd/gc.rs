@@ -7,7 +7,7 @@ use crate::cgroup::{self, Caller};
 use crate::cli::GcArgs;
 use crate::host::HostFacts;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One section per resource kind husk may leave behind when it is killed
 /// before its own cleanup runs.
@@ -23,13 +23,11 @@ pub fn gc_cgroups(host: &HostFacts, args: &GcArgs) -> cgroup::gc::GcReport {
     let who = Caller { uid: host.uid, privileged: host.privileged };
     let mut parents = cgroup::gc::parents(&host.cgroup, None, who);
     if let Some(p) = &args.cgroup_parent {
-        let rel = PathBuf::from(p.trim_matches('/'));
-        if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-            return cgroup::gc::GcReport {
-                errors: vec![format!("invalid --cgroup-parent {p:?}: give a path below the cgroup mount")],
-                ..Default::default()
-            };
-        }
+        // The same rule `run --cgroup-parent` applies.
+        let rel = match cgroup::parse_parent(p) {
+            Ok(rel) => rel,
+            Err(e) => return cgroup::gc::GcReport { errors: vec![e.to_string()], ..Default::default() },
+        };
         parents.extend(cgroup::gc::parents(&host.cgroup, Some(&rel), who));
     }
     cgroup::gc::collect(&parents, args.min_age)
