@@ -179,8 +179,10 @@ pub struct SandboxArgs {
 
     /// Run without a cgroup: no memory/cpu/pids limits, no accounting
     /// (the verdict says limits: "none").
-    #[arg(long, env = "HUSK_NO_CGROUP", value_parser = clap::builder::BoolishValueParser::new(),
-          conflicts_with_all = ["memory", "memory_swap", "cpus", "pids", "cgroup_parent"])]
+    /// Checked against the limit flags in `cgroup::limits::spec_from_args`,
+    /// not by clap: clap counts any value of the env var (even "0") as
+    /// given, so `conflicts_with` would refuse `HUSK_NO_CGROUP=0 --memory`.
+    #[arg(long, env = "HUSK_NO_CGROUP", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_cgroup: bool,
 
     /// Parent cgroup, relative to each cgroup mount (default: husk; as an

@@ -95,6 +95,32 @@ fn limits_are_applied_and_reported_by_default() {
     assert_eq!(r["pids_limit_hit"], false);
 }
 
+/// An opt-out must be an explicit yes: HUSK_NO_CGROUP=0 keeps limits (and
+/// asking for a limit), and a limit asked for together with the opt-out is
+/// refused, never silently dropped.
+#[test]
+fn no_cgroup_opt_out_is_never_silent() {
+    require_root!();
+    let out = husk(&["run", "--json", "--memory", "100M", "--", "true"]).env("HUSK_NO_CGROUP", "0").output().unwrap();
+    let v = verdict_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(v["limits"]["memory"]["applied"], 100 << 20, "{v}");
+    for env in [None, Some("1")] {
+        let mut cmd = match env {
+            None => husk(&["run", "--json", "--no-cgroup", "--memory", "100M", "--", "true"]),
+            Some(e) => {
+                let mut c = husk(&["run", "--json", "--memory", "100M", "--", "true"]);
+                c.env("HUSK_NO_CGROUP", e);
+                c
+            }
+        };
+        let out = cmd.output().unwrap();
+        let v = verdict_of(&out);
+        assert_eq!(out.status.code(), Some(125), "{env:?}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("--memory needs a cgroup"), "{v}");
+    }
+}
+
 #[test]
 fn memory_bomb_is_oom_killed_and_reported() {
     require_root!();

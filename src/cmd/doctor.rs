@@ -31,7 +31,10 @@ fn check(name: &'static str, required: bool, ok: bool, detail: String, fix: Opti
 
 /// `HUSK_NO_CGROUP` set to a true value, as clap reads it for --no-cgroup.
 pub fn no_cgroup_opt_out() -> bool {
-    std::env::var("HUSK_NO_CGROUP").map(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")).unwrap_or(false)
+    // As clap's BoolishValueParser reads it for `run`.
+    std::env::var("HUSK_NO_CGROUP")
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "y" | "yes" | "t" | "true" | "on" | "1"))
+        .unwrap_or(false)
 }
 
 fn kernel_release() -> String {
