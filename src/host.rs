@@ -23,8 +23,9 @@ pub struct HostFacts {
     /// husk's store (images, layers, compiled seccomp profiles): `--root`,
     /// else /var/lib/husk as root, $XDG_DATA_HOME/husk otherwise.
     pub store_root: PathBuf,
-    /// cgroup layout: v2 / v1 / hybrid, mounts, controllers, own cgroup.
-    pub cgroup: crate::cgroup::CgroupHost,
+    /// cgroup layout (v2 / v1 / hybrid, mounts, controllers, own cgroup),
+    /// probed on first use: a run with --no-cgroup never reads it.
+    pub(crate) cgroup: std::sync::OnceLock<crate::cgroup::CgroupHost>,
 }
 
 impl HostFacts {
@@ -39,8 +40,13 @@ impl HostFacts {
             (Some(u), Some(g)) => Some((u, g)),
             _ => None,
         };
-        let cgroup = crate::cgroup::CgroupHost::probe();
+        let cgroup = std::sync::OnceLock::new();
         HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(uid == 0), cgroup }
+    }
+
+    /// The cgroup layout (read from /proc on the first call).
+    pub fn cgroup(&self) -> &crate::cgroup::CgroupHost {
+        self.cgroup.get_or_init(crate::cgroup::CgroupHost::probe)
     }
 }
 

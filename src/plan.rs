@@ -439,7 +439,11 @@ impl Plan {
         }
 
         let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
-        let cgroup = crate::cgroup::CgroupPlan::build(&spec.limits, &host.cgroup, who)?;
+        let cgroup = if spec.limits.no_cgroup {
+            crate::cgroup::CgroupPlan::Disabled
+        } else {
+            crate::cgroup::CgroupPlan::build(&spec.limits, host.cgroup(), who)?
+        };
 
         Ok(Plan {
             id: new_id(),

@@ -120,7 +120,7 @@ pub fn collect() -> Report {
     let pidfd = crate::sys::process::pidfd_open(nix::unistd::getpid()).is_ok();
     checks.push(check("pidfd", true, pidfd, "pidfd_open(2)".into(), Some("Linux 5.3 or newer")));
     let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
-    let (ok, detail, fix) = crate::cgroup::doctor(&host.cgroup, who);
+    let (ok, detail, fix) = crate::cgroup::doctor(host.cgroup(), who);
     // With the explicit opt-out (HUSK_NO_CGROUP=1, what --no-cgroup reads),
     // runs need no cgroup, so its absence does not block native isolation.
     let required = !no_cgroup_opt_out();

@@ -21,14 +21,14 @@ pub struct Report {
 /// Stale run cgroups under husk's parents (and `--cgroup-parent`).
 pub fn gc_cgroups(host: &HostFacts, args: &GcArgs) -> cgroup::gc::GcReport {
     let who = Caller { uid: host.uid, privileged: host.privileged };
-    let mut parents = cgroup::gc::parents(&host.cgroup, None, who);
+    let mut parents = cgroup::gc::parents(host.cgroup(), None, who);
     if let Some(p) = &args.cgroup_parent {
         // The same rule `run --cgroup-parent` applies.
         let rel = match cgroup::parse_parent(p) {
             Ok(rel) => rel,
             Err(e) => return cgroup::gc::GcReport { errors: vec![e.to_string()], ..Default::default() },
         };
-        parents.extend(cgroup::gc::parents(&host.cgroup, Some(&rel), who));
+        parents.extend(cgroup::gc::parents(host.cgroup(), Some(&rel), who));
     }
     cgroup::gc::collect(&parents, args.min_age)
 }
@@ -58,7 +58,7 @@ pub fn gc_sandboxes(
         Err(e) => return crate::sandbox::gc::SandboxGcReport { errors: vec![e], ..Default::default() },
     };
     let who = Caller { uid: host.uid, privileged: host.privileged };
-    let parents = cgroup::gc::parents(&host.cgroup, None, who);
+    let parents = cgroup::gc::parents(host.cgroup(), None, who);
     crate::sandbox::gc::gc(&store, &parents, args.min_age)
 }
 
