@@ -272,6 +272,19 @@ fn exec_sees_same_limits_and_seccomp() {
     assert!(bomb["forked"].as_u64().unwrap() < 48, "{bomb}");
 }
 
+/// `create --runtime auto` picks as `run` does and records why, as `run`'s
+/// verdict does.
+#[test]
+fn create_with_runtime_auto_records_its_choice() {
+    require_root!();
+    let s = Sbx::new();
+    let id = s.create(&["--runtime", "auto"]);
+    let rec = s.inspect(&id);
+    assert_eq!(rec["backend"], "native", "{rec:#}");
+    assert_eq!(rec["isolation"]["runtime_choice"]["chosen"], "native", "{rec:#}");
+    s.rm(&id);
+}
+
 #[test]
 fn per_exec_oom_is_reported() {
     require_root!();

@@ -41,13 +41,25 @@ pub struct Selected {
 const REPORT_NATIVE_ONLY: &str = "--seccomp-report needs the native backend (under runsc, gVisor enforces the profile inside its own kernel); drop --seccomp-report or use --runtime native";
 
 pub fn select(spec: &Spec, state: Option<&Path>) -> Result<Selected, String> {
-    let native = || Selected { backend: Box::new(native::Native), note: None };
-    let runsc_cfg = || {
-        let dir = runsc::config::state_dir(state)?;
-        runsc::config::RunscConfig::resolve(&spec.runsc, &dir)
+    let (runsc, note) = choose_runsc(spec, || runsc::config::state_dir(state))?;
+    let backend: Box<dyn Backend> = match runsc {
+        Some(cfg) => Box::new(runsc::Runsc::new(cfg)),
+        None => Box::new(native::Native),
     };
+    Ok(Selected { backend, note })
+}
+
+/// The runsc to use, or None for native, and (for `--runtime auto`) why:
+/// the one rule for `husk run` and `husk create`. `state_dir` (husk's
+/// state directory, where runsc keeps its own) is asked only when runsc
+/// may be used.
+pub fn choose_runsc(
+    spec: &Spec,
+    state_dir: impl FnOnce() -> Result<std::path::PathBuf, String>,
+) -> Result<(Option<runsc::config::RunscConfig>, Option<serde_json::Value>), String> {
+    let runsc_cfg = || runsc::config::RunscConfig::resolve(&spec.runsc, &state_dir()?);
     match spec.runtime {
-        RuntimeChoice::Native => Ok(native()),
+        RuntimeChoice::Native => Ok((None, None)),
         RuntimeChoice::Runsc => {
             if spec.seccomp_report {
                 return Err(REPORT_NATIVE_ONLY.into());
@@ -57,19 +69,17 @@ pub fn select(spec: &Spec, state: Option<&Path>) -> Result<Selected, String> {
             if !blockers.is_empty() {
                 return Err(format!("--runtime runsc cannot work on this host: {}", blockers.join("; ")));
             }
-            Ok(Selected { backend: Box::new(runsc::Runsc::new(cfg)), note: None })
+            Ok((Some(cfg), None))
         }
         RuntimeChoice::Auto => {
-            let facts = auto::Facts::probe(&auto::HostView::probe(), runsc_cfg);
-            let (pick, note) = auto::choose(facts)?;
-            let backend: Box<dyn Backend> = match pick {
-                auto::Pick::Native => Box::new(native::Native),
+            let (pick, note) = auto::choose(auto::Facts::probe(&auto::HostView::probe(), runsc_cfg))?;
+            match pick {
+                auto::Pick::Native => Ok((None, Some(note))),
                 auto::Pick::Runsc(_) if spec.seccomp_report => {
-                    return Err(format!("--runtime auto picked runsc ({note}), but {REPORT_NATIVE_ONLY}"));
+                    Err(format!("--runtime auto picked runsc ({note}), but {REPORT_NATIVE_ONLY}"))
                 }
-                auto::Pick::Runsc(cfg) => Box::new(runsc::Runsc::new(cfg)),
-            };
-            Ok(Selected { backend, note: Some(note) })
+                auto::Pick::Runsc(cfg) => Ok((Some(cfg), Some(note))),
+            }
         }
     }
 }

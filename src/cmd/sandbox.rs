@@ -76,11 +76,10 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cmd::run::apply_process_args(&mut spec, &p).map_err(usage)?;
     let store = store_of(paths)?;
-    let runsc = crate::sandbox::runsc::select(&spec, &crate::sandbox::runsc::state_of(&store)).map_err(usage)?;
+    // The same choice as `husk run` (backend::choose_runsc).
+    let state = crate::sandbox::runsc::state_of(&store);
+    let (runsc, runtime_choice) = crate::backend::choose_runsc(&spec, || Ok(state)).map_err(usage)?;
     if runsc.is_some() {
-        if spec.seccomp_report {
-            return Err(usage("--seccomp-report needs the native backend (under runsc, gVisor enforces the profile inside its own kernel)".into()));
-        }
         // husk's holder and each exec's reaper run from it inside gVisor.
         spec.binds.push(crate::sandbox::runsc::helper_bind().map_err(usage)?);
     }
@@ -97,7 +96,8 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
     let inputs = HoldInputs::of(&root);
     let plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
         .map_err(|e| SandboxError::Setup { step: "plan".into(), message: e.to_string(), hint: None })?;
-    let req = CreateRequest { name: args.name, labels, ttl: args.ttl, concurrent: args.concurrent, runsc };
+    let req =
+        CreateRequest { name: args.name, labels, ttl: args.ttl, concurrent: args.concurrent, runsc, runtime_choice };
     crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
 }
 

@@ -33,7 +33,7 @@ use crate::backend::runsc::{self as rb, Ctl, RunDir, bundle, gc, helper, launch,
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{Plan, ProcessPlan};
 use crate::spawn::{CgroupJoin, ChildStdio, now_ns};
-use crate::spec::{NetworkMode, RuntimeChoice, Spec};
+use crate::spec::NetworkMode;
 use crate::supervise::{Stop, Watch, signal_fd};
 use crate::sync::Msg;
 use crate::sys::fd::CStrArray;
@@ -47,29 +47,6 @@ use std::time::{Duration, Instant};
 /// husk's state directory (the sandbox store is `<state>/sandboxes`).
 pub fn state_of(store: &Store) -> PathBuf {
     store.root.parent().map(Path::to_path_buf).unwrap_or_else(|| store.root.clone())
-}
-
-/// The runsc to use for `husk create`, or None for native: `--runtime
-/// runsc` (refused with the reason if it cannot work here), or `auto` when
-/// it picks runsc. The same rules as `husk run` (backend::select).
-pub fn select(spec: &Spec, state: &Path) -> Result<Option<RunscConfig>, String> {
-    use crate::backend::auto;
-    let resolve = || RunscConfig::resolve(&spec.runsc, state);
-    match spec.runtime {
-        RuntimeChoice::Native => Ok(None),
-        RuntimeChoice::Runsc => {
-            let cfg = resolve().map_err(|e| format!("--runtime runsc: {e}"))?;
-            let blockers = auto::runsc_blockers(&auto::HostView::probe(), &cfg.platform);
-            if !blockers.is_empty() {
-                return Err(format!("--runtime runsc cannot work on this host: {}", blockers.join("; ")));
-            }
-            Ok(Some(cfg))
-        }
-        RuntimeChoice::Auto => match auto::choose(auto::Facts::probe(&auto::HostView::probe(), resolve))? {
-            (auto::Pick::Native, _) => Ok(None),
-            (auto::Pick::Runsc(cfg), _) => Ok(Some(cfg)),
-        },
-    }
 }
 
 /// The bind that puts the husk binary (this very file, read-only) at

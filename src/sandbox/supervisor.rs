@@ -42,6 +42,8 @@ pub struct CreateRequest {
     pub concurrent: bool,
     /// Run it under gVisor with this runsc (`super::runsc`); None: native.
     pub runsc: Option<crate::backend::runsc::config::RunscConfig>,
+    /// Why `--runtime auto` picked what it did (`isolation.runtime_choice`).
+    pub runtime_choice: Option<serde_json::Value>,
 }
 
 /// Bound on the sandbox's setup (mounts of a slow filesystem...).
@@ -162,9 +164,15 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         namespaces: BTreeMap::new(),
         cgroup: None,
         limits: serde_json::Value::Null,
-        isolation: match &req.runsc {
-            Some(cfg) => crate::backend::runsc::Runsc::new(cfg.clone()).isolation(plan),
-            None => crate::backend::native::Native.isolation(plan),
+        isolation: {
+            let mut i = match &req.runsc {
+                Some(cfg) => crate::backend::runsc::Runsc::new(cfg.clone()).isolation(plan),
+                None => crate::backend::native::Native.isolation(plan),
+            };
+            if let (Some(note), Some(obj)) = (req.runtime_choice.clone(), i.as_object_mut()) {
+                obj.insert("runtime_choice".into(), note);
+            }
+            i
         },
         spec: plan.spec.clone(),
         image: inputs.image,
