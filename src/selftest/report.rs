@@ -55,10 +55,11 @@ pub fn footer(r: &Report) -> Vec<String> {
     if !r.weakened.is_empty() {
         out.push(format!("WEAKENED RUN (test only): every sandbox had {}", r.weakened.join(" ")));
     }
-    let verdict = match r.summary {
-        Summary { escaped: 1.., .. } => "FAIL: something escaped (exit 1)",
-        _ if r.interrupted => "INTERRUPTED (exit 130)",
-        Summary { error: 1.., .. } => "INCONCLUSIVE: some probes proved nothing (exit 2)",
+    // Worded from the exit code, whose precedence `exit_code` owns.
+    let verdict = match r.exit_code {
+        super::EXIT_ESCAPED => "FAIL: something escaped (exit 1)",
+        super::EXIT_INTERRUPTED => "INTERRUPTED (exit 130)",
+        super::EXIT_INCONCLUSIVE => "INCONCLUSIVE: some probes proved nothing (exit 2)",
         _ => "PASS: everything tried was contained (exit 0)",
     };
     out.push(verdict.into());
