@@ -41,7 +41,7 @@ impl HostFacts {
             _ => None,
         };
         let cgroup = std::sync::OnceLock::new();
-        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(uid == 0), cgroup }
+        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(), cgroup }
     }
 
     /// The cgroup layout (read from /proc on the first call).
@@ -50,14 +50,12 @@ impl HostFacts {
     }
 }
 
-/// The store directory when `--root` is not given.
-pub fn default_store_root(privileged: bool) -> PathBuf {
-    // The same rules as every other husk command (src/paths.rs).
-    let mut env = crate::paths::Env::current();
-    if privileged {
-        env.uid = 0;
-    }
-    crate::paths::Paths::resolve(None, None, &env).map(|p| p.root).unwrap_or_else(|_| PathBuf::from("/nonexistent"))
+/// The store directory when `--root` is not given (the rules of
+/// src/paths.rs; commands that take `--root` replace it).
+pub fn default_store_root() -> PathBuf {
+    crate::paths::Paths::resolve(None, None, &crate::paths::Env::current())
+        .map(|p| p.root)
+        .unwrap_or_else(|_| PathBuf::from("/nonexistent"))
 }
 
 /// First `name:start:count` line for `name` in a subordinate-id file.
