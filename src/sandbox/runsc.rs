@@ -162,6 +162,14 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
     };
 
     // runsc run --detach returns once the sandbox runs (or failed).
+    // Whatever of the container runsc made goes, and the adopted gofer and
+    // sentry are reaped, before the error is returned.
+    let abort = |msg: String, step: &str| {
+        let mut report = gc::RunscGcReport::default();
+        gc::delete(&cfg, &plan.id, &mut report);
+        rout::reap_descendants();
+        setup_err(step, msg)
+    };
     let deadline = Instant::now() + START_LIMIT;
     let mut failed = None;
     let status = loop {
@@ -173,10 +181,7 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
             Ok(0) => {
                 let _ = pidfd_send_signal(launched.pidfd.as_fd(), libc::SIGKILL);
                 let _ = wait_pidfd(launched.pidfd.as_fd());
-                let mut report = gc::RunscGcReport::default();
-                gc::delete(&cfg, &plan.id, &mut report);
-                rout::reap_descendants();
-                return Err(setup_err("runsc_run", "runsc did not start the sandbox within 60s"));
+                return Err(abort("runsc did not start the sandbox within 60s".into(), "runsc_run"));
             }
             Ok(_) => break wait_pidfd(launched.pidfd.as_fd()),
             Err(_) => continue,
@@ -187,12 +192,6 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
             failed = Some(e);
         }
     }
-    let abort = |msg: String, step: &str| {
-        let mut report = gc::RunscGcReport::default();
-        gc::delete(&cfg, &plan.id, &mut report);
-        rout::reap_descendants();
-        setup_err(step, msg)
-    };
     if let Some(e) = failed {
         return Err(abort(format!("starting runsc failed at {}: {:?}", e.step.name(), e.errno), e.step.name()));
     }
