@@ -208,7 +208,7 @@ impl V2Cgroup {
             let text = fs::write_read(d, "cpu.max", &format!("{} {}", c.quota_us, c.period_us))?;
             let mut it = text.split_whitespace();
             let quota = it.next().and_then(|q| q.parse::<u64>().ok()).unwrap_or(0);
-            let period = it.next().and_then(|p| p.parse::<u64>().ok()).unwrap_or(1);
+            let period = it.next().and_then(|p| p.parse::<u64>().ok()).unwrap_or(1).max(1);
             r.cpus = Some(CpuLimit {
                 requested: c.millicores as f64 / 1000.0,
                 applied: quota as f64 / period as f64,
