@@ -101,7 +101,7 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
         message: e,
         hint: Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()),
     };
-    config::ensure_dir(&cfg.runsc_root()).map_err(state_err)?;
+    cfg.ensure_runsc_root().map_err(state_err)?;
     let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
     config::ensure_dir(&dir.path).map_err(state_err)?;
     let write = |p: PathBuf, data: Vec<u8>| {

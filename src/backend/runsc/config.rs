@@ -222,6 +222,24 @@ pub struct RunscConfig {
 }
 
 impl RunscConfig {
+    /// Makes runsc's `--root` (for `run` and `create` alike). Rootless,
+    /// runsc runs as husk's own uid: its state must be ours.
+    pub fn ensure_runsc_root(&self) -> Result<(), String> {
+        ensure_dir(&self.runsc_root())?;
+        if self.mode != Mode::Root {
+            use std::os::unix::fs::MetadataExt;
+            let me = nix::unistd::Uid::effective().as_raw();
+            let owner = std::fs::metadata(self.runsc_root()).map(|m| m.uid()).unwrap_or(me);
+            if owner != me {
+                return Err(format!(
+                    "runsc's state dir {} belongs to uid {owner}, not to husk's uid {me} here",
+                    self.runsc_root().display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn resolve(spec: &RunscSpec, state: &Path) -> Result<RunscConfig, String> {
         let bin = resolve_binary(spec.path.as_deref())?;
         let info = info(&bin, Some(&runs_dir(state).join("runsc-info.json")))?;

@@ -256,19 +256,7 @@ impl Runsc {
         let state_err = |e: String| {
             report("state_dir", e, Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()))
         };
-        config::ensure_dir(&cfg.runsc_root()).map_err(state_err)?;
-        if cfg.mode != Mode::Root {
-            // runsc runs as husk's own uid here: its state must be ours.
-            use std::os::unix::fs::MetadataExt;
-            let me = nix::unistd::Uid::effective().as_raw();
-            let owner = std::fs::metadata(cfg.runsc_root()).map(|m| m.uid()).unwrap_or(me);
-            if owner != me {
-                return Err(state_err(format!(
-                    "runsc's state dir {} belongs to uid {owner}, not to husk's uid {me} here",
-                    cfg.runsc_root().display()
-                )));
-            }
-        }
+        cfg.ensure_runsc_root().map_err(state_err)?;
         let mut dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
         config::ensure_dir(&dir.path).map_err(state_err)?;
         let write = |p: PathBuf, data: Vec<u8>| {
