@@ -63,9 +63,11 @@ pub struct ProcessPlan {
     pub rlimits: Vec<Rlimit>,
 }
 
-/// Namespaces a run creates (CLONE_NEW* bits) and their names for the verdict.
+/// Namespaces a run creates and their names for the verdict.
 #[derive(Clone, Debug)]
 pub struct Namespaces {
+    /// The CLONE_NEW* bits clone3 gets: all but the network namespace,
+    /// which the init makes itself (see spawn::netns).
     pub clone_flags: libc::c_int,
     pub names: Vec<&'static str>,
 }
@@ -430,11 +432,13 @@ impl Plan {
         };
         let mounts = rootfs::build(root.source, &inputs)?;
 
-        let mut flags =
+        let flags =
             libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
         let mut names = vec!["user", "pid", "mount", "ipc", "uts", "cgroup"];
+        // No CLONE_NEWNET: the init makes its network namespace on a second
+        // thread while it mounts (spawn::netns), owned by the same user
+        // namespace; the flags are what clone3 gets.
         if spec.network == NetworkMode::None {
-            flags |= libc::CLONE_NEWNET;
             names.push("net");
         }
 

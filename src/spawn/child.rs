@@ -3,13 +3,14 @@
 //! becoming its reaper. Runs on a fork-like copy of the parent's memory; all
 //! data it needs was built into the `Plan` before clone.
 
+use super::netns::PendingNetns;
 use super::step::{AtStep, Step, StepError};
 use super::{ChildStdio, fail, now_ns, phase};
 use crate::plan::{InitRole, Plan};
 use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
 use crate::sync::{Channel, MAX_TIMES, Msg};
-use crate::sys::process::{Forked, exit_now, fork};
+use crate::sys::process::{Forked, exit_now, fork, fork_with_pid};
 use nix::fcntl::OFlag;
 use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal};
@@ -76,14 +77,19 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
     become_root(plan, chan)?;
+    // The network namespace is made on a second thread meanwhile; entered
+    // before sysfs is mounted, and in any case before pivot_root.
+    let mut netns = match plan.network {
+        NetworkMode::None => Some(PendingNetns::start()?),
+        _ => None,
+    };
+    let mut enter_netns = || netns.as_mut().map_or(Ok(()), PendingNetns::enter);
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
-    if plan.network == NetworkMode::None {
-        crate::sys::net::loopback_up().at(Step::Loopback)?;
-    }
     times[phase::NAMESPACES] = now_ns();
 
-    let assembled = assemble(&plan.mounts)?;
+    let assembled = assemble(&plan.mounts, &mut enter_netns)?;
+    enter_netns()?;
     times[phase::MOUNTS] = now_ns();
     pivot(assembled.root.as_fd_compat())?;
     drop(assembled);
@@ -107,7 +113,7 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
     // init still holds capabilities: it waits at this gate until the init
     // has confined itself (EOF instead of a byte means the init failed).
     let (gate_r, gate_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).at(Step::ForkCommand)?;
-    match fork().at(Step::ForkCommand)? {
+    match fork_command(netns.is_some()).at(Step::ForkCommand)? {
         Forked::Child => {
             drop(gate_w);
             super::command::run(plan, chan, times, gate_r)
@@ -119,6 +125,25 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
             Ok(Some(pid))
         }
     }
+}
+
+/// Forks the command as pid 2, as documented, even when the netns thread
+/// took pid 2 first: clone3's set_tid reuses it (the init still holds
+/// CAP_SYS_ADMIN in its user namespace here). The thread was joined, but its
+/// pid is freed a moment after the join returns; if it is still taken after
+/// a few tries, or the kernel predates set_tid, the command gets the next
+/// pid, which changes nothing but the number.
+fn fork_command(pid_2_was_taken: bool) -> Result<Forked, nix::errno::Errno> {
+    if pid_2_was_taken {
+        for _ in 0..100 {
+            match fork_with_pid(2) {
+                Err(nix::errno::Errno::EEXIST) => std::thread::yield_now(),
+                Err(_) => break,
+                ok => return ok,
+            }
+        }
+    }
+    fork()
 }
 
 /// Hold mode (`husk create`): the init confines itself as it would next to

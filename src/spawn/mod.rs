@@ -5,6 +5,7 @@
 pub mod child;
 pub mod command;
 pub mod init;
+pub mod netns;
 pub mod step;
 
 use crate::plan::Plan;

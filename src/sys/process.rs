@@ -140,6 +140,26 @@ pub fn fork() -> SysResult<Forked> {
     }
 }
 
+/// fork() whose child gets `pid` in the caller's pid namespace (clone3's
+/// set_tid, Linux 5.5+; needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over
+/// that namespace). EEXIST while that pid is in use.
+pub fn fork_with_pid(pid: libc::pid_t) -> SysResult<Forked> {
+    let set_tid = [pid];
+    let mut args = CloneArgs {
+        exit_signal: libc::SIGCHLD as u64,
+        set_tid: set_tid.as_ptr() as u64,
+        set_tid_size: 1,
+        ..Default::default()
+    };
+    // SAFETY: fork semantics as in `clone3`; `set_tid` outlives the call;
+    // the caller is single-threaded.
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
+    match check(ret)? {
+        0 => Ok(Forked::Child),
+        p => Ok(Forked::Parent { pid: Pid::from_raw(p as i32), pidfd: None }),
+    }
+}
+
 /// execve(2) from pre-built arrays; returns only on failure.
 pub fn execve(path: &CStr, argv: &CStrArray, envp: &CStrArray) -> Errno {
     // SAFETY: all three pointers come from live, NULL-terminated CString
@@ -266,4 +286,24 @@ pub fn get_rlimit(resource: libc::__rlimit_resource_t, out: &mut libc::rlimit) -
     // SAFETY: `out` is a valid, writable rlimit.
     let ret = unsafe { libc::getrlimit(resource, out) };
     check(ret as libc::c_long).map(|_| ())
+}
+
+/// Moves a freshly spawned thread to a CPU other than the caller's, if the
+/// caller may run on another one; returns whether it did. A new thread is
+/// queued on its creator's CPU, and would only run once the creator
+/// blocks: pinning it elsewhere makes the two actually run side by side.
+pub fn pin_to_other_cpu(thread: libc::pthread_t) -> bool {
+    let Ok(here) = nix::sched::sched_getcpu() else { return false };
+    let Ok(allowed) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else { return false };
+    let Some(other) = (0..nix::sched::CpuSet::count()).find(|&c| c != here && allowed.is_set(c).unwrap_or(false))
+    else {
+        return false;
+    };
+    // SAFETY: cpu_set_t is plain old data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `other` < CpuSet::count() == CPU_SETSIZE, the set's capacity.
+    unsafe { libc::CPU_SET(other, &mut set) };
+    // SAFETY: `thread` is a live, unjoined thread of this process (the
+    // caller holds its JoinHandle); the set is valid for its size.
+    unsafe { libc::pthread_setaffinity_np(thread, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
 }
