@@ -282,7 +282,10 @@ fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, 
         Ok(Some((Msg::Signaled { signal }, _))) => out.command = Some(ExitStatus::Signaled(signal)),
         Ok(Some((Msg::SeccompListener, fd))) if want_listener => *listener = fd,
         Ok(Some((Msg::Reaped { at }, _))) => out.t_reaped = at,
-        Ok(Some((Msg::Release | Msg::SeccompListener | Msg::Namespaces { .. } | Msg::Joined, _))) => {}
+        Ok(Some((
+            Msg::Release | Msg::SeccompListener | Msg::Namespaces { .. } | Msg::Joined | Msg::CgroupReady,
+            _,
+        ))) => {}
         Ok(None) | Err(_) => return false,
     }
     true

@@ -43,6 +43,9 @@ pub enum Msg {
     /// Exec joiner -> husk exec: the command is started; its pidfd is
     /// attached.
     Joined,
+    /// Parent -> init (deferred cgroup): every limit is in place; the v1
+    /// `tasks` files to write "0" to are attached.
+    CgroupReady,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -65,6 +68,7 @@ impl Msg {
             Msg::SeccompListener => (7, 0, [0; MAX_TIMES]),
             Msg::Namespaces { count } => (8, count, [0; MAX_TIMES]),
             Msg::Joined => (9, 0, [0; MAX_TIMES]),
+            Msg::CgroupReady => (10, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -98,6 +102,7 @@ impl Msg {
             7 => Msg::SeccompListener,
             8 => Msg::Namespaces { count: a },
             9 => Msg::Joined,
+            10 => Msg::CgroupReady,
             _ => return None,
         })
     }

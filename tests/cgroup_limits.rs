@@ -201,7 +201,7 @@ fn born_in_cgroup() {
     let parent = private_parent("born");
     // The command's first action: where am I, what are my limits. The
     // cgroup namespace's root is the cgroup the sandbox's init was in when
-    // it unshared it (its third setup step): "/" in every hierarchy means
+    // it unshared it (right after its last cgroup join): "/" everywhere means
     // it was already in the run's cgroup; the run's cgroup.procs lists the
     // init (1) and the command (2); the limit files hold the limits.
     let script = format!(

@@ -90,13 +90,13 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
         hint: None,
     })?;
     open_sources(plan).map_err(spawn_error)?;
-    // Created (limits applied) before clone so the sandbox is born inside
-    // it; dropping it on any early return below removes it. (Creating it
-    // on a helper thread while the host trees are cloned did not pay: on a
-    // loaded 2-core host it added ~0.8 ms, the thread waiting for a cpu.)
+    // Only the directory the sandbox is cloned into is made before clone;
+    // the rest (v1 directories, limits, counters) is made below while the
+    // sandbox mounts its root, which waits for it before it runs anything
+    // (`Msg::CgroupReady`). Dropping it on any early return removes it.
     let t_cg = now_ns();
-    let cgroup = plan.cgroup.create(&plan.id).map_err(cgroup_error)?;
-    let setup_ms = ms(t_cg, now_ns());
+    let pending = plan.cgroup.begin(&plan.id).map_err(cgroup_error)?;
+    let begin_ns = now_ns() - t_cg;
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
     let pipe_err = |e: nix::errno::Errno| ErrorReport {
         step: "stdio".into(),
@@ -112,7 +112,10 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
         stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
         stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
     };
-    let spawned = spawn(plan, stdio, cgroup.as_ref().map(|c| c as &dyn CgroupJoin)).map_err(spawn_error)?;
+    let spawned = spawn(plan, stdio, pending.as_ref().map(|c| c as &dyn CgroupJoin)).map_err(spawn_error)?;
+    let t_cg = now_ns();
+    let cgroup = complete_cgroup(pending, &spawned)?;
+    let setup_ms = ms(0, begin_ns + (now_ns() - t_cg));
     // Our copies of the write ends must go, or the reads never see EOF.
     let limit = io.capture.unwrap_or(0);
     let stdout = out.map(|(r, _w)| (r, limit));
@@ -133,6 +136,40 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
     let t_end = now_ns();
     let report = cgroup.map(|c| (c.finish(), setup_ms, ms(t_end, now_ns())));
     Ok((watched, spawned.t_clone, report))
+}
+
+/// Finishes the cgroup the sandbox was cloned into and lets the sandbox
+/// go on; on failure the sandbox is killed (it has run nothing of its own).
+fn complete_cgroup(
+    pending: Option<crate::cgroup::PendingCgroup>,
+    spawned: &crate::spawn::Spawned,
+) -> Result<Option<crate::cgroup::SandboxCgroup>, ErrorReport> {
+    use std::os::fd::AsFd;
+    let kill = || {
+        let _ = crate::sys::process::pidfd_send_signal(spawned.pidfd.as_fd(), libc::SIGKILL);
+        let _ = crate::sys::process::wait_pidfd(spawned.pidfd.as_fd());
+    };
+    let Some(pending) = pending else { return Ok(None) };
+    let cgroup = pending.complete().map_err(|e| {
+        kill();
+        cgroup_error(e)
+    })?;
+    let files = cgroup.join_files();
+    let sent = if files.is_empty() {
+        spawned.chan.send(crate::sync::Msg::CgroupReady)
+    } else {
+        spawned.chan.send_fds(crate::sync::Msg::CgroupReady, &files)
+    };
+    // EPIPE / ECONNRESET: the sandbox already failed a step and exited;
+    // the watch reports that step.
+    if let Err(e) = sent
+        && !matches!(e, nix::errno::Errno::EPIPE | nix::errno::Errno::ECONNRESET)
+    {
+        kill();
+        return Err(spawn_error(SpawnError::Channel(e)));
+    }
+    drop(files);
+    Ok(Some(cgroup))
 }
 
 /// Human description of a failed step, naming the mount it was at.

@@ -37,7 +37,7 @@ use crate::supervise::GroupKill;
 use crate::sys::Errno;
 use nix::unistd::Pid;
 use std::cell::Cell;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// husk's parent cgroup under each hierarchy (or delegated subtree).
@@ -162,20 +162,22 @@ impl CgroupPlan {
     /// Creates the sandbox's cgroup and applies every limit; `None` when
     /// cgroups are disabled. On error nothing is left behind.
     pub fn create(&self, id: &str) -> Result<Option<SandboxCgroup>, CgroupError> {
+        self.begin(id)?.map(PendingCgroup::complete).transpose()
+    }
+
+    /// Only what the sandbox must be cloned into (the v2 directory; on
+    /// hybrid hosts the unified one): `PendingCgroup::complete` adds the
+    /// rest while the sandbox runs its setup. `None` when cgroups are
+    /// disabled. Dropping the result removes what it made.
+    pub fn begin(&self, id: &str) -> Result<Option<PendingCgroup>, CgroupError> {
         let CgroupPlan::Enforced { limits, placement } = self else {
             return Ok(None);
         };
-        let (cg, applied): (Box<dyn Cgroup>, LimitsReport) = match placement {
-            Placement::Unified(site) => {
-                let (cg, r) = v2::V2Cgroup::create(site, id, limits)?;
-                (Box::new(cg), r)
-            }
-            Placement::Legacy(site) => {
-                let (cg, r) = v1::V1Cgroup::create(site, id, limits)?;
-                (Box::new(cg), r)
-            }
+        let (clone_dir, kill) = match placement {
+            Placement::Unified(site) => (Some(v2::V2Cgroup::clone_dir(site, id)?), site.kill),
+            Placement::Legacy(site) => (v1::V1Cgroup::clone_dir(site, id)?, site.kill),
         };
-        Ok(Some(SandboxCgroup { cg, limits: applied, group_killed: Cell::new(false) }))
+        Ok(Some(PendingCgroup { id: id.to_string(), limits: *limits, placement: placement.clone(), clone_dir, kill }))
     }
 
     /// What the verdict's `isolation.downgrades` lists for this plan.
@@ -184,6 +186,74 @@ impl CgroupPlan {
             CgroupPlan::Disabled => vec!["no_cgroup"],
             CgroupPlan::Enforced { .. } => Vec::new(),
         }
+    }
+}
+
+/// A run's cgroup in the making (`CgroupPlan::begin`). As a `CgroupJoin`
+/// it is deferred: the child, born in `clone_dir`, waits before it runs
+/// anything of the sandbox until the parent has `complete`d it and sent
+/// `Msg::CgroupReady` with the v1 `tasks` files to join.
+pub struct PendingCgroup {
+    id: String,
+    limits: Limits,
+    placement: Placement,
+    clone_dir: Option<(PathBuf, OwnedFd)>,
+    kill: KillMethod,
+}
+
+impl PendingCgroup {
+    /// The v1 directories and every limit; on error nothing is left (a
+    /// sandbox already inside is killed by the removal).
+    pub fn complete(mut self) -> Result<SandboxCgroup, CgroupError> {
+        let made = self.clone_dir.take();
+        let (cg, applied): (Box<dyn Cgroup>, LimitsReport) = match (&self.placement, made) {
+            (Placement::Unified(site), Some(dir)) => {
+                let (cg, r) = v2::V2Cgroup::create(site, &self.limits, dir)?;
+                (Box::new(cg), r)
+            }
+            (Placement::Unified(_), None) => unreachable!("begin makes the v2 directory"),
+            (Placement::Legacy(site), made) => {
+                let (cg, r) = v1::V1Cgroup::create(site, &self.id, &self.limits, made)?;
+                (Box::new(cg), r)
+            }
+        };
+        Ok(SandboxCgroup { cg, limits: applied, group_killed: Cell::new(false) })
+    }
+}
+
+impl Drop for PendingCgroup {
+    fn drop(&mut self) {
+        if let Some((dir, _)) = self.clone_dir.take() {
+            let kill = self.kill;
+            let _ = fs::rmdir(
+                &dir,
+                &|| {
+                    let _ = v2::kill(&dir, kill);
+                },
+                v2::PATIENCE,
+            );
+        }
+    }
+}
+
+impl CgroupJoin for PendingCgroup {
+    fn clone_into(&self) -> Option<BorrowedFd<'_>> {
+        self.clone_dir.as_ref().map(|(_, fd)| fd.as_fd())
+    }
+
+    fn join_self(&self) -> Result<(), Errno> {
+        Ok(())
+    }
+
+    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String> {
+        match &self.clone_dir {
+            Some((d, _)) => v2::attach(d, pid, born_inside).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    fn deferred(&self) -> bool {
+        true
     }
 }
 
@@ -273,6 +343,8 @@ trait Cgroup {
     /// In the parent before release: joins `pid` where it is not yet.
     fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), CgroupError>;
     fn kill_all(&self) -> Result<(), CgroupError>;
+    /// The `tasks` files a deferred child writes "0" to (v1).
+    fn join_files(&self) -> &[OwnedFd];
     fn usage(&self) -> Usage;
     fn remove(&mut self) -> Result<(), CgroupError>;
     /// Its directories, for a long-lived sandbox's state (`nested::Tree`).
@@ -299,6 +371,11 @@ impl SandboxCgroup {
 
     pub fn limits(&self) -> &LimitsReport {
         &self.limits
+    }
+
+    /// The files a deferred child joins through (`Msg::CgroupReady`).
+    pub fn join_files(&self) -> Vec<BorrowedFd<'_>> {
+        self.cg.join_files().iter().map(|f| f.as_fd()).collect()
     }
 }
 

@@ -101,13 +101,35 @@ pub struct V1Cgroup {
 }
 
 impl V1Cgroup {
-    pub fn create(site: &Site, id: &str, limits: &Limits) -> Result<(V1Cgroup, LimitsReport), CgroupError> {
+    /// The unified-hierarchy directory the sandbox is cloned into (hybrid
+    /// hosts), made before clone; `None` on pure v1 hosts.
+    pub fn clone_dir(site: &Site, id: &str) -> Result<Option<(PathBuf, OwnedFd)>, CgroupError> {
+        let Some(parent) = &site.unified else { return Ok(None) };
+        let dir = parent.join(id);
+        fs::mkdir_leaf(parent, &dir)?;
+        match fs::open_dir(&dir) {
+            Ok(fd) => Ok(Some((dir, fd))),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// The v1 directories with their limits, around the unified one
+    /// `clone_dir` made (possibly while the sandbox already runs its setup).
+    pub fn create(
+        site: &Site,
+        id: &str,
+        limits: &Limits,
+        unified: Option<(PathBuf, OwnedFd)>,
+    ) -> Result<(V1Cgroup, LimitsReport), CgroupError> {
         // Dropping `cg` on any error below removes what was made so far.
         let mut cg = V1Cgroup {
             nodes: Vec::new(),
             tasks: Vec::new(),
             stats: Stats::default(),
-            unified: None,
+            unified,
             kill: site.kill,
             live: true,
         };
@@ -116,17 +138,6 @@ impl V1Cgroup {
             fs::mkdir_leaf(&n.parent, &dir)?;
             cg.nodes.push((n.controllers.clone(), dir.clone()));
             cg.tasks.push(fs::open_write(&dir, "tasks")?);
-        }
-        if let Some(parent) = &site.unified {
-            let dir = parent.join(id);
-            fs::mkdir_leaf(parent, &dir)?;
-            match fs::open_dir(&dir) {
-                Ok(fd) => cg.unified = Some((dir, fd)),
-                Err(e) => {
-                    let _ = std::fs::remove_dir(&dir);
-                    return Err(e);
-                }
-            }
         }
         let mut report = cg.apply(limits)?;
         cg.open_stats(report.swap.how == "memory.memsw.limit_in_bytes");
@@ -288,6 +299,10 @@ impl Cgroup for V1Cgroup {
                 None => Ok(()),
             },
         }
+    }
+
+    fn join_files(&self) -> &[OwnedFd] {
+        &self.tasks
     }
 
     fn usage(&self) -> Usage {

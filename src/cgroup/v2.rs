@@ -169,13 +169,24 @@ pub struct V2Cgroup {
 }
 
 impl V2Cgroup {
-    pub fn create(site: &Site, id: &str, limits: &Limits) -> Result<(V2Cgroup, LimitsReport), CgroupError> {
+    /// The sandbox's directory, made before clone (it is cloned into it).
+    pub fn clone_dir(site: &Site, id: &str) -> Result<(PathBuf, OwnedFd), CgroupError> {
         ensure_parent(&site.anchor, &site.parent, &site.controllers)?;
         let dir = site.parent.join(id);
         fs::mkdir_new(&dir)?;
         let fd = fs::open_dir(&dir).inspect_err(|_| {
             let _ = std::fs::remove_dir(&dir);
         })?;
+        Ok((dir, fd))
+    }
+
+    /// The limits on the directory `clone_dir` made (possibly while the
+    /// sandbox already runs its setup inside it).
+    pub fn create(
+        site: &Site,
+        limits: &Limits,
+        (dir, fd): (PathBuf, OwnedFd),
+    ) -> Result<(V2Cgroup, LimitsReport), CgroupError> {
         let mut cg = V2Cgroup { dir, fd, stats: Stats::default(), kill: site.kill, live: true };
         let report = cg.apply(limits)?;
         let d = &cg.dir;
@@ -263,6 +274,10 @@ impl Cgroup for V2Cgroup {
 
     fn kill_all(&self) -> Result<(), CgroupError> {
         kill(&self.dir, self.kill)
+    }
+
+    fn join_files(&self) -> &[OwnedFd] {
+        &[]
     }
 
     fn usage(&self) -> Usage {

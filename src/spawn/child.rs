@@ -37,14 +37,14 @@ pub fn init_signals() -> SigSet {
     set
 }
 
-pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio) -> ! {
+pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio, deferred_cgroup: bool) -> ! {
     let mut times = [0u64; MAX_TIMES];
     times[phase::CHILD_START] = now_ns();
     // `ps` shows what this process is, on the host and inside; and the
     // sandbox must not read husk's host command line from /proc/1/cmdline.
     let _ = prctl::set_name(c"husk:[init]");
     crate::sys::process::scrub_cmdline(&plan.arg_areas, b"husk:[init]");
-    match setup(plan, chan, stdio, &mut times) {
+    match setup(plan, chan, stdio, deferred_cgroup, &mut times) {
         Ok(Some(cmd)) => super::init::reap(cmd, chan),
         Ok(None) => super::init::hold(),
         Err(e) => fail(chan, e),
@@ -73,7 +73,13 @@ pub fn namespaces_of(
     NAMESPACES.iter().filter(move |(_, flag, _)| *flag != libc::CLONE_NEWNET || network == NetworkMode::None)
 }
 
-fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_TIMES]) -> R<Option<nix::unistd::Pid>> {
+fn setup(
+    plan: &Plan,
+    chan: &Channel,
+    stdio: ChildStdio,
+    deferred_cgroup: bool,
+    times: &mut [u64; MAX_TIMES],
+) -> R<Option<nix::unistd::Pid>> {
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
     become_root(plan, chan)?;
@@ -84,7 +90,6 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
         _ => None,
     };
     let mut enter_netns = || netns.as_mut().map_or(Ok(()), PendingNetns::enter);
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
     times[phase::NAMESPACES] = now_ns();
 
@@ -94,6 +99,12 @@ fn setup(plan: &Plan, chan: &Channel, stdio: ChildStdio, times: &mut [u64; MAX_T
     pivot(assembled.root.as_fd_compat())?;
     drop(assembled);
     enter_workdir(plan)?;
+    if deferred_cgroup {
+        await_cgroup(chan)?;
+    }
+    // Only once in every cgroup: the namespace is rooted where we are now,
+    // so the sandbox sees its own cgroups as "/" (no host path).
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
     times[phase::PIVOT] = now_ns();
 
     redirect_stdio(stdio)?;
@@ -185,6 +196,25 @@ fn await_release(chan: &Channel) -> R<()> {
     // to host root, so a rootless parent could no longer write the maps.
     // Nothing runs in the sandbox before this point.
     prctl::set_dumpable(false).at(Step::AwaitRelease)
+}
+
+/// Waits until the parent has made the rest of the cgroup (v1 directories,
+/// every limit) while we mounted, and moves into the v1 hierarchies whose
+/// `tasks` files come attached (as `v1::join_self` does right after clone
+/// when the cgroup was made first). The init is already in its v2 or
+/// unified cgroup (CLONE_INTO_CGROUP). Nothing of the sandbox has run yet,
+/// and its command is forked only after this.
+fn await_cgroup(chan: &Channel) -> R<()> {
+    match chan.recv_with_fds() {
+        Ok(Some((Msg::CgroupReady, files))) => {
+            for f in &files {
+                nix::unistd::write(f, b"0").at(Step::JoinCgroup)?;
+            }
+            Ok(())
+        }
+        // The parent failed to make the cgroup, or died: it kills us anyway.
+        Ok(_) | Err(_) => exit_now(125),
+    }
 }
 
 /// Switches to the ids the maps give us, and drops host supplementary

@@ -73,6 +73,12 @@ pub trait CgroupJoin {
     /// In the child: must not allocate.
     fn join_self(&self) -> Result<(), Errno>;
     fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String>;
+    /// The parent finishes the cgroup after clone: the child skips
+    /// `join_self` and instead waits for `Msg::CgroupReady` (with the
+    /// files to join) before anything of the sandbox runs.
+    fn deferred(&self) -> bool {
+        false
+    }
 }
 
 /// Privileged runs clone every host tree here, as host root (see
@@ -130,12 +136,14 @@ pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) ->
         Err(errno) => Err(SpawnError::Clone { flags: plan.namespaces.names.join(","), errno, hint: clone_hint(errno) }),
         Ok(Forked::Child) => {
             drop(parent_end);
+            let deferred = cgroup.is_some_and(|c| c.deferred());
             if let Some(cg) = cgroup
+                && !deferred
                 && let Err(errno) = cg.join_self()
             {
                 fail(&child_end, step::StepError::new(step::Step::JoinCgroup, errno));
             }
-            child::run(plan, &child_end, stdio)
+            child::run(plan, &child_end, stdio, deferred)
         }
         Ok(Forked::Parent { pid, pidfd }) => {
             drop(child_end);
