@@ -1,8 +1,6 @@
-use clap::Parser;
-
 fn main() {
     let t_start = husk::spawn::now_ns();
-    let cli = match husk::cli::Cli::try_parse() {
+    let cli = match husk::cli::Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

@@ -14,12 +14,12 @@ use crate::paths::Paths;
 /// Runs the parsed command line; returns the process exit code.
 pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
     // Resolved once; only commands that touch the store or state fail on it.
-    let paths = Paths::from_cli(cli.root.as_deref(), cli.state_dir.as_deref());
+    let paths = Paths::from_cli(cli.globals.root.as_deref(), cli.globals.state_dir.as_deref());
     match cli.command {
-        Command::Run(args) => run::run(*args, &paths, cli.state_dir.as_deref(), t_start),
+        Command::Run(args) => run::run(*args, &paths, cli.globals.state_dir.as_deref(), t_start),
         Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
-        Command::Gc(args) => gc::gc(args, cli.state_dir.as_deref(), &paths),
+        Command::Gc(args) => gc::gc(args, cli.globals.state_dir.as_deref(), &paths),
         Command::Image(args) => image::image(args, &paths),
         Command::Create(args) => sandbox::create(*args, &paths),
         Command::Exec(args) => sandbox::exec(*args, &paths, t_start),
@@ -27,7 +27,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Inspect(args) => sandbox::inspect(args, &paths),
         Command::Rm(args) => sandbox::rm(args, &paths),
         Command::Renew(args) => sandbox::renew(args, &paths),
-        Command::Selftest(args) => selftest::selftest(args, cli.root.clone()),
+        Command::Selftest(args) => selftest::selftest(args, cli.globals.root.clone()),
         Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),
     }
 }
