@@ -8,6 +8,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod backend;
+pub mod background;
 pub mod capture;
 pub mod cgroup;
 pub mod cli;

@@ -86,7 +86,7 @@ fn setup(
     // The network namespace is made on a second thread meanwhile; entered
     // before sysfs is mounted, and in any case before pivot_root.
     let mut netns = match plan.network {
-        NetworkMode::None => Some(PendingNetns::start()?),
+        NetworkMode::None => Some(PendingNetns::start()),
         _ => None,
     };
     let mut enter_netns = || netns.as_mut().map_or(Ok(()), PendingNetns::enter);

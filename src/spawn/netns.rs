@@ -13,35 +13,29 @@
 //! anything of the sandbox runs. No /proc is needed for it (SIOCGSKNS).
 
 use super::step::{AtStep, Step, StepError};
+use crate::background::Background;
 use crate::sys::Errno;
 use std::os::fd::{AsFd, OwnedFd};
 
+/// The new namespace's socket, or (after the netns was made?, errno).
 type Made = Result<OwnedFd, (bool, Errno)>;
 
 /// A network namespace being made; `enter` waits for it and moves the
 /// calling thread into it.
-pub struct PendingNetns(Option<std::thread::JoinHandle<Made>>);
+pub struct PendingNetns(Option<Background<Made>>);
 
 impl PendingNetns {
-    pub fn start() -> Result<PendingNetns, StepError> {
-        let handle = std::thread::Builder::new()
-            .name("husk:netns".into())
-            .stack_size(64 << 10)
-            .spawn(crate::sys::net::new_netns_with_loopback)
-            .map_err(|e| StepError::new(Step::NewNetns, e.raw_os_error().map_or(Errno::EAGAIN, Errno::from_raw)))?;
-        // Side by side, or the thread would only run once `enter` blocks.
-        crate::sys::process::pin_to_other_cpu(std::os::unix::thread::JoinHandleExt::as_pthread_t(&handle));
-        Ok(PendingNetns(Some(handle)))
+    pub fn start() -> PendingNetns {
+        PendingNetns(Some(Background::start("husk:netns", crate::sys::net::new_netns_with_loopback)))
     }
 
     /// Joins the thread and enters its namespace; a no-op the second time.
     pub fn enter(&mut self) -> Result<(), StepError> {
-        let Some(handle) = self.0.take() else { return Ok(()) };
-        let sock = match handle.join() {
-            Ok(Ok(sock)) => sock,
-            Ok(Err((false, errno))) => return Err(StepError::new(Step::NewNetns, errno)),
-            Ok(Err((true, errno))) => return Err(StepError::new(Step::Loopback, errno)),
-            Err(_) => return Err(StepError::new(Step::NewNetns, Errno::EIO)),
+        let Some(pending) = self.0.take() else { return Ok(()) };
+        let sock = match pending.join() {
+            Ok(sock) => sock,
+            Err((false, errno)) => return Err(StepError::new(Step::NewNetns, errno)),
+            Err((true, errno)) => return Err(StepError::new(Step::Loopback, errno)),
         };
         crate::sys::net::enter_netns_of(sock.as_fd()).at(Step::NewNetns)
     }
