@@ -296,7 +296,13 @@ fn limit_that_cannot_be_applied_fails_closed() {
         std::fs::write(m.join(&parent).join("cgroup.procs"), sleeper.id().to_string()).unwrap();
         holder = Some(sleeper);
     }
-    let (v, code) = run_json(&["--cpus", "1", "--cgroup-parent", &parent], &["true"]);
+    // The limits are written while the sandbox already mounts its root
+    // (docs/cgroups.md): the command must never start when one fails.
+    let out = TempDir::new("failclosed");
+    std::fs::set_permissions(out.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let bind = format!("{}:/out:rw", out.path().display());
+    let (v, code) =
+        run_json(&["--cpus", "1", "--cgroup-parent", &parent, "--bind", &bind], &["touch", "/out/command-ran"]);
     let left = leaves_under(&parent);
     if let Some(mut s) = holder {
         s.kill().unwrap();
@@ -308,6 +314,7 @@ fn limit_that_cannot_be_applied_fails_closed() {
     assert_eq!(v["termination"], "setup_failed");
     assert_eq!(v["error"]["step"], "cgroup", "{v}");
     assert!(left.is_empty(), "a half-made cgroup was left: {left:?}");
+    assert!(!out.join("command-ran").exists(), "the command ran without its limits");
 }
 
 #[test]

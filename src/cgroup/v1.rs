@@ -2,8 +2,9 @@
 //! hierarchies (one directory per hierarchy husk joins), and on hybrid hosts
 //! membership and kill through the unified hierarchy as well (clone into it,
 //! cgroup.kill there). The v1 directories cannot be cloned into, so the
-//! child moves itself into them as its first action after clone, before it
-//! even waits for release (see `join_self`).
+//! child moves itself into them by writing "0" to their `tasks` files:
+//! first thing after clone when they were made before (see `join_self`),
+//! or once the parent sends them (`Msg::CgroupReady`, `husk run`).
 
 use super::fs;
 use super::limits::{Limits, Swap};

@@ -64,7 +64,7 @@ pub struct Spawned {
 }
 
 /// Hook for the cgroup facility: the fd to clone into; `join_self`, run by
-/// the child first thing after clone (before it even waits for release),
+/// the child first thing after clone (unless `deferred`),
 /// for hierarchies it cannot be born into (v1); and `attach`, run by the
 /// parent before release. `born_inside` says the child was cloned into
 /// `clone_into()`'s cgroup (false after the clone(2) fallback).
