@@ -32,10 +32,8 @@ impl HostFacts {
     pub fn probe() -> HostFacts {
         let uid = Uid::effective().as_raw();
         let gid = Gid::effective().as_raw();
-        let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(40);
+        let last_cap =
+            read_text("/proc/sys/kernel/cap_last_cap").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(40);
         let subid = match (read_subid("/etc/subuid", "husk"), read_subid("/etc/subgid", "husk")) {
             (Some(u), Some(g)) => Some((u, g)),
             _ => None,
@@ -58,9 +56,32 @@ pub fn default_store_root() -> PathBuf {
         .unwrap_or_else(|_| PathBuf::from("/nonexistent"))
 }
 
+/// A small text file (/proc, /sys, /etc), read into one 16 KiB buffer:
+/// `read_to_string` knows no size for /proc files and starts with 32-byte
+/// reads, about eight syscalls for mountinfo on every run.
+/// (`read_to_end` would still statx and lseek for a size hint first.)
+pub fn read_text(path: impl AsRef<Path>) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let (mut buf, mut len) = (vec![0u8; 16 << 10], 0);
+    loop {
+        if len == buf.len() {
+            buf.resize(2 * len, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|_| std::io::Error::from_raw_os_error(libc::EILSEQ))
+}
+
 /// First `name:start:count` line for `name` in a subordinate-id file.
 pub fn read_subid(path: impl AsRef<Path>, name: &str) -> Option<IdRange> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = read_text(path).ok()?;
     parse_subid(&text, name)
 }
 

@@ -99,7 +99,7 @@ pub struct Plan {
 /// (arg_start, arg_end) and (env_start, env_end) of this process, from
 /// /proc/self/stat (fields 48-51; the comm field may contain spaces).
 pub fn arg_areas() -> Vec<(usize, usize)> {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return Vec::new() };
+    let Ok(stat) = crate::host::read_text("/proc/self/stat") else { return Vec::new() };
     let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return Vec::new() };
     // After ") " the fields start at number 3 (state).
     let f: Vec<usize> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
