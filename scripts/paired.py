@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""Paired, interleaved timing of a few commands on a noisy machine.
+
+    scripts/paired.py N 'CMD1' 'CMD2' ...
+
+Runs every command 10 times to warm up, then N rounds of CMD1, CMD2, ...
+(posix_spawn + waitpid, stdout/stderr to /dev/null, wall time) and prints
+each command's median, quartiles and its median divided by CMD1's. Load
+that drifts over minutes on a shared VM hits every command alike, which
+separate hyperfine blocks do not guarantee. Commands are split with shlex
+(no shell) and the program must be a path (no PATH search); a command
+that fails stops the run. scripts/bench.sh remains
+the reference benchmark; this is for A/B checks of a change.
+"""
+import os, sys, time, statistics as st, shlex
+if len(sys.argv) < 3 or not sys.argv[1].isdigit():
+    sys.exit("usage: scripts/paired.py N 'CMD1' ['CMD2' ...]  (N rounds, commands interleaved)")
+n = int(sys.argv[1]); cmds = [shlex.split(c) for c in sys.argv[2:]]
+res = [[] for _ in cmds]
+devnull = os.open("/dev/null", os.O_WRONLY)
+def run(c):
+    t0 = time.perf_counter_ns()
+    pid = os.posix_spawn(c[0], c, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)])
+    _, status = os.waitpid(pid, 0)
+    t1 = time.perf_counter_ns()
+    if status != 0: print("FAIL", c, status, file=sys.stderr); sys.exit(1)
+    return (t1 - t0) / 1e6
+for _ in range(10):
+    for c in cmds: run(c)
+for i in range(n):
+    for j, c in enumerate(cmds): res[j].append(run(c))
+base = st.median(res[0])
+for c, r in zip(sys.argv[2:], res):
+    r.sort(); q = lambda p: r[int(p * (len(r) - 1))]
+    print(f"{st.median(r):7.3f} med  p25 {q(.25):6.3f} p75 {q(.75):6.3f}  x{st.median(r)/base:5.2f}  {c[:100]}")
