@@ -77,6 +77,35 @@ mod rootless {
         }
     }
 
+    /// The network namespace is made on a second init thread pinned to
+    /// another cpu (src/spawn/netns.rs). Confined to one cpu there is none:
+    /// the sandbox must still get a network of its own with lo up, and its
+    /// command must still be pid 2 (the thread held pid 2 for a moment).
+    #[test]
+    fn one_cpu_still_gets_a_private_network_and_pid_2() {
+        let Ok(allowed) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
+            return skip("sched_getaffinity failed");
+        };
+        let cpu = (0..nix::sched::CpuSet::count()).find(|&c| allowed.is_set(c).unwrap_or(false)).unwrap();
+        let root = Root::Busybox;
+        let mut args = vec!["-c".to_string(), cpu.to_string(), husk_bin().display().to_string()];
+        args.extend(["run".into(), "--json".into()]);
+        args.extend(root.args());
+        args.extend(["--".into(), "sh".into(), "-c".into(), format!("echo $$; {} ifaces", root.probe())]);
+        let out = match Command::new("taskset").args(&args).stdin(std::process::Stdio::null()).output() {
+            Ok(out) => out,
+            Err(e) => return skip(&format!("taskset (util-linux) cannot run: {e}")),
+        };
+        let v = verdict_of(&out);
+        assert_eq!(v["exit_code"], 0, "{v:#}");
+        let text = stdout_of(&v);
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("2"), "the command is not pid 2: {text}");
+        let r: Value = serde_json::from_str(lines.next().unwrap_or("")).expect("ifaces report");
+        assert_eq!(r["names"], serde_json::json!(["lo"]), "{r}");
+        assert_eq!(r["interfaces"][0]["up"], true, "lo is down: {r}");
+    }
+
     #[test]
     fn host_loopback_listener_unreachable() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("listen on host loopback");
