@@ -315,6 +315,11 @@ fn limit_that_cannot_be_applied_fails_closed() {
     assert_eq!(v["error"]["step"], "cgroup", "{v}");
     assert!(left.is_empty(), "a half-made cgroup was left: {left:?}");
     assert!(!out.join("command-ran").exists(), "the command ran without its limits");
+    // Control: the same bind and command do leave the marker when the
+    // cgroup can be made.
+    let (v, code) = run_json(&["--bind", &bind], &["touch", "/out/control"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(out.join("control").exists(), "the marker cannot show a command that ran: {v}");
 }
 
 #[test]

@@ -14,17 +14,29 @@ use std::time::Duration;
 /// `husk create --runtime runsc` on the busybox root; the id.
 fn create_runsc(s: &Sbx, extra: &[&str]) -> String {
     let root = busybox_rootfs().display().to_string();
-    let mut args = vec!["create", "--runtime", "runsc", "--rootfs", &root];
+    let mut args = vec!["--runtime", "runsc", "--rootfs", &root];
     args.extend_from_slice(extra);
-    let out = s.out(&args);
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success() && id.len() == 12,
-        "husk create --runtime runsc failed ({:?}): {id}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    id
+    s.create_with(&args)
+}
+
+/// An exec's timeout kills its whole tree, a double-forked setsid daemon
+/// included, while the sandbox and an earlier exec's background process
+/// live on.
+fn assert_exec_timeout_spares_sandbox(s: &Sbx, id: &str) -> Value {
+    let (_, code) = s.sh(id, "sleep 1000 > /dev/null 2>&1 &");
+    assert_eq!(code, 0);
+    // The daemon starts its own session and its parent exits: only a kill
+    // of the exec's whole tree reaches it.
+    let script = "setsid sh -c 'sleep 2000 & sleep 2001' > /dev/null 2>&1 & sleep 3000";
+    let (v, code) = s.exec_json(id, &["--timeout", "1s"], &["sh", "-c", script]);
+    assert_eq!((code, &v["termination"]), (124, &Value::from("wall_timeout")), "{v:#}");
+    let (out, code) = s.sh(id, "ps -o args");
+    assert_eq!(code, 0, "the sandbox did not survive its exec's timeout: {out}");
+    for gone in ["sleep 2000", "sleep 2001", "sleep 3000"] {
+        assert!(!out.contains(gone), "`{gone}` survived the exec's timeout:\n{out}");
+    }
+    assert!(out.contains("sleep 1000"), "the earlier exec's background process was killed:\n{out}");
+    v
 }
 
 /// Host pids of runsc processes (runsc, its gofer, its sandbox) whose
@@ -132,24 +144,8 @@ fn runsc_exec_timeout_kills_double_forked_daemon_but_spares_sandbox() {
     require_runsc!();
     let s = Sbx::new();
     let id = create_runsc(&s, &[]);
-    // A background server of an earlier exec must survive the timeout.
-    let (_, code) = s.sh(&id, "sleep 1000 > /dev/null 2>&1 &");
-    assert_eq!(code, 0);
-    // The daemon starts its own session and its parent exits: only a kill
-    // of the exec's whole tree reaches it.
-    let script = "setsid sh -c 'sleep 2000 & sleep 2001' > /dev/null 2>&1 & sleep 3000";
-    let (v, code) = s.exec_json(&id, &["--timeout", "1s"], &["sh", "-c", script]);
-    assert_eq!(code, 124, "{v:#}");
-    assert_eq!(v["termination"], "wall_timeout", "{v:#}");
+    let v = assert_exec_timeout_spares_sandbox(&s, &id);
     assert_eq!(v["backend"], "runsc", "{v:#}");
-    // The sandbox lives on, the daemon and the timed-out command do not,
-    // and the earlier exec's background process does.
-    let (out, code) = s.sh(&id, "ps -o args");
-    assert_eq!(code, 0, "the sandbox did not survive its exec's timeout: {out}");
-    for gone in ["sleep 2000", "sleep 2001", "sleep 3000"] {
-        assert!(!out.contains(gone), "`{gone}` survived the exec's timeout:\n{out}");
-    }
-    assert!(out.contains("sleep 1000"), "the earlier exec's background process was killed:\n{out}");
     let rec = s.inspect(&id);
     s.rm(&id);
     assert_gvisor_gone(&s, &rec);
@@ -238,17 +234,7 @@ mod rootless {
         assert!(out.contains(GVISOR_UNAME_V), "uname -v is not gVisor's: {out}");
         let (out, code) = s.sh(&id, "cat notes.txt");
         assert_eq!((out.as_str(), code), ("one\n", 0));
-        let (_, code) = s.sh(&id, "sleep 1000 > /dev/null 2>&1 &");
-        assert_eq!(code, 0);
-        let script = "setsid sh -c 'sleep 2000 & sleep 2001' > /dev/null 2>&1 & sleep 3000";
-        let (v, code) = s.exec_json(&id, &["--timeout", "1s"], &["sh", "-c", script]);
-        assert_eq!((code, &v["termination"]), (124, &Value::from("wall_timeout")), "{v:#}");
-        let (out, code) = s.sh(&id, "ps -o args");
-        assert_eq!(code, 0, "the sandbox did not survive its exec's timeout: {out}");
-        for gone in ["sleep 2000", "sleep 2001", "sleep 3000"] {
-            assert!(!out.contains(gone), "`{gone}` survived the exec's timeout:\n{out}");
-        }
-        assert!(out.contains("sleep 1000"), "the earlier exec's background process was killed:\n{out}");
+        assert_exec_timeout_spares_sandbox(&s, &id);
         s.rm(&id);
         assert_gvisor_gone(&s, &rec);
     }

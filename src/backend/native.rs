@@ -172,7 +172,6 @@ fn complete_cgroup(
         kill();
         return Err(spawn_error(SpawnError::Channel(e)));
     }
-    drop(files);
     Ok(Some(cgroup))
 }
 

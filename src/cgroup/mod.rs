@@ -173,11 +173,11 @@ impl CgroupPlan {
         let CgroupPlan::Enforced { limits, placement } = self else {
             return Ok(None);
         };
-        let (clone_dir, kill) = match placement {
-            Placement::Unified(site) => (Some(v2::V2Cgroup::clone_dir(site, id)?), site.kill),
-            Placement::Legacy(site) => (v1::V1Cgroup::clone_dir(site, id)?, site.kill),
+        let clone_dir = match placement {
+            Placement::Unified(site) => Some(v2::V2Cgroup::clone_dir(site, id)?),
+            Placement::Legacy(site) => v1::V1Cgroup::clone_dir(site, id)?,
         };
-        Ok(Some(PendingCgroup { id: id.to_string(), limits: *limits, placement: placement.clone(), clone_dir, kill }))
+        Ok(Some(PendingCgroup { id: id.to_string(), limits: *limits, placement: placement.clone(), clone_dir }))
     }
 
     /// What the verdict's `isolation.downgrades` lists for this plan.
@@ -198,7 +198,6 @@ pub struct PendingCgroup {
     limits: Limits,
     placement: Placement,
     clone_dir: Option<(PathBuf, OwnedFd)>,
-    kill: KillMethod,
 }
 
 impl PendingCgroup {
@@ -224,7 +223,10 @@ impl PendingCgroup {
 impl Drop for PendingCgroup {
     fn drop(&mut self) {
         if let Some((dir, _)) = self.clone_dir.take() {
-            let kill = self.kill;
+            let kill = match &self.placement {
+                Placement::Unified(site) => site.kill,
+                Placement::Legacy(site) => site.kill,
+            };
             let _ = fs::rmdir(
                 &dir,
                 &|| {

@@ -39,13 +39,21 @@ impl Sbx {
     /// `husk create <args>` in host mode with the probe bound; the id.
     pub fn create(&self, extra: &[&str]) -> String {
         let probe = format!("{}:{PROBE}", probe_path().display());
-        let mut args = vec!["create", "--bind", &probe];
+        let mut args = vec!["--bind", probe.as_str()];
         args.extend_from_slice(extra);
-        let out = self.out(&args);
+        self.create_with(&args)
+    }
+
+    /// `husk create <args>` exactly as given; the id (a failure panics
+    /// with husk's stderr).
+    pub fn create_with(&self, args: &[&str]) -> String {
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        let out = self.out(&all);
         let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
         assert!(
             out.status.success() && id.len() == 12,
-            "husk create {extra:?} failed ({:?}): {}{}",
+            "husk create {args:?} failed ({:?}): {}{}",
             out.status,
             id,
             String::from_utf8_lossy(&out.stderr)
