@@ -215,8 +215,7 @@ mod rootless {
             let (v, _) = s.exec_json(&id, &[], &[PROBE, "daemon", &daemon, "300"]);
             assert_eq!(v["termination"], "exited", "{v:#}");
             let rec = s.inspect(&id);
-            let sup = rec["supervisor"]["pid"].as_i64().unwrap() as i32;
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), nix::sys::signal::Signal::SIGKILL).unwrap();
+            signal_supervisor(&rec, nix::sys::signal::Signal::SIGKILL);
             assert!(wait_until(Duration::from_secs(10), || !running(&rec["init"])), "the init outlived its supervisor");
             assert!(
                 wait_until(Duration::from_secs(10), || host_pids_with(&format!("sleep\0{daemon}\0")).is_empty()),

@@ -177,8 +177,7 @@ fn runsc_rm_and_supervisor_sigterm_leave_nothing() {
 
     let id = create_runsc(&s, &[]);
     let rec = s.inspect(&id);
-    let sup = rec["supervisor"]["pid"].as_i64().unwrap() as i32;
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), nix::sys::signal::Signal::SIGTERM).unwrap();
+    signal_supervisor(&rec, nix::sys::signal::Signal::SIGTERM);
     assert!(wait_until(Duration::from_secs(15), || !s.dir(&id).exists()), "SIGTERM did not destroy {id}");
     assert_gvisor_gone(&s, &rec);
 }
@@ -190,8 +189,7 @@ fn sigkill_of_runsc_supervisor_then_gc_reaps_gvisor_sandbox() {
     let s = Sbx::new();
     let id = create_runsc(&s, &[]);
     let rec = s.inspect(&id);
-    let sup = rec["supervisor"]["pid"].as_i64().unwrap() as i32;
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup), nix::sys::signal::Signal::SIGKILL).unwrap();
+    signal_supervisor(&rec, nix::sys::signal::Signal::SIGKILL);
     assert!(wait_until(Duration::from_secs(5), || !running(&rec["supervisor"])), "the supervisor survived SIGKILL");
     // runsc gives a detached sandbox no death signal: it is still there.
     assert!(

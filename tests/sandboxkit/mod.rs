@@ -117,6 +117,12 @@ impl Drop for Sbx {
     }
 }
 
+/// Sends `sig` to the supervisor a sandbox record names.
+pub fn signal_supervisor(rec: &Value, sig: nix::sys::signal::Signal) {
+    let pid = rec["supervisor"]["pid"].as_i64().expect("record names its supervisor") as i32;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("signal the supervisor");
+}
+
 /// A process named by pid and start time (as the record names it) that is
 /// still running: same start time, and not a zombie (a zombie is only
 /// waiting for its parent, outside husk's control, to reap it).
