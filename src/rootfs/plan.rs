@@ -321,18 +321,6 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
     )?;
     plan_dev(&mut ops, &dev_t, inputs.devpts_gid);
 
-    if inputs.network == NetworkMode::None {
-        // A fresh sysfs needs a network namespace of our own; with the host's
-        // network, /sys stays an empty directory.
-        let sys_t = system(&mut placer, &mut ops, "sys", MountKind::Sysfs, Container::HostTree("/sys".into()))?;
-        for m in SYS_MASKED {
-            ops.push(MountOp { target: cstring(&rebase(m, "sys", &sys_t)), kind: MountKind::Mask, optional: true });
-        }
-    } else {
-        let (t, _) = canonical("sys")?;
-        ops.extend(placer.place(&t, Kind::Dir)?);
-    }
-
     let mut etc_op = None;
     if host_mode {
         plan_host_etc(&mut placer, &mut ops, inputs)?;
@@ -400,6 +388,22 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
         };
         placer.mounts.push((target.clone(), container));
         ops.push(MountOp { target: cstring(&target), kind: mk, optional: false });
+    }
+    if inputs.network == NetworkMode::None {
+        // A fresh sysfs needs a network namespace of our own; with the host's
+        // network, /sys stays an empty directory. It is the last mount: the
+        // init enters the sandbox's network namespace right before it, and
+        // that namespace is still being made on another cpu (spawn::netns);
+        // mounting sysfs after /proc and /dev instead cost 0.65 ms of waiting
+        // (scripts/paired.py, 300 rounds: 5.64 -> 4.99 ms). No user mount can
+        // lie under /sys (RESERVED), so nothing mounted earlier is covered.
+        let sys_t = system(&mut placer, &mut ops, "sys", MountKind::Sysfs, Container::HostTree("/sys".into()))?;
+        for m in SYS_MASKED {
+            ops.push(MountOp { target: cstring(&rebase(m, "sys", &sys_t)), kind: MountKind::Mask, optional: true });
+        }
+    } else {
+        let (t, _) = canonical("sys")?;
+        ops.extend(placer.place(&t, Kind::Dir)?);
     }
     ops.push(MountOp { target: cstring(&dev_t), kind: MountKind::SetReadOnly, optional: false });
 
@@ -609,4 +613,38 @@ fn plan_dev(ops: &mut Vec<MountOp>, dev: &str, devpts_gid: Option<u32>) {
         optional: false,
     });
     ops.push(MountOp { target: cstring(&format!("{dev}/mqueue")), kind: MountKind::Mqueue, optional: false });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The init waits for its network namespace right before sysfs; every
+    /// other mount must come first so that wait overlaps with real work.
+    #[test]
+    fn sysfs_is_mounted_after_everything_but_the_dev_seal() {
+        let binds = [BindSpec { source: "/usr".into(), target: "/data".into(), access: Access::ReadOnly }];
+        let tmpfs = [TmpfsSpec { target: "/scratch".into(), size: 1 << 20 }];
+        let inputs = RootInputs {
+            hostname: "husk",
+            network: NetworkMode::None,
+            workdir: "/workspace",
+            workdir_size: 1 << 20,
+            tmp_size: 1 << 20,
+            binds: &binds,
+            tmpfs: &tmpfs,
+            owner: None,
+            devpts_gid: None,
+            writable: None,
+        };
+        let plan = build(RootSource::Host, &inputs).expect("host plan");
+        let kinds: Vec<&MountKind> = plan.ops.iter().map(|o| &o.kind).collect();
+        let sysfs = kinds.iter().position(|k| matches!(k, MountKind::Sysfs)).expect("a sysfs op");
+        let rest = &kinds[sysfs + 1..];
+        assert!(
+            rest.iter().all(|k| matches!(k, MountKind::Mask | MountKind::SetReadOnly | MountKind::Create(_))),
+            "only sysfs's masks and the /dev seal may follow it: {rest:?}"
+        );
+        assert!(matches!(kinds.last(), Some(MountKind::SetReadOnly)));
+    }
 }
