@@ -28,17 +28,15 @@
 use super::SandboxError;
 use super::exec::ExecRequest;
 use super::state::{Record, Store};
-use crate::backend::runsc::config::{self, Mode, RunscConfig};
-use crate::backend::runsc::{self as rb, Ctl, RunDir, bundle, gc, helper, launch, layout, outcome as rout};
+use crate::backend::runsc::config::{self, RunscConfig};
+use crate::backend::runsc::{self as rb, Ctl, RunDir, bundle, gc, helper, launch, layout, outcome as rout, prepare};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{Plan, ProcessPlan};
 use crate::spawn::{CgroupJoin, ChildStdio, now_ns};
 use crate::spec::NetworkMode;
 use crate::supervise::{Stop, Watch, signal_fd};
 use crate::sync::Msg;
-use crate::sys::fd::CStrArray;
 use crate::sys::process::{ExitStatus, decode_wait_status, pidfd_open, pidfd_send_signal, wait_pidfd};
-use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -83,71 +81,18 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>) -> Result<Live, SandboxError> {
     layout::scaffold_mount_points(&mut plan.mounts);
     let plan = &*plan;
-    let layout = layout::layout(&plan.mounts);
-    let profile = match &plan.seccomp {
-        Some(p) => Some(p.profile_json().ok_or_else(|| {
-            setup_err("seccomp", format!("cannot read seccomp profile {} to hand it to runsc", p.name))
-        })?),
-        None => None,
-    };
-    let mut config = bundle::render(&bundle::Inputs { plan, layout: &layout, seccomp: profile.as_ref() })
-        .map_err(|e| setup_err("bundle", e))?;
-    let mut process = config.process().clone().ok_or_else(|| setup_err("bundle", "no process in the bundle"))?;
-    process.set_args(Some(helper::hold_argv()));
-    config.set_process(Some(process));
-
-    let state_err = |e: String| SandboxError::Setup {
-        step: "state_dir".into(),
-        message: e,
-        hint: Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()),
-    };
-    cfg.ensure_runsc_root().map_err(state_err)?;
-    let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
-    config::ensure_dir(&dir.path).map_err(state_err)?;
-    let write = |p: PathBuf, data: Vec<u8>| {
-        std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
-    };
-    // The supervisor owns the run: `husk gc` leaves it alone while it lives.
-    write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
-    write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.log())
-        .map_err(|e| state_err(format!("opening {}: {e}", dir.log().display())))?;
-
-    let path = |p: &Path| p.display().to_string();
-    let mut argv: Vec<String> = vec![path(&cfg.bin)];
-    argv.extend(cfg.global_args(plan.network));
-    if profile.is_some() {
-        argv.push("--oci-seccomp".into());
-    }
-    argv.extend(["run".into(), "--detach".into(), "--bundle".into(), path(&dir.path)]);
-    argv.extend(["--pid-file".into(), path(&dir.pid_file()), plan.id.clone()]);
-    let cstr = |s: &str| CString::new(s).map_err(|_| setup_err("runsc_args", format!("NUL byte in {s:?}")));
-    let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
-    let envp = CStrArray::new(vec![cstr(&format!("PATH={}", crate::plan::DEFAULT_PATH))?]);
-
-    let user_ns = rb::user_ns(cfg.mode, plan);
-    if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), rb::host_gid_of_root(plan)) {
-        for d in [cfg.runsc_root(), dir.path.clone(), dir.log()] {
-            std::os::unix::fs::chown(&d, Some(uid), Some(gid))
-                .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
-        }
-    }
-    let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
-    let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
-    exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
-    let expose = launch::Expose::new(cfg.state.clone(), &exposed);
-    if cfg.mode == Mode::Root {
-        expose.open().map_err(|(p, e)| setup_err("open_sources", format!("cloning {} for runsc: {e}", p.display())))?;
-    }
+    let p = prepare::prepare(plan, &cfg, prepare::Invocation::Detach).map_err(|e| SandboxError::Setup {
+        step: e.step.into(),
+        message: e.message,
+        hint: e.hint,
+    })?;
+    let prepare::Prepared { layout, dir, bin, argv, envp, user_ns, expose, log, .. } = p;
+    let log = log.ok_or_else(|| setup_err("state_dir", "runsc's log was not opened"))?;
     // The gofer and the sentry outlive `runsc run --detach`: as its
     // subreaper the supervisor gets them, watches the sentry by pidfd and
     // reaps both.
     nix::sys::prctl::set_child_subreaper(true).map_err(|e| setup_err("subreaper", e))?;
     let stdio = ChildStdio { stdout: Some(log.as_raw_fd()), stderr: Some(log.as_raw_fd()) };
-    let bin = cstr(&path(&cfg.bin))?;
     let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
     let launched = launch::spawn(&l, cgroup).map_err(|e| setup_err(e.step(), e))?;
     drop(l);

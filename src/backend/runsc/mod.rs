@@ -11,6 +11,7 @@ pub mod helper;
 pub mod launch;
 pub mod layout;
 pub mod outcome;
+pub mod prepare;
 
 use super::{Backend, RunIo};
 use crate::outcome::{ErrorReport, Outcome};
@@ -18,10 +19,8 @@ use crate::plan::Plan;
 use crate::spawn::{ChildStdio, now_ns};
 use crate::spec::NetworkMode;
 use crate::supervise::{Stop, Watch, signal_fd};
-use crate::sys::fd::CStrArray;
 use config::{Mode, RunscConfig};
 use serde_json::json;
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -239,56 +238,22 @@ fn with_stdio<T>(fd: i32, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> T) -> T
 impl Runsc {
     fn run_runsc(&self, plan: &Plan, io: RunIo) -> Result<Outcome, ErrorReport> {
         let cfg = &self.cfg;
-        let layout = layout::layout(&plan.mounts);
-        // The run's profile in OCI format: `--oci-seccomp` makes runsc apply
-        // it to the command inside gVisor. A profile that cannot be rendered
-        // is refused, never dropped (fail closed).
-        let profile = match &plan.seccomp {
-            Some(p) => Some(p.profile_json().ok_or_else(|| {
-                report("seccomp", format!("cannot read seccomp profile {} to hand it to runsc", p.name), None)
-            })?),
-            None => None,
-        };
-        let seccomp = profile.as_ref();
-        let config = bundle::render(&bundle::Inputs { plan, layout: &layout, seccomp })
-            .map_err(|e| report("bundle", e.to_string(), None))?;
-
-        let state_err = |e: String| {
-            report("state_dir", e, Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()))
-        };
-        cfg.ensure_runsc_root().map_err(state_err)?;
-        let mut dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
-        config::ensure_dir(&dir.path).map_err(state_err)?;
-        let write = |p: PathBuf, data: Vec<u8>| {
-            std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
-        };
-        write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
-        write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
-
-        let path = |p: &Path| p.display().to_string();
-        let mut argv: Vec<String> = vec![path(&cfg.bin)];
-        argv.extend(cfg.global_args(plan.network));
-        if seccomp.is_some() {
-            argv.push("--oci-seccomp".into());
-        }
-        argv.push(format!("--debug-log={}", path(&dir.log())));
-        // Only `run` logs: the line "Exiting with status: N" is the
-        // command's raw wait status (runsc's own exit code folds a
-        // signal into 128+N, like a command that exits 128+N), and a
-        // failure's message lands there too.
         // HUSK_RUNSC_DEBUG=1: every runsc process logs in detail to the
-        // same file, and the run directory is kept for reading it.
+        // run's log, and the run directory is kept for reading it.
         let debug = std::env::var_os("HUSK_RUNSC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
-        if debug {
-            argv.extend(["--debug".into(), "--debug-command=run,boot,gofer".into()]);
-        } else {
-            argv.push("--debug-command=run".into());
+        let prep_err = |e: prepare::PrepError| ErrorReport {
+            step: e.step.into(),
+            errno: e.errno.map(|e| format!("{e:?}")),
+            message: e.message,
+            hint: e.hint,
+        };
+        let p = prepare::prepare(plan, cfg, prepare::Invocation::Run { debug }).map_err(prep_err)?;
+        let prepare::Prepared { layout, mut dir, bin, argv, envp, user_ns, expose, .. } = p;
+        if cfg.mode == Mode::Root {
+            // Host trees are cloned here, as host root, so runsc's mapped
+            // root needs no search permission on their parents.
+            crate::spawn::open_sources(plan).map_err(|e| report("open_sources", e.to_string(), None))?;
         }
-        argv.extend(["run".into(), "--bundle".into(), path(&dir.path), "--pid-file".into(), path(&dir.pid_file())]);
-        argv.push(plan.id.clone());
-        let cstr = |s: &str| CString::new(s).map_err(|_| report("runsc_args", format!("NUL byte in {s:?}"), None));
-        let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
-        let envp = CStrArray::new(vec![cstr(&format!("PATH={}", crate::plan::DEFAULT_PATH))?]);
 
         let sys_err = |what: &str| {
             let what = what.to_string();
@@ -314,31 +279,6 @@ impl Runsc {
         // first, so husk can reap (and, if need be, kill) them.
         nix::sys::prctl::set_child_subreaper(true).map_err(sys_err("PR_SET_CHILD_SUBREAPER"))?;
 
-        let user_ns = user_ns(cfg.mode, plan);
-        if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), host_gid_of_root(plan)) {
-            // runsc runs as the sandbox's mapped root: it writes its state
-            // and the run's pid file and log there.
-            for d in [cfg.runsc_root(), dir.path.clone()] {
-                std::os::unix::fs::chown(&d, Some(uid), Some(gid))
-                    .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
-            }
-            // Host trees are cloned here, as host root, so runsc's mapped
-            // root needs no search permission on their parents.
-            crate::spawn::open_sources(plan).map_err(|e| report("open_sources", e.to_string(), None))?;
-        }
-        let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
-        let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
-        exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
-        let expose = launch::Expose::new(cfg.state.clone(), &exposed);
-        if cfg.mode == Mode::Root {
-            expose.open().map_err(|(p, e)| ErrorReport {
-                step: "open_sources".into(),
-                errno: Some(format!("{e:?}")),
-                message: format!("cloning {} for runsc: {e}", p.display()),
-                hint: None,
-            })?;
-        }
-        let bin = cstr(&path(&cfg.bin))?;
         dir.keep = debug;
         let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
         // Restored when this function returns, on every path.

@@ -1,0 +1,160 @@
+//! What both ways of starting runsc build before they launch it: a run
+//! (`husk run --runtime runsc`, runsc in the foreground) and a held sandbox
+//! (`husk create --runtime runsc`, `runsc run --detach` of husk's holder).
+//! The bundle, the run directory with its owner line, runsc's argv, its
+//! user namespace and the host directories it must reach are the same for
+//! both; only the process, the flags after `run` and where runsc logs
+//! differ (`Invocation`).
+
+use super::config::{self, Mode, RunscConfig};
+use super::launch::{Expose, UserNs};
+use super::layout::{self, Layout};
+use super::{RunDir, bundle, gc, helper};
+use crate::plan::Plan;
+use crate::sys::Errno;
+use crate::sys::fd::CStrArray;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+/// How runsc is run.
+pub enum Invocation {
+    /// `runsc run` in the foreground, logging to `--debug-log` (its
+    /// "Exiting with status" line is the command's wait status). `debug`:
+    /// HUSK_RUNSC_DEBUG, every runsc process logs in detail.
+    Run { debug: bool },
+    /// `runsc run --detach` of husk's holder; runsc's own output goes to
+    /// the log file, opened here for the caller to pass as stdout/stderr.
+    Detach,
+}
+
+/// Everything `launch::Launch` needs besides the plan and the stdio.
+pub struct Prepared {
+    pub layout: Layout,
+    pub dir: RunDir,
+    /// The run's profile went to runsc (`--oci-seccomp`).
+    pub oci_seccomp: bool,
+    pub bin: CString,
+    pub argv: CStrArray,
+    pub envp: CStrArray,
+    pub user_ns: Option<UserNs>,
+    pub expose: Expose,
+    /// `Invocation::Detach`: the log, open for appending.
+    pub log: Option<std::fs::File>,
+}
+
+/// A step that failed; each caller turns it into its own error type.
+#[derive(Debug)]
+pub struct PrepError {
+    pub step: &'static str,
+    pub errno: Option<Errno>,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+fn err(step: &'static str, message: String) -> PrepError {
+    PrepError { step, errno: None, message, hint: None }
+}
+
+pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepared, PrepError> {
+    let layout = layout::layout(&plan.mounts);
+    // The run's profile in OCI format: `--oci-seccomp` makes runsc apply it
+    // to the command inside gVisor. A profile that cannot be rendered is
+    // refused, never dropped (fail closed).
+    let profile = match &plan.seccomp {
+        Some(p) => Some(
+            p.profile_json()
+                .ok_or_else(|| err("seccomp", format!("cannot read seccomp profile {} to hand it to runsc", p.name)))?,
+        ),
+        None => None,
+    };
+    let mut config = bundle::render(&bundle::Inputs { plan, layout: &layout, seccomp: profile.as_ref() })
+        .map_err(|e| err("bundle", e.to_string()))?;
+    if matches!(how, Invocation::Detach) {
+        // Nothing from the image keeps the sandbox alive: husk's holder does.
+        let mut process = config.process().clone().ok_or_else(|| err("bundle", "no process in the bundle".into()))?;
+        process.set_args(Some(helper::hold_argv()));
+        config.set_process(Some(process));
+    }
+
+    let state_err = |message: String| PrepError {
+        step: "state_dir",
+        errno: None,
+        message,
+        hint: Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()),
+    };
+    cfg.ensure_runsc_root().map_err(state_err)?;
+    let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
+    config::ensure_dir(&dir.path).map_err(state_err)?;
+    let write = |p: PathBuf, data: Vec<u8>| {
+        std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
+    };
+    // Who owns the run: `husk gc` leaves it alone while that process lives.
+    write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
+    write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
+    let log = match how {
+        Invocation::Detach => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.log())
+                .map_err(|e| state_err(format!("opening {}: {e}", dir.log().display())))?,
+        ),
+        Invocation::Run { .. } => None,
+    };
+
+    let path = |p: &Path| p.display().to_string();
+    let mut argv: Vec<String> = vec![path(&cfg.bin)];
+    argv.extend(cfg.global_args(plan.network));
+    if profile.is_some() {
+        argv.push("--oci-seccomp".into());
+    }
+    match how {
+        Invocation::Run { debug } => {
+            // Only `run` logs unless debugging: the line "Exiting with
+            // status: N" is the command's raw wait status (runsc's own exit
+            // code folds a signal into 128+N, like a command that exits
+            // 128+N), and a failure's message lands there too.
+            argv.push(format!("--debug-log={}", path(&dir.log())));
+            if debug {
+                argv.extend(["--debug".into(), "--debug-command=run,boot,gofer".into()]);
+            } else {
+                argv.push("--debug-command=run".into());
+            }
+            argv.push("run".into());
+        }
+        Invocation::Detach => argv.extend(["run".into(), "--detach".into()]),
+    }
+    argv.extend(["--bundle".into(), path(&dir.path), "--pid-file".into(), path(&dir.pid_file())]);
+    argv.push(plan.id.clone());
+    let cstr = |s: &str| CString::new(s).map_err(|_| err("runsc_args", format!("NUL byte in {s:?}")));
+    let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
+    let envp = CStrArray::new(vec![cstr(&format!("PATH={}", crate::plan::DEFAULT_PATH))?]);
+    let bin = cstr(&path(&cfg.bin))?;
+
+    let user_ns = super::user_ns(cfg.mode, plan);
+    if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), super::host_gid_of_root(plan)) {
+        // runsc runs as the sandbox's mapped root: it writes its state, the
+        // pid file and the log there.
+        let mut owned = vec![cfg.runsc_root(), dir.path.clone()];
+        if log.is_some() {
+            owned.push(dir.log());
+        }
+        for d in owned {
+            std::os::unix::fs::chown(&d, Some(uid), Some(gid))
+                .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
+        }
+    }
+    let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
+    let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
+    exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
+    let expose = Expose::new(cfg.state.clone(), &exposed);
+    if cfg.mode == Mode::Root {
+        expose.open().map_err(|(p, e)| PrepError {
+            step: "open_sources",
+            errno: Some(e),
+            message: format!("cloning {} for runsc: {e}", p.display()),
+            hint: None,
+        })?;
+    }
+    Ok(Prepared { layout, dir, oci_seccomp: profile.is_some(), bin, argv, envp, user_ns, expose, log })
+}
