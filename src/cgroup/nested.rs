@@ -10,8 +10,9 @@
 //! and `husk gc` are other processes than the one that made it.
 
 use super::fs;
+use super::probe::Controller;
 use super::report::Usage;
-use super::stats::{Stat, Stats};
+use super::stats::Stats;
 use super::v2::PATIENCE;
 use super::{CgroupError, KillMethod, SandboxCgroup};
 use crate::spawn::CgroupJoin;
@@ -197,28 +198,20 @@ pub struct Leaf {
 impl Leaf {
     fn open_stats(&mut self, d: &Dir, dir: &Path, pure_v1: bool) {
         let s = &mut self.stats;
-        let has = |c: &str| d.controllers.iter().any(|x| x == c);
         if d.unified {
             for (stat, file) in super::v2::STATS {
                 s.open(stat, dir, file);
             }
             return;
         }
-        if has("memory") {
-            s.open(Stat::MemoryPeak, dir, "memory.max_usage_in_bytes");
-            s.open(Stat::MemoryFailcnt, dir, "memory.failcnt");
-            s.open(Stat::OomControl, dir, "memory.oom_control");
-        }
-        if has("pids") {
-            s.open(Stat::PidsPeak, dir, "pids.peak");
-            s.open(Stat::PidsEvents, dir, "pids.events");
-        }
-        if has("cpuacct") && pure_v1 {
-            s.open(Stat::CpuacctUser, dir, "cpuacct.usage_user");
-            s.open(Stat::CpuacctSys, dir, "cpuacct.usage_sys");
-        }
-        if has("cpu") {
-            s.open(Stat::CpuThrottleV1, dir, "cpu.stat");
+        for c in d.controllers.iter().filter_map(|c| Controller::from_name(c)) {
+            // Without a pure v1 layout, cpu time comes from the unified cpu.stat.
+            if c == Controller::Cpuacct && !pure_v1 {
+                continue;
+            }
+            for &(stat, file) in super::v1::stat_files(c, false) {
+                s.open(stat, dir, file);
+            }
         }
     }
 

@@ -91,6 +91,27 @@ impl Site {
     }
 }
 
+/// The counters husk reads from a v1 directory carrying `c`. `memsw`: with
+/// memory+swap capped, charges meet memsw's counter first.
+pub(super) fn stat_files(c: Controller, memsw: bool) -> &'static [(Stat, &'static str)] {
+    match c {
+        Controller::Memory if memsw => &[
+            (Stat::MemoryPeak, "memory.max_usage_in_bytes"),
+            (Stat::MemoryFailcnt, "memory.memsw.failcnt"),
+            (Stat::OomControl, "memory.oom_control"),
+        ],
+        Controller::Memory => &[
+            (Stat::MemoryPeak, "memory.max_usage_in_bytes"),
+            (Stat::MemoryFailcnt, "memory.failcnt"),
+            (Stat::OomControl, "memory.oom_control"),
+        ],
+        Controller::Pids => &[(Stat::PidsPeak, "pids.peak"), (Stat::PidsEvents, "pids.events")],
+        Controller::Cpuacct => &[(Stat::CpuacctUser, "cpuacct.usage_user"), (Stat::CpuacctSys, "cpuacct.usage_sys")],
+        Controller::Cpu => &[(Stat::CpuThrottleV1, "cpu.stat")],
+        Controller::Freezer => &[],
+    }
+}
+
 pub struct V1Cgroup {
     nodes: Vec<(Vec<Controller>, PathBuf)>,
     /// Each node's `tasks` file, open for writing, for `join_self`.
@@ -157,24 +178,19 @@ impl V1Cgroup {
 
     fn open_stats(&mut self, memsw: bool) {
         let mut s = Stats::default();
-        if let Some(d) = self.node(Controller::Memory) {
-            s.open(Stat::MemoryPeak, d, "memory.max_usage_in_bytes");
-            // With memory+swap capped, charges meet memsw's counter first.
-            s.open(Stat::MemoryFailcnt, d, if memsw { "memory.memsw.failcnt" } else { "memory.failcnt" });
-            s.open(Stat::OomControl, d, "memory.oom_control");
-        }
-        if let Some(d) = self.node(Controller::Pids) {
-            s.open(Stat::PidsPeak, d, "pids.peak");
-            s.open(Stat::PidsEvents, d, "pids.events");
+        for (cs, d) in &self.nodes {
+            for &c in cs {
+                // With a unified directory, cpu time comes from its cpu.stat.
+                if c == Controller::Cpuacct && self.unified.is_some() {
+                    continue;
+                }
+                for &(stat, file) in stat_files(c, memsw) {
+                    s.open(stat, d, file);
+                }
+            }
         }
         if let Some((d, _)) = &self.unified {
             s.open(Stat::CpuUsage, d, "cpu.stat");
-        } else if let Some(d) = self.node(Controller::Cpuacct) {
-            s.open(Stat::CpuacctUser, d, "cpuacct.usage_user");
-            s.open(Stat::CpuacctSys, d, "cpuacct.usage_sys");
-        }
-        if let Some(d) = self.node(Controller::Cpu) {
-            s.open(Stat::CpuThrottleV1, d, "cpu.stat");
         }
         self.stats = s;
     }
