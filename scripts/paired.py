@@ -5,7 +5,9 @@
 
 Runs every command 10 times to warm up, then N rounds of CMD1, CMD2, ...
 (posix_spawn + waitpid, stdout/stderr to /dev/null, wall time) and prints
-each command's median, quartiles and its median divided by CMD1's. Load
+each command's median, quartiles and its median divided by CMD1's. Leading
+VAR=VALUE words set the environment of that command only (an A/B switch in
+one binary without a shell or env(1) in the timing). Load
 that drifts over minutes on a shared VM hits every command alike, which
 separate hyperfine blocks do not guarantee. Commands are split with shlex
 (no shell) and the program must be a path (no PATH search); a command
@@ -18,9 +20,16 @@ if len(sys.argv) < 3 or not sys.argv[1].isdigit():
 n = int(sys.argv[1]); cmds = [shlex.split(c) for c in sys.argv[2:]]
 res = [[] for _ in cmds]
 devnull = os.open("/dev/null", os.O_WRONLY)
-def run(c):
+def split_env(c):
+    env = dict(os.environ)
+    while c and "=" in c[0] and not c[0].startswith("/"):
+        k, v = c[0].split("=", 1); env[k] = v; c = c[1:]
+    return c, env
+cmds = [split_env(c) for c in cmds]
+def run(ce):
+    c, env = ce
     t0 = time.perf_counter_ns()
-    pid = os.posix_spawn(c[0], c, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)])
+    pid = os.posix_spawn(c[0], c, env, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)])
     _, status = os.waitpid(pid, 0)
     t1 = time.perf_counter_ns()
     if status != 0: print("FAIL", c, status, file=sys.stderr); sys.exit(1)
