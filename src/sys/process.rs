@@ -42,10 +42,8 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// The caller must be single-threaded: like fork, only the calling thread
 /// exists in the child.
 pub fn clone3(ns_flags: libc::c_int, cgroup: Option<BorrowedFd<'_>>) -> SysResult<Forked> {
-    let mut pidfd: libc::c_int = -1;
     let mut args = CloneArgs {
         flags: (ns_flags as u32 as u64) | CLONE_PIDFD,
-        pidfd: &mut pidfd as *mut libc::c_int as u64,
         exit_signal: libc::SIGCHLD as u64,
         ..Default::default()
     };
@@ -53,16 +51,30 @@ pub fn clone3(ns_flags: libc::c_int, cgroup: Option<BorrowedFd<'_>>) -> SysResul
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = fd.as_raw_fd() as u64;
     }
+    fork_like(args)
+}
+
+/// clone3(2) with `args`, which must not hold CLONE_VM (the one place the
+/// syscall is made). With CLONE_PIDFD in its flags the parent gets the pidfd.
+fn fork_like(mut args: CloneArgs) -> SysResult<Forked> {
+    let mut pidfd: libc::c_int = -1;
+    let wants_pidfd = args.flags & CLONE_PIDFD != 0;
+    if wants_pidfd {
+        args.pidfd = &mut pidfd as *mut libc::c_int as u64;
+    }
+    debug_assert!(args.flags & libc::CLONE_VM as u64 == 0, "fork_like is fork-like: no CLONE_VM");
     // SAFETY: without CLONE_VM, clone3 behaves like fork: the child runs on a
     // copy of our address space and stack, so returning into Rust code in both
-    // processes is sound. `args` and `pidfd` outlive the call. The caller
-    // guarantees single-threadedness (no lock held by another thread is copied).
+    // processes is sound. `args`, `pidfd` and whatever `args` points at (a
+    // set_tid array) outlive the call. Callers guarantee single-threadedness
+    // (no lock held by another thread is copied).
     let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
-    let pid = check(ret)?;
-    if pid == 0 {
-        Ok(Forked::Child)
-    } else {
-        Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: Some(owned(pidfd as libc::c_long)) })
+    match check(ret)? {
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent {
+            pid: Pid::from_raw(pid as i32),
+            pidfd: wants_pidfd.then(|| owned(pidfd as libc::c_long)),
+        }),
     }
 }
 
@@ -102,31 +114,12 @@ pub fn clone_legacy(ns_flags: libc::c_int) -> SysResult<Forked> {
 /// The caller must be single-threaded, as for `clone3`.
 pub fn clone_sibling() -> SysResult<Forked> {
     const CLONE_PARENT: u64 = 0x8000;
-    let mut pidfd: libc::c_int = -1;
-    let mut args = CloneArgs {
-        flags: CLONE_PARENT | CLONE_PIDFD,
-        pidfd: &mut pidfd as *mut libc::c_int as u64,
-        ..Default::default()
-    };
-    // SAFETY: fork semantics as in `clone3` (no CLONE_VM); `args` and
-    // `pidfd` outlive the call; the caller is single-threaded.
-    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
-    let pid = check(ret)?;
-    if pid == 0 {
-        Ok(Forked::Child)
-    } else {
-        Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: Some(owned(pidfd as libc::c_long)) })
-    }
+    fork_like(CloneArgs { flags: CLONE_PARENT | CLONE_PIDFD, ..Default::default() })
 }
 
 /// A plain fork, used by the sandbox's init to start the command.
 pub fn fork() -> SysResult<Forked> {
-    let mut args = CloneArgs { exit_signal: libc::SIGCHLD as u64, ..Default::default() };
-    // SAFETY: fork semantics as in `clone3`; the sandbox init is single-threaded.
-    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
-    match check(ret) {
-        Ok(0) => Ok(Forked::Child),
-        Ok(pid) => Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: None }),
+    match fork_like(CloneArgs { exit_signal: libc::SIGCHLD as u64, ..Default::default() }) {
         Err(Errno::ENOSYS) => {
             // SAFETY: fork(2) in a single-threaded process.
             let pid = unsafe { libc::fork() };
@@ -136,7 +129,7 @@ pub fn fork() -> SysResult<Forked> {
                 p => Ok(Forked::Parent { pid: Pid::from_raw(p), pidfd: None }),
             }
         }
-        Err(e) => Err(e),
+        other => other,
     }
 }
 
@@ -145,19 +138,13 @@ pub fn fork() -> SysResult<Forked> {
 /// that namespace). EEXIST while that pid is in use.
 pub fn fork_with_pid(pid: libc::pid_t) -> SysResult<Forked> {
     let set_tid = [pid];
-    let mut args = CloneArgs {
+    // `set_tid` lives until fork_like returns.
+    fork_like(CloneArgs {
         exit_signal: libc::SIGCHLD as u64,
         set_tid: set_tid.as_ptr() as u64,
         set_tid_size: 1,
         ..Default::default()
-    };
-    // SAFETY: fork semantics as in `clone3`; `set_tid` outlives the call;
-    // the caller is single-threaded.
-    let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
-    match check(ret)? {
-        0 => Ok(Forked::Child),
-        p => Ok(Forked::Parent { pid: Pid::from_raw(p as i32), pidfd: None }),
-    }
+    })
 }
 
 /// execve(2) from pre-built arrays; returns only on failure.
