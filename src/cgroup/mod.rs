@@ -122,6 +122,16 @@ pub enum Placement {
     Legacy(v1::Site),
 }
 
+impl Placement {
+    /// How the whole sandbox is killed at once (each site chose it).
+    pub fn kill(&self) -> KillMethod {
+        match self {
+            Placement::Unified(site) => site.kill,
+            Placement::Legacy(site) => site.kill,
+        }
+    }
+}
+
 /// The cgroup part of a plan.
 #[derive(Clone, Debug)]
 pub enum CgroupPlan {
@@ -223,10 +233,7 @@ impl PendingCgroup {
 impl Drop for PendingCgroup {
     fn drop(&mut self) {
         if let Some((dir, _)) = self.clone_dir.take() {
-            let kill = match &self.placement {
-                Placement::Unified(site) => site.kill,
-                Placement::Legacy(site) => site.kill,
-            };
+            let kill = self.placement.kill();
             let _ = fs::rmdir(
                 &dir,
                 &|| {
@@ -265,19 +272,17 @@ pub fn doctor(host: &CgroupHost, who: Caller) -> (bool, String, Option<String>) 
     let plan = CgroupPlan::build(&crate::spec::LimitSpec::default(), host, who);
     let mut detail = format!("mode {}", host.mode.name());
     if let Ok(CgroupPlan::Enforced { placement, .. }) = &plan {
-        let (parent, kill) = match placement {
-            Placement::Unified(s) => (s.parent.display().to_string(), s.kill),
-            Placement::Legacy(s) => (
-                s.nodes
-                    .iter()
-                    .map(|n| n.parent.display().to_string())
-                    .chain(s.unified.iter().map(|u| u.display().to_string()))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                s.kill,
-            ),
+        let parent = match placement {
+            Placement::Unified(s) => s.parent.display().to_string(),
+            Placement::Legacy(s) => s
+                .nodes
+                .iter()
+                .map(|n| n.parent.display().to_string())
+                .chain(s.unified.iter().map(|u| u.display().to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
         };
-        detail.push_str(&format!("; runs go under {parent}; group kill by {}", kill.name()));
+        detail.push_str(&format!("; runs go under {parent}; group kill by {}", placement.kill().name()));
     }
     match plan {
         Ok(_) => (true, detail, None),
