@@ -56,10 +56,12 @@ pub fn default_store_root() -> PathBuf {
         .unwrap_or_else(|_| PathBuf::from("/nonexistent"))
 }
 
-/// A small text file (/proc, /sys, /etc), read into one 16 KiB buffer:
-/// `read_to_string` knows no size for /proc files and starts with 32-byte
-/// reads, about eight syscalls for mountinfo on every run.
-/// (`read_to_end` would still statx and lseek for a size hint first.)
+/// A small text file (/proc, /sys, cgroupfs, /etc), read into one 16 KiB
+/// buffer: `read_to_string` knows no size for these files and starts with
+/// 32-byte reads (about eight syscalls for mountinfo). It reads until a read
+/// returns 0: a seq_file (procfs, cgroupfs) returns at most about a page per
+/// read however large the buffer, so a short read is not the end (a
+/// cgroup.procs of a thousand pids, a busy host's mountinfo).
 pub fn read_text(path: impl AsRef<Path>) -> std::io::Result<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
@@ -121,5 +123,23 @@ mod tests {
         assert_eq!(parse_subid(text, "bob"), None);
         assert_eq!(parse_subid("husk:1:0\n", "husk"), None);
         assert_eq!(parse_subid("husk:x:5\n", "husk"), None);
+    }
+
+    /// Files of exactly one buffer and of several are read whole, and so is
+    /// a seq_file whose reads each return about a page.
+    #[test]
+    fn read_text_reads_files_past_its_first_buffer() {
+        let dir = std::env::temp_dir().join(format!("husk-read-text-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for len in [0, 1, 16 << 10, (16 << 10) + 1, 100_000] {
+            let text: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+            let f = dir.join(format!("f{len}"));
+            std::fs::write(&f, &text).unwrap();
+            assert_eq!(read_text(&f).unwrap(), text, "length {len}");
+        }
+        let whole = std::fs::read_to_string("/proc/kallsyms").unwrap();
+        assert!(whole.len() > 16 << 10, "kallsyms is expected to span many reads");
+        assert_eq!(read_text("/proc/kallsyms").unwrap().len(), whole.len());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

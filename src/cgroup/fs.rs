@@ -24,32 +24,15 @@ pub fn write(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
         .map_err(|e| io("writing", path, Some(value), &e))
 }
 
-/// Reads a control file. cgroupfs files are seq_files: one read returns
-/// all that fits, so a short read is the end (saves the EOF read and the
-/// size probe of `read_to_string`; every run reads about ten of these).
-fn read_path(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut buf = [0u8; 4096];
-    let mut out = Vec::new();
-    loop {
-        let n = f.read(&mut buf)?;
-        out.extend_from_slice(&buf[..n]);
-        if n < buf.len() {
-            break;
-        }
-    }
-    String::from_utf8(out).map_err(|_| std::io::Error::from_raw_os_error(libc::EILSEQ))
-}
-
+/// Reads a control file (`host::read_text`).
 pub fn read(dir: &Path, file: &str) -> Result<String, CgroupError> {
     let path = dir.join(file);
-    read_path(&path).map_err(|e| io("reading", path, None, &e))
+    crate::host::read_text(&path).map_err(|e| io("reading", path, None, &e))
 }
 
 /// A file that may legitimately be absent (older kernels, controller off).
 pub fn read_opt(dir: &Path, file: &str) -> Option<String> {
-    read_path(&dir.join(file)).ok()
+    crate::host::read_text(dir.join(file)).ok()
 }
 
 /// Writes a limit and reads back (on the same open file) what the kernel
