@@ -86,8 +86,7 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
         message: e.message,
         hint: e.hint,
     })?;
-    let prepare::Prepared { layout, dir, bin, argv, envp, user_ns, expose, log, .. } = p;
-    let log = log.ok_or_else(|| setup_err("state_dir", "runsc's log was not opened"))?;
+    let prepare::Prepared { layout, dir, bin, argv, envp, user_ns, expose, log } = p;
     // The gofer and the sentry outlive `runsc run --detach`: as its
     // subreaper the supervisor gets them, watches the sentry by pidfd and
     // reaps both.

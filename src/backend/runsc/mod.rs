@@ -248,7 +248,7 @@ impl Runsc {
             hint: e.hint,
         };
         let p = prepare::prepare(plan, cfg, prepare::Invocation::Run { debug }).map_err(prep_err)?;
-        let prepare::Prepared { layout, mut dir, bin, argv, envp, user_ns, expose, .. } = p;
+        let prepare::Prepared { layout, mut dir, bin, argv, envp, user_ns, expose, log: _ } = p;
         if cfg.mode == Mode::Root {
             // Host trees are cloned here, as host root, so runsc's mapped
             // root needs no search permission on their parents.

@@ -23,7 +23,7 @@ pub enum Invocation {
     /// HUSK_RUNSC_DEBUG, every runsc process logs in detail.
     Run { debug: bool },
     /// `runsc run --detach` of husk's holder; runsc's own output goes to
-    /// the log file, opened here for the caller to pass as stdout/stderr.
+    /// the log file, which the caller passes as stdout/stderr.
     Detach,
 }
 
@@ -31,15 +31,15 @@ pub enum Invocation {
 pub struct Prepared {
     pub layout: Layout,
     pub dir: RunDir,
-    /// The run's profile went to runsc (`--oci-seccomp`).
-    pub oci_seccomp: bool,
     pub bin: CString,
     pub argv: CStrArray,
     pub envp: CStrArray,
     pub user_ns: Option<UserNs>,
     pub expose: Expose,
-    /// `Invocation::Detach`: the log, open for appending.
-    pub log: Option<std::fs::File>,
+    /// The run's log, open for appending and owned by runsc's user: runsc
+    /// writes it through `--debug-log` (run) or as its stdout and stderr
+    /// (detach).
+    pub log: std::fs::File,
 }
 
 /// A step that failed; each caller turns it into its own error type.
@@ -91,16 +91,11 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     // Who owns the run: `husk gc` leaves it alone while that process lives.
     write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
     write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
-    let log = match how {
-        Invocation::Detach => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir.log())
-                .map_err(|e| state_err(format!("opening {}: {e}", dir.log().display())))?,
-        ),
-        Invocation::Run { .. } => None,
-    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.log())
+        .map_err(|e| state_err(format!("opening {}: {e}", dir.log().display())))?;
 
     let path = |p: &Path| p.display().to_string();
     let mut argv: Vec<String> = vec![path(&cfg.bin)];
@@ -135,11 +130,7 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     if let (Mode::Root, Some(uid), Some(gid)) = (cfg.mode, plan.ids.host_uid_of(0), super::host_gid_of_root(plan)) {
         // runsc runs as the sandbox's mapped root: it writes its state, the
         // pid file and the log there.
-        let mut owned = vec![cfg.runsc_root(), dir.path.clone()];
-        if log.is_some() {
-            owned.push(dir.log());
-        }
-        for d in owned {
+        for d in [cfg.runsc_root(), dir.path.clone(), dir.log()] {
             std::os::unix::fs::chown(&d, Some(uid), Some(gid))
                 .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
         }
@@ -156,5 +147,5 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
             hint: None,
         })?;
     }
-    Ok(Prepared { layout, dir, oci_seccomp: profile.is_some(), bin, argv, envp, user_ns, expose, log })
+    Ok(Prepared { layout, dir, bin, argv, envp, user_ns, expose, log })
 }
