@@ -205,11 +205,7 @@ impl Leaf {
             return;
         }
         for c in d.controllers.iter().filter_map(|c| Controller::from_name(c)) {
-            // Without a pure v1 layout, cpu time comes from the unified cpu.stat.
-            if c == Controller::Cpuacct && !pure_v1 {
-                continue;
-            }
-            for &(stat, file) in super::v1::stat_files(c, false) {
+            for &(stat, file) in super::v1::stat_files(c, false, !pure_v1) {
                 s.open(stat, dir, file);
             }
         }

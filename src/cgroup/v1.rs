@@ -92,9 +92,11 @@ impl Site {
 }
 
 /// The counters husk reads from a v1 directory carrying `c`. `memsw`: with
-/// memory+swap capped, charges meet memsw's counter first.
-pub(super) fn stat_files(c: Controller, memsw: bool) -> &'static [(Stat, &'static str)] {
+/// memory+swap capped, charges meet memsw's counter first. `unified_cpu`:
+/// cpu time comes from a unified directory's cpu.stat, not cpuacct.
+pub(super) fn stat_files(c: Controller, memsw: bool, unified_cpu: bool) -> &'static [(Stat, &'static str)] {
     match c {
+        Controller::Cpuacct if unified_cpu => &[],
         Controller::Memory if memsw => &[
             (Stat::MemoryPeak, "memory.max_usage_in_bytes"),
             (Stat::MemoryFailcnt, "memory.memsw.failcnt"),
@@ -180,11 +182,7 @@ impl V1Cgroup {
         let mut s = Stats::default();
         for (cs, d) in &self.nodes {
             for &c in cs {
-                // With a unified directory, cpu time comes from its cpu.stat.
-                if c == Controller::Cpuacct && self.unified.is_some() {
-                    continue;
-                }
-                for &(stat, file) in stat_files(c, memsw) {
+                for &(stat, file) in stat_files(c, memsw, self.unified.is_some()) {
                     s.open(stat, d, file);
                 }
             }
@@ -379,6 +377,19 @@ pub fn join_self(tasks: &[OwnedFd]) -> Result<(), nix::errno::Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Peak memory, OOM kills and cpu time each come from one counter: the
+    /// memsw failcnt when swap is capped, cpuacct only without a unified
+    /// directory (whose cpu.stat is read instead).
+    #[test]
+    fn each_counter_is_read_from_one_file() {
+        let files = |c, memsw, unified| stat_files(c, memsw, unified).iter().map(|(_, f)| *f).collect::<Vec<_>>();
+        assert!(files(Controller::Memory, true, false).contains(&"memory.memsw.failcnt"));
+        assert!(files(Controller::Memory, false, false).contains(&"memory.failcnt"));
+        assert!(files(Controller::Cpuacct, false, true).is_empty());
+        assert_eq!(files(Controller::Cpuacct, false, false), ["cpuacct.usage_user", "cpuacct.usage_sys"]);
+        assert_eq!(files(Controller::Pids, true, true), ["pids.peak", "pids.events"]);
+    }
     use crate::spec::LimitSpec;
 
     const HYBRID: &str = "\
