@@ -305,11 +305,14 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
         Ok::<String, MountPlanError>(t)
     };
     let proc_t = system(&mut placer, &mut ops, "proc", MountKind::Proc, Container::HostTree("/proc".into()))?;
-    for m in PROC_MASKED {
-        ops.push(MountOp { target: cstring(&rebase(m, "proc", &proc_t)), kind: MountKind::Mask, optional: true });
-    }
+    // Read-only rebinds first: each clones its subtree recursively, so a
+    // mask made before one (proc/fs/nfsd under proc/fs) would be copied
+    // into it and leave a second, hidden mount behind the visible one.
     for m in PROC_READONLY {
         ops.push(MountOp { target: cstring(&rebase(m, "proc", &proc_t)), kind: MountKind::ReadOnly, optional: true });
+    }
+    for m in PROC_MASKED {
+        ops.push(MountOp { target: cstring(&rebase(m, "proc", &proc_t)), kind: MountKind::Mask, optional: true });
     }
 
     let dev_t = system(
@@ -647,5 +650,42 @@ mod tests {
             "only sysfs's masks and the /dev seal may follow it: {rest:?}"
         );
         assert!(matches!(kinds.last(), Some(MountKind::SetReadOnly)));
+    }
+
+    /// A read-only rebind clones its subtree: a mask planned before it
+    /// under its target is mounted twice (one copy hidden), so every
+    /// rebind must precede the masks below it.
+    #[test]
+    fn no_mask_is_copied_by_a_later_read_only_rebind() {
+        let inputs = RootInputs {
+            hostname: "husk",
+            network: NetworkMode::None,
+            workdir: "/workspace",
+            workdir_size: 1 << 20,
+            tmp_size: 1 << 20,
+            binds: &[],
+            tmpfs: &[],
+            owner: None,
+            devpts_gid: None,
+            writable: None,
+        };
+        let plan = build(RootSource::Host, &inputs).expect("host plan");
+        let path = |o: &MountOp| o.target.to_string_lossy().into_owned();
+        let mut nested = 0;
+        for (i, mask) in plan.ops.iter().enumerate().filter(|(_, o)| matches!(o.kind, MountKind::Mask)) {
+            for rebind in plan.ops[i + 1..].iter().filter(|o| matches!(o.kind, MountKind::ReadOnly)) {
+                assert!(
+                    !path(mask).starts_with(&format!("{}/", path(rebind))),
+                    "mask {} is planned before the read-only rebind of {}",
+                    path(mask),
+                    path(rebind)
+                );
+            }
+            nested += plan.ops[..i]
+                .iter()
+                .filter(|o| matches!(o.kind, MountKind::ReadOnly) && path(mask).starts_with(&format!("{}/", path(o))))
+                .count();
+        }
+        assert!(nested > 0, "proc/fs/nfsd lies under proc/fs: the test must see one nested mask");
     }
 }
