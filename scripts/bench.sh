@@ -132,11 +132,15 @@ note() { echo "$*" >>"$RES/notes.txt"; }
 # too). How the cache was filled matters for a 5.8 MB static binary: pages
 # that write(2) or read(2) brought in (right after cp, install or dpkg) ran
 # 0.4-0.6 ms faster per `husk run` than the same file after eviction and one
-# exec (scripts/paired.py, 400 rounds, kernel 6.18, ext4; presumably large
-# folios from read/write against 4 KiB pages from faults), and the file the
-# linker wrote through mmap is in the slow state from the start. So: an
-# installed copy, flushed, evicted and executed once. HUSK=path is timed as
-# given.
+# exec (scripts/paired.py, 400 rounds, kernel 6.18, ext4), and the file the
+# linker wrote through mmap is in the slow state from the start. Why
+# (scripts/folios.py on a running husk): after cp, its mapped text is large
+# folios (53 heads, 806 tails); after eviction and one exec, 827 order-0
+# pages, each mapped, counted and unmapped on its own in every husk
+# process. madvise(MADV_HUGEPAGE) on the text from main() did not change
+# that: the exec's first faults read the whole file before main runs. So:
+# an installed copy, flushed, evicted and executed once. HUSK=path is timed
+# as given.
 if [ -z "$HUSK_GIVEN" ]; then
     install -D -m 0755 "$HUSK" "$WORK/bin/husk"
     HUSK=$WORK/bin/husk
