@@ -148,6 +148,16 @@ if [ -z "$HUSK_GIVEN" ]; then
     "$HUSK" --version >/dev/null
     note "husk ran from an installed copy of the release build ($WORK/bin/husk) whose page cache was flushed, dropped and refilled by one exec: the state a long-lived install is in after a boot. Right after cp/install (pages filled by write), the same binary ran 0.4-0.6 ms faster per husk run on the reference VM (2026-12-02, kernel 6.18, ext4, scripts/paired.py, 400 rounds), so this is the conservative state."
 fi
+# The code layout (build.rs, scripts/husk.order): a stale order file costs
+# speed without failing the build, so say how much of it this binary holds.
+if have nm; then
+    ORDER_MATCH=$(nm "$HUSK" 2>/dev/null | python3 -c '
+import sys
+names = {l.split()[-1] for l in sys.stdin if l.strip()}
+order = [l.strip() for l in open("scripts/husk.order") if l.strip()]
+print(f"{sum(s in names for s in order)} of {len(order)}")')
+    note "husk's code is laid out in first-run order (build.rs passes scripts/husk.order to rust-lld): $ORDER_MATCH symbols of that file are in the timed binary; scripts/order.sh regenerates it after a version bump or toolchain update."
+fi
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 
