@@ -90,13 +90,17 @@ pub struct Watched {
 struct Stream {
     fd: Option<OwnedFd>,
     cap: Capture,
+    /// One pipe's worth (64 KiB), on the heap and only for a captured
+    /// stream: on the stack it made every `Watch::run` probe and fault in
+    /// 16 fresh stack pages, capture or not.
+    buf: Vec<u8>,
 }
 
 impl Stream {
     fn read(&mut self) {
         let Some(fd) = &self.fd else { return };
-        let mut buf = [0u8; 65536];
-        match nix::unistd::read(fd, &mut buf) {
+        let buf = &mut self.buf;
+        match nix::unistd::read(fd, buf) {
             Ok(0) => self.fd = None,
             Ok(n) => self.cap.push(&buf[..n]),
             Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => {}
@@ -120,8 +124,8 @@ impl Watch<'_> {
         let mut streams: Vec<Stream> = [self.stdout, self.stderr]
             .into_iter()
             .map(|s| match s {
-                Some((fd, limit)) => Stream { fd: Some(fd), cap: Capture::new(limit) },
-                None => Stream { fd: None, cap: Capture::new(0) },
+                Some((fd, limit)) => Stream { fd: Some(fd), cap: Capture::new(limit), buf: vec![0; 65536] },
+                None => Stream { fd: None, cap: Capture::new(0), buf: Vec::new() },
             })
             .collect();
         let mut chan_open = true;
