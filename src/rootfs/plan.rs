@@ -625,23 +625,28 @@ mod tests {
 
     /// The init waits for its network namespace right before sysfs; every
     /// other mount must come first so that wait overlaps with real work.
-    #[test]
-    fn sysfs_is_mounted_after_everything_but_the_dev_seal() {
-        let binds = [BindSpec { source: "/usr".into(), target: "/data".into(), access: Access::ReadOnly }];
-        let tmpfs = [TmpfsSpec { target: "/scratch".into(), size: 1 << 20 }];
+    /// The mount plan of a host-mode run with these extra mounts.
+    fn host_plan(binds: &[BindSpec], tmpfs: &[TmpfsSpec]) -> MountPlan {
         let inputs = RootInputs {
             hostname: "husk",
             network: NetworkMode::None,
             workdir: "/workspace",
             workdir_size: 1 << 20,
             tmp_size: 1 << 20,
-            binds: &binds,
-            tmpfs: &tmpfs,
+            binds,
+            tmpfs,
             owner: None,
             devpts_gid: None,
             writable: None,
         };
-        let plan = build(RootSource::Host, &inputs).expect("host plan");
+        build(RootSource::Host, &inputs).expect("host plan")
+    }
+
+    #[test]
+    fn sysfs_is_mounted_after_everything_but_the_dev_seal() {
+        let binds = [BindSpec { source: "/usr".into(), target: "/data".into(), access: Access::ReadOnly }];
+        let tmpfs = [TmpfsSpec { target: "/scratch".into(), size: 1 << 20 }];
+        let plan = host_plan(&binds, &tmpfs);
         let kinds: Vec<&MountKind> = plan.ops.iter().map(|o| &o.kind).collect();
         let sysfs = kinds.iter().position(|k| matches!(k, MountKind::Sysfs)).expect("a sysfs op");
         let rest = &kinds[sysfs + 1..];
@@ -657,19 +662,7 @@ mod tests {
     /// rebind must precede the masks below it.
     #[test]
     fn no_mask_is_copied_by_a_later_read_only_rebind() {
-        let inputs = RootInputs {
-            hostname: "husk",
-            network: NetworkMode::None,
-            workdir: "/workspace",
-            workdir_size: 1 << 20,
-            tmp_size: 1 << 20,
-            binds: &[],
-            tmpfs: &[],
-            owner: None,
-            devpts_gid: None,
-            writable: None,
-        };
-        let plan = build(RootSource::Host, &inputs).expect("host plan");
+        let plan = host_plan(&[], &[]);
         let path = |o: &MountOp| o.target.to_string_lossy().into_owned();
         let mut nested = 0;
         for (i, mask) in plan.ops.iter().enumerate().filter(|(_, o)| matches!(o.kind, MountKind::Mask)) {
