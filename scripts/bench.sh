@@ -189,6 +189,22 @@ fi
 say "images"
 "$HUSK" image import "$IMAGES/busybox"
 "$HUSK" image import "$IMAGES/python"
+# How many pages of husk's text one run maps, husk and its sandbox init
+# (scripts/folios.py): what the code layout saves, and what a stale
+# scripts/husk.order gives back, in numbers.
+"$HUSK" run --image busybox -- sleep 1 >/dev/null &
+RUN_PID=$!
+INIT_PID=""
+for _ in $(seq 100); do
+    INIT_PID=$(pgrep -P "$RUN_PID" | head -1 || true)
+    [ -n "$INIT_PID" ] && grep -q '^Name:.husk:\[init\]' "/proc/$INIT_PID/status" 2>/dev/null && break
+    sleep 0.02
+done
+mapped() { python3 scripts/folios.py "$1" "$HUSK" 2>/dev/null | awk '{m += $3 + $6 + $8} END {print m + 0}'; }
+TEXT_RUN=$(mapped "$RUN_PID")
+TEXT_INIT=$([ -n "$INIT_PID" ] && mapped "$INIT_PID" || echo "?")
+wait "$RUN_PID" || true
+note "One husk run mapped $TEXT_RUN pages of husk's text in husk and $TEXT_INIT in the sandbox init (scripts/folios.py, busybox image, the page-cache state above); with the code in no order it was 842 and 318 on the reference VM (2026-12-03), with a current scripts/husk.order 330 and 250."
 unpack() { # IMAGE DIR: one umoci-unpacked bundle, mount points added
     umoci unpack --image "$IMAGES/$1:latest" "$2" >/dev/null
     mkdir -p "$2/rootfs/proc" "$2/rootfs/dev" "$2/rootfs/sys" "$2/rootfs/tmp"
