@@ -64,11 +64,14 @@ pub fn default_store_root() -> PathBuf {
 /// goes on until a read returns 0: a seq_file (procfs, cgroupfs) returns at
 /// most about a page per read however large the buffer, so a short read is
 /// not the end (a cgroup.procs of a thousand pids, a busy host's mountinfo).
+/// Through `take`, because `File`'s own `read_to_end` first asks statx and
+/// lseek for a size hint, which these files do not have (two syscalls per
+/// file, about ten files per run).
 pub fn read_text(path: impl AsRef<Path>) -> std::io::Result<String> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
+    let f = std::fs::File::open(path)?;
     let mut buf = Vec::with_capacity(16 << 10);
-    f.read_to_end(&mut buf)?;
+    f.take(u64::MAX).read_to_end(&mut buf)?;
     String::from_utf8(buf).map_err(|_| std::io::Error::from_raw_os_error(libc::EILSEQ))
 }
 
