@@ -64,9 +64,8 @@ fn main() {
 
 /// Lays out the husk binary's code in the order a `husk run` first touches
 /// it (scripts/husk.order, made by scripts/order.sh from a perf profile):
-/// the code one run executes then sits in ~380 contiguous pages instead of
-/// being spread over ~830, and every husk process (husk, the sandbox's
-/// init) maps and unmaps that many fewer pages. Only rust-lld (the default
+/// after a boot, a run then maps ~330 pages of husk's text in husk and
+/// ~250 in the sandbox's init, instead of ~840 and ~320 (scripts/folios.py). Only rust-lld (the default
 /// linker of x86_64-unknown-linux-gnu since Rust 1.90) knows the flag;
 /// symbols missing from the binary (another version, a debug build) are
 /// skipped silently, so a stale file only costs speed.

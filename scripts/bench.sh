@@ -151,12 +151,8 @@ fi
 # The code layout (build.rs, scripts/husk.order): a stale order file costs
 # speed without failing the build, so say how much of it this binary holds.
 if have nm; then
-    ORDER_MATCH=$(nm "$HUSK" 2>/dev/null | python3 -c '
-import sys
-names = {l.split()[-1] for l in sys.stdin if l.strip()}
-order = [l.strip() for l in open("scripts/husk.order") if l.strip()]
-print(f"{sum(s in names for s in order)} of {len(order)}")')
-    note "husk's code is laid out in first-run order (build.rs passes scripts/husk.order to rust-lld): $ORDER_MATCH symbols of that file are in the timed binary; scripts/order.sh regenerates it after a version bump or toolchain update."
+    ORDER_MATCH=$(scripts/order-check.py "$HUSK" 2>&1 | tr '\n' ' ' || true)
+    note "husk's code is laid out in first-run order (build.rs passes scripts/husk.order to rust-lld); scripts/order-check.py on the timed binary: $ORDER_MATCH"
 fi
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -200,7 +196,7 @@ for _ in $(seq 100); do
     [ -n "$INIT_PID" ] && grep -q '^Name:.husk:\[init\]' "/proc/$INIT_PID/status" 2>/dev/null && break
     sleep 0.02
 done
-mapped() { python3 scripts/folios.py "$1" "$HUSK" 2>/dev/null | awk '{m += $3 + $6 + $8} END {print m + 0}'; }
+mapped() { python3 scripts/folios.py --mapped "$1" "$HUSK" 2>/dev/null || echo "?"; }
 TEXT_RUN=$(mapped "$RUN_PID")
 TEXT_INIT=$([ -n "$INIT_PID" ] && mapped "$INIT_PID" || echo "?")
 wait "$RUN_PID" || true

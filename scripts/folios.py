@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """How a running process's executable text sits in the page cache.
 
-    scripts/folios.py PID PATH
+    scripts/folios.py [--mapped] PID PATH
+
+--mapped prints only the number of mapped pages (order-0 and large-folio
+pages together), for scripts.
 
 Walks the r-xp mapping of PATH in /proc/PID/maps, looks each page up in
 /proc/PID/pagemap and /proc/kpageflags (root only), and counts pages that
@@ -12,9 +15,13 @@ or read(2)) than when they are order-0 (filled by exec's page faults).
 """
 import struct, sys
 
-if len(sys.argv) != 3 or not sys.argv[1].isdigit():
-    sys.exit("usage: scripts/folios.py PID PATH  (as root)")
-pid, path = int(sys.argv[1]), sys.argv[2]
+args = sys.argv[1:]
+only_mapped = args[:1] == ["--mapped"]
+args = args[1:] if only_mapped else args
+if len(args) != 2 or not args[0].isdigit():
+    sys.exit("usage: scripts/folios.py [--mapped] PID PATH  (as root)")
+pid, path = int(args[0]), args[1]
+mapped = 0
 KPF_COMPOUND_HEAD, KPF_COMPOUND_TAIL = 15, 16
 with open(f"/proc/{pid}/pagemap", "rb") as pm, open("/proc/kpageflags", "rb") as kf:
     for line in open(f"/proc/{pid}/maps"):
@@ -37,4 +44,8 @@ with open(f"/proc/{pid}/pagemap", "rb") as pm, open("/proc/kpageflags", "rb") as
                 tails += 1
             else:
                 small += 1
-        print(f"{f[0]} order-0 {small}  large-folio heads {heads} tails {tails}  not mapped {absent}")
+        mapped += small + heads + tails
+        if not only_mapped:
+            print(f"{f[0]} order-0 {small}  large-folio heads {heads} tails {tails}  not mapped {absent}")
+if only_mapped:
+    print(mapped)

@@ -623,8 +623,6 @@ fn plan_dev(ops: &mut Vec<MountOp>, dev: &str, devpts_gid: Option<u32>) {
 mod tests {
     use super::*;
 
-    /// The init waits for its network namespace right before sysfs; every
-    /// other mount must come first so that wait overlaps with real work.
     /// The mount plan of a host-mode run with these extra mounts.
     fn host_plan(binds: &[BindSpec], tmpfs: &[TmpfsSpec]) -> MountPlan {
         let inputs = RootInputs {
@@ -642,6 +640,8 @@ mod tests {
         build(RootSource::Host, &inputs).expect("host plan")
     }
 
+    /// The init waits for its network namespace right before sysfs; every
+    /// other mount must come first so that wait overlaps with real work.
     #[test]
     fn sysfs_is_mounted_after_everything_but_the_dev_seal() {
         let binds = [BindSpec { source: "/usr".into(), target: "/data".into(), access: Access::ReadOnly }];
