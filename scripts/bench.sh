@@ -200,7 +200,7 @@ mapped() { python3 scripts/folios.py --mapped "$1" "$HUSK" 2>/dev/null || echo "
 TEXT_RUN=$(mapped "$RUN_PID")
 TEXT_INIT=$([ -n "$INIT_PID" ] && mapped "$INIT_PID" || echo "?")
 wait "$RUN_PID" || true
-note "One husk run mapped $TEXT_RUN pages of husk's text in husk and $TEXT_INIT in the sandbox init (scripts/folios.py, busybox image, the page-cache state above); with the code in no order it was 842 and 318 on the reference VM (2026-12-03), with a current scripts/husk.order 330 and 250."
+note "One husk run mapped $TEXT_RUN pages of husk's text in husk and $TEXT_INIT in the sandbox init (scripts/folios.py, busybox image, the page-cache state above); with the code in no order it was 842 and 318 on the reference VM (2026-12-03), with a current scripts/husk.order 330-360 and 250."
 unpack() { # IMAGE DIR: one umoci-unpacked bundle, mount points added
     umoci unpack --image "$IMAGES/$1:latest" "$2" >/dev/null
     mkdir -p "$2/rootfs/proc" "$2/rootfs/dev" "$2/rootfs/sys" "$2/rootfs/tmp"
