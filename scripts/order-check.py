@@ -7,8 +7,9 @@ Prints how many of the order file's symbols the binary holds and how many
 of the first 200 sit among its first 600 text symbols (nm -n). Exits 1 when
 fewer than 90% of the file's symbols are in the binary (stale: rerun
 scripts/order.sh) or fewer than 90% of the first 200 are at the start of
-the text (build.rs did not pass --symbol-ordering-file). Used by
-scripts/test.sh (must pass) and scripts/bench.sh (reported).
+the text (build.rs did not pass --symbol-ordering-file). Reported by
+scripts/bench.sh, never a gate of the test suite: a stale order file costs
+only speed, and a refactor that renames symbols must not fail CI for it.
 """
 import os, subprocess, sys
 

@@ -128,15 +128,6 @@ fi
 step "cgroup v2 VM test"
 scripts/vm-test.sh || fail_step "scripts/vm-test.sh (cgroup v2 in a VM)"
 
-# ------------------------------------------------------------- code layout --
-# build.rs hands scripts/husk.order to rust-lld; a build that silently lost
-# the flag, or an order file gone stale, would only show up as a slower
-# cold start. Checked on the release binary the VM test built.
-step "code layout (scripts/husk.order)"
-REL_HUSK=target/x86_64-unknown-linux-gnu/release/husk
-[ -x "$REL_HUSK" ] || cargo build --release || fail_step "cargo build --release"
-scripts/order-check.py "$REL_HUSK" || fail_step "code layout (scripts/order-check.py)"
-
 # ----------------------------------------------------------------- summary --
 step "summary"
 # A test that replaces a host device node must never go unnoticed.
