@@ -28,6 +28,9 @@
 # 5. writes docs/benchmarks.md, docs/benchmarks.svg and the README's
 #    Benchmarks block (benches/report), and keeps the raw hyperfine JSON in
 #    build/bench/results.
+# 6. checks that the host's /dev/null, /dev/zero, /dev/full, /dev/random,
+#    /dev/urandom and /dev/tty are still the root-owned character devices
+#    they were at the start, on every exit path; exits 1 if not.
 #
 # Environment: HUSK=path (binary under test, timed as given; default: an
 # installed copy of the release build, see "page-cache state" below),
@@ -90,7 +93,35 @@ DOCKER_OURS=0
 RUNC_ROOT=$WORK/runc
 CRUN_ROOT=$WORK/crun
 RUNSC_ROOT=$WORK/runsc-root
+# The host's shared device nodes: root-owned character devices, and the
+# same as when the script started (see "stdio" below for why it checks).
+HOST_DEVS=(/dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty)
+dev_state() { stat -c '%n: %F, owner %U:%G (%u:%g), mode %a, device %t:%T' "${HOST_DEVS[@]}" 2>&1; }
+DEVS_BEFORE=$(dev_state)
+check_host_devices() { # non-zero (and says why) if a host device node was changed
+    local dev bad=0 now
+    for dev in "${HOST_DEVS[@]}"; do
+        if [ ! -c "$dev" ] || [ "$(stat -c %u:%g "$dev")" != 0:0 ]; then
+            echo "bench: the host's $dev is no longer a root-owned character device: $(stat -c '%F, owner %U:%G' "$dev" 2>&1)" >&2
+            bad=1
+        fi
+    done
+    now=$(dev_state)
+    if [ "$now" != "$DEVS_BEFORE" ]; then
+        echo "bench: host device nodes changed during the benchmark:" >&2
+        diff <(echo "$DEVS_BEFORE") <(echo "$now") | sed 's/^/  /' >&2
+        bad=1
+    fi
+    return "$bad"
+}
+for dev in "${HOST_DEVS[@]}"; do
+    [ -c "$dev" ] && [ "$(stat -c %u:%g "$dev")" = 0:0 ] || {
+        echo "bench: the host's $dev is not a root-owned character device before the benchmark ($(stat -c '%F, owner %U:%G' "$dev" 2>&1)); repair it first (e.g. chown root:root $dev), or the check at the end means nothing" >&2
+        exit 1
+    }
+done
 cleanup() {
+    local rc=$?
     set +e
     [ -n "${EXEC_HUSK_ID:-}" ] && "$HUSK" rm "$EXEC_HUSK_ID" >/dev/null 2>&1
     for id in $(runc --root "$RUNC_ROOT" list -q 2>/dev/null); do runc --root "$RUNC_ROOT" delete -f "$id"; done
@@ -109,22 +140,46 @@ cleanup() {
         wait "$DOCKERD_PID" 2>/dev/null
     fi
     # Only our own trees; --one-file-system never follows a mount left behind.
-    for d in store import-store state runc crun runsc-root bundles docker tmp bin; do
+    for d in store import-store state runc crun runsc-root bundles docker tmp bin dev; do
         [ -e "$WORK/$d" ] && rm -rf --one-file-system "${WORK:?}/$d"
     done
+    if check_host_devices; then
+        echo "host device nodes unchanged: ${HOST_DEVS[*]}"
+    else
+        exit 1
+    fi
+    exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-for d in store import-store state runc crun runsc-root bundles docker tmp bin results; do
+for d in store import-store state runc crun runsc-root bundles docker tmp bin dev results; do
     rm -rf --one-file-system "${WORK:?}/$d"
 done
-mkdir -p "$WORK/bundles" "$WORK/tmp" "$RES"
+mkdir -p "$WORK/bundles" "$WORK/tmp" "$WORK/dev" "$RES"
 export HUSK_ROOT=$WORK/store HUSK_STATE_DIR=$WORK/state
+
+# stdio. runsc run as root (without --rootless) fchowns its stdio to its
+# sandbox user, and hyperfine gives every timed command /dev/null: the
+# host's /dev/null would end up nobody:nogroup. So every peer's command,
+# timed or probed, gets a private null device (the same c 1:3, its own
+# inode under $WORK/dev) instead: hyperfine runs in a private mount
+# namespace where that node is bound over /dev/null (made once per
+# hyperfine invocation, not per run, and the same for every peer), and the
+# probes read it directly. Whatever runsc does to it stays in $WORK.
+NULLDEV=$WORK/dev/null
+mknod -m 666 "$NULLDEV" c 1 3
+if ! : <"$NULLDEV" 2>/dev/null; then
+    echo "bench: cannot open the device node $NULLDEV ($(findmnt -no OPTIONS -T "$WORK")): put BENCH_WORK on a filesystem mounted without nodev" >&2
+    exit 1
+fi
+# shellcheck disable=SC2016 # $0 and $@ expand in the inner shell
+PRIVATE_NULL=(unshare -m --propagation private sh -c 'mount --bind "$0" /dev/null && exec "$@"' "$NULLDEV")
 
 # Tab-separated records the report's meta.json is made from.
 : >"$RES/runtimes.tsv"
 : >"$RES/skipped.tsv"
 : >"$RES/notes.txt"
+note "Every runtime's command got stdio from a private null device (c 1:3 at \$WORK/dev/null, bound over /dev/null in hyperfine's own mount namespace), never the host's /dev/null: runsc run as root fchowns its stdio to its sandbox user."
 skip() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RES/skipped.tsv"; echo "SKIPPED $2: $3"; }
 note() { echo "$*" >>"$RES/notes.txt"; }
 # husk is timed in the page-cache state a long-lived install is in: its
@@ -322,7 +377,7 @@ runtime() { # NAME KERNEL NAMESPACES LIMITS NOTES -- probe command...
     local name=$1 kernel=$2 nss=$3 limits=$4 notes=$5 file
     shift 6
     file=$RES/probe-$(echo "$name" | tr -c 'a-z0-9\n' '-').txt
-    if ! "$@" >"$file" 2>"$file.err"; then
+    if ! "$@" <"$NULLDEV" >"$file" 2>"$file.err"; then
         echo "probe of $name failed: $(head -3 "$file.err")" >&2
         : >"$file"
     fi
@@ -360,7 +415,7 @@ if [ -n "$DOCKER" ]; then
 fi
 
 # -------------------------------------------------------------- benchmarks --
-HF=(hyperfine --style basic -N)
+HF=("${PRIVATE_NULL[@]}" hyperfine --style basic -N)
 FILES_COLD=() FILES_PY=() FILES_EXEC=() FILES_IMPORT=()
 # The fast benchmarks run in $ROUNDS rounds of RUNS/ROUNDS runs each, the
 # order rotated every round (round 1 in the listed order), so load that
@@ -445,10 +500,10 @@ if "$HUSK" create --help >/dev/null 2>&1; then
 else
     skip exec "husk exec" "this husk binary has no \`create\` subcommand yet; rerun scripts/bench.sh once it has"
 fi
-runc --root "$RUNC_ROOT" run -d --bundle "$OCI_SLEEP" husk-bench-exec </dev/null >/dev/null 2>&1
+runc --root "$RUNC_ROOT" run -d --bundle "$OCI_SLEEP" husk-bench-exec <"$NULLDEV" >"$NULLDEV" 2>&1
 set -- "$@" "runc exec" "runc --root $RUNC_ROOT exec husk-bench-exec /bin/true"
 if have crun; then
-    "${CRUN_WRAP[@]}" crun --root "$CRUN_ROOT" run -d --bundle "$OCI_SLEEP" husk-bench-exec </dev/null >/dev/null 2>&1
+    "${CRUN_WRAP[@]}" crun --root "$CRUN_ROOT" run -d --bundle "$OCI_SLEEP" husk-bench-exec <"$NULLDEV" >"$NULLDEV" 2>&1
     set -- "$@" "crun exec" "crun --root $CRUN_ROOT exec husk-bench-exec /bin/true"
 fi
 for ((r = 0; r < ROUNDS; r++)); do
@@ -485,7 +540,7 @@ if [ -n "$DOCKER" ]; then
 fi
 # Default shell mode: the tar pipeline needs one, and a shell's ~1 ms is
 # noise against seconds (hyperfine subtracts it anyway).
-hyperfine --style basic --warmup 1 --runs "$RUNS_IMPORT" --export-json "$RES/import.json" "$@"
+"${PRIVATE_NULL[@]}" hyperfine --style basic --warmup 1 --runs "$RUNS_IMPORT" --export-json "$RES/import.json" "$@"
 FILES_IMPORT+=(import.json)
 rm -rf "$IS" "$WORK/tmp/umoci" "$WORK/tmp/tar"
 

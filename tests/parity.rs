@@ -440,6 +440,55 @@ mod root {
         assert!(gone, "{:?}", host_processes_naming(&id));
     }
 
+    /// A private null device (c 1:3, its own inode) standing in for the
+    /// host's /dev/null, and a file for stderr.
+    fn private_stdio(dir: &TempDir) -> (std::path::PathBuf, std::path::PathBuf) {
+        use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+        let null = dir.join("null");
+        mknod(&null, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(1, 3)).unwrap();
+        std::fs::set_permissions(&null, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+        (null, dir.join("stderr"))
+    }
+
+    fn with_stdio(mut cmd: std::process::Command, null: &Path, err: &Path) -> std::process::Output {
+        let w = || std::fs::OpenOptions::new().append(true).create(true).open(err).unwrap();
+        cmd.stdin(std::fs::File::open(null).unwrap())
+            .stdout(std::fs::OpenOptions::new().write(true).open(null).unwrap())
+            .stderr(w())
+            .output()
+            .unwrap()
+    }
+
+    /// runsc run as root (without --rootless) fchowns its stdio to its
+    /// sandbox user: handed the host's /dev/null, it gives that device to
+    /// nobody:nogroup. husk runs runsc rootless inside its own user
+    /// namespace, for `run` and for `exec` into a live sandbox, so the
+    /// files it is given keep their owner.
+    #[test]
+    fn runsc_backend_never_chowns_its_stdio() {
+        require_root!();
+        require_runsc!();
+        let dir = TempDir::new("runsc-stdio");
+        let (null, err) = private_stdio(&dir);
+        let out =
+            with_stdio(husk(&["run", "--runtime", "runsc", "--", "sh", "-c", "echo out; echo err >&2"]), &null, &err);
+        assert!(out.status.success(), "{}", std::fs::read_to_string(&err).unwrap_or_default());
+        assert_eq!((owner(&null), owner(&err)), ((0, 0), (0, 0)), "husk run --runtime runsc chowned its stdio");
+
+        let state = TempDir::new("runsc-stdio-state");
+        let state_arg = state.path().display().to_string();
+        let out = husk(&["--state-dir", &state_arg, "create", "--runtime", "runsc"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let out =
+            with_stdio(husk(&["--state-dir", &state_arg, "exec", &id, "--", "sh", "-c", "echo err >&2"]), &null, &err);
+        let rm = husk(&["--state-dir", &state_arg, "rm", &id]).output().unwrap();
+        assert!(out.status.success(), "{}", std::fs::read_to_string(&err).unwrap_or_default());
+        assert!(rm.status.success(), "{}", String::from_utf8_lossy(&rm.stderr));
+        assert_eq!((owner(&null), owner(&err)), ((0, 0), (0, 0)), "husk exec under runsc chowned its stdio");
+        assert_eq!(std::fs::read_to_string(&err).unwrap(), "err\nerr\n");
+    }
+
     #[test]
     fn binds_keep_their_access_under_runsc() {
         require_root!();
