@@ -187,7 +187,7 @@ fn join(j: &Join<'_>, chan: &Channel) -> R<(OwnedFd, OwnedFd)> {
     crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(c.last_cap), c.process.caps_keep).at(Step::DropCaps)?;
     for (fd, target) in [(j.stdio.stdout, 1), (j.stdio.stderr, 2)] {
         if let Some(fd) = fd {
-            crate::sys::fd::dup_onto(fd, target).at(Step::ForkCommand)?;
+            crate::sys::fd::dup_onto(fd, target).at(Step::RedirectStdio)?;
             let _ = nix::unistd::close(fd);
         }
     }

@@ -113,9 +113,7 @@ fn setup(
     // still switch users below.
     crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(plan.last_cap), plan.process.caps_keep)
         .at(Step::DropCaps)?;
-    // Forwarded signals are blocked from here on and collected with
-    // sigwait by the reaper: no handler ever runs in the init.
-    init_signals().thread_block().at(Step::ForkCommand)?;
+    block_signals()?;
     if plan.role == InitRole::Hold {
         hand_over(plan, chan, times)?;
         return Ok(None);
@@ -249,13 +247,22 @@ fn enter_workdir(plan: &Plan) -> R<()> {
     crate::sys::fd::getcwd_reachable(&mut buf).at(Step::VerifyCwd)
 }
 
-fn redirect_stdio(stdio: ChildStdio) -> R<()> {
+pub(super) fn redirect_stdio(stdio: ChildStdio) -> R<()> {
     for (fd, target) in [(stdio.stdout, 1), (stdio.stderr, 2)] {
         if let Some(fd) = fd {
-            crate::sys::fd::dup_onto(fd, target).at(Step::ForkCommand)?;
+            crate::sys::fd::dup_onto(fd, target).at(Step::RedirectStdio)?;
         }
     }
     Ok(())
+}
+
+/// Forwarded signals are blocked from here on and collected with sigwait
+/// by the reaper: no handler ever runs in the init. Through sigprocmask:
+/// nix's `thread_block` reads pthread_sigmask's returned error number as
+/// success, so a refused block would pass unnoticed.
+pub(super) fn block_signals() -> R<()> {
+    use nix::sys::signal::{SigmaskHow, sigprocmask};
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&init_signals()), None).at(Step::BlockSignals)
 }
 
 /// The init keeps no privilege once the command runs: it takes the

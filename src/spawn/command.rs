@@ -83,13 +83,22 @@ pub fn confine(c: &Confinement<'_>) -> R<()> {
         crate::sys::process::set_rlimit(r.resource, r.soft, r.hard).at(Step::Rlimits)?;
     }
     umask(Mode::from_bits_truncate(0o022));
-    crate::sys::signal::reset_dispositions().at(Step::CloseFds)?;
-    SigSet::empty().thread_set_mask().at(Step::CloseFds)?;
+    reset_signals()?;
     prctl::set_no_new_privs().at(Step::NoNewPrivs)?;
     // Every inherited fd above stderr is closed by execve; the sync channel
     // stays usable until then to report an exec failure.
     close_from(3, CloseRange::Cloexec).at(Step::CloseFds)?;
     Ok(())
+}
+
+/// The command starts as under a shell: default dispositions and no signal
+/// blocked (the init blocked the ones it forwards before forking it).
+/// sigprocmask, not nix's `thread_set_mask`, which cannot report a failure
+/// (see `child::block_signals`).
+pub(super) fn reset_signals() -> R<()> {
+    use nix::sys::signal::{SigmaskHow, sigprocmask};
+    crate::sys::signal::reset_dispositions().at(Step::ResetSignals)?;
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).at(Step::ResetSignals)
 }
 
 fn set_identity(c: &Confinement<'_>) -> R<()> {

@@ -7,6 +7,8 @@ pub mod command;
 pub mod init;
 pub mod netns;
 pub mod step;
+#[cfg(test)]
+mod tests;
 
 use crate::plan::Plan;
 use crate::sync::{Channel, Msg};
