@@ -9,8 +9,8 @@
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use husk::capture::Capture;
-use husk::cmd::run::root_input;
 use husk::host::HostFacts;
+use husk::image::root::root_input;
 use husk::outcome::{Outcome, Termination, Verdict};
 use husk::plan::Plan;
 use husk::rootfs::{RootSource, plan::RootInputs};

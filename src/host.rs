@@ -93,6 +93,23 @@ pub fn parse_subid(text: &str, name: &str) -> Option<IdRange> {
     })
 }
 
+/// `HUSK_NO_CGROUP` set to a true value, as clap reads it for --no-cgroup
+/// (its BoolishValueParser): what `husk doctor` and the runsc check read
+/// when no command line says.
+pub fn no_cgroup_opt_out() -> bool {
+    std::env::var("HUSK_NO_CGROUP")
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "y" | "yes" | "t" | "true" | "on" | "1"))
+        .unwrap_or(false)
+}
+
+/// The first executable file called `name` in `$PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    })
+}
+
 /// Reads one integer sysctl under /proc/sys (for diagnosis messages).
 pub fn sysctl_int(path: &str) -> Option<i64> {
     std::fs::read_to_string(Path::new("/proc/sys").join(path)).ok()?.trim().parse().ok()

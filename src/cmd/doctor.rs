@@ -3,7 +3,7 @@
 
 use crate::backend::{Backend, RunIo, native::Native};
 use crate::cli::DoctorArgs;
-use crate::host::{HostFacts, sysctl_int};
+use crate::host::{HostFacts, no_cgroup_opt_out, sysctl_int};
 use crate::outcome::Termination;
 use crate::plan::{Plan, RootInput};
 use crate::spec::{OutputSpec, Spec};
@@ -29,14 +29,6 @@ fn check(name: &'static str, required: bool, ok: bool, detail: String, fix: Opti
     Check { name, ok, required, detail, fix: if ok { None } else { fix.map(str::to_string) } }
 }
 
-/// `HUSK_NO_CGROUP` set to a true value, as clap reads it for --no-cgroup.
-pub fn no_cgroup_opt_out() -> bool {
-    // As clap's BoolishValueParser reads it for `run`.
-    std::env::var("HUSK_NO_CGROUP")
-        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "y" | "yes" | "t" | "true" | "on" | "1"))
-        .unwrap_or(false)
-}
-
 fn kernel_release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default()
 }
@@ -46,7 +38,7 @@ fn sandbox_check(host: &HostFacts) -> Check {
     let mut spec = Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = OutputSpec::Capture { limit: 4096 };
     spec.limits.no_cgroup = no_cgroup_opt_out();
-    let root = match crate::cmd::run::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None)) {
+    let root = match crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None)) {
         Ok((r, _)) => r,
         Err(e) => return check("sandbox", true, false, e, None),
     };
@@ -134,13 +126,6 @@ pub fn collect() -> Report {
     checks.push(sandbox_check(&host));
     let native_ok = checks.iter().all(|c| c.ok || !c.required);
     Report { native_ok, checks }
-}
-
-pub fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(name)).find(|p| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
-    })
 }
 
 pub fn doctor(args: DoctorArgs) -> i32 {

@@ -3,11 +3,9 @@
 use crate::backend::{self, RunIo};
 use crate::cli::{NetworkArg, ProcessArgs, RunArgs, RuntimeArg, SandboxArgs};
 use crate::host::HostFacts;
-use crate::image::store::Lease;
 use crate::outcome::{ErrorReport, Outcome, Termination, Verdict};
 use crate::paths::{Paths, PathsError};
-use crate::plan::{ImageDefaults, Plan, RootInput};
-use crate::rootfs::RootSource;
+use crate::plan::Plan;
 use crate::spec::{Access, BindSpec, NetworkMode, OutputSpec, RootSpec, RuntimeChoice, Spec, TmpfsSpec};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -113,34 +111,6 @@ pub fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, String> {
     Ok(TmpfsSpec { target: dst.to_string(), size })
 }
 
-/// Reads a small file at `path` inside `root` without following any
-/// symlink out of it (the root is untrusted content).
-pub fn read_in_root(root: &Path, path: &str) -> Option<String> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
-    use nix::sys::stat::Mode;
-    let dir = open(root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(&dir, path, how).ok()?;
-    let mut text = String::new();
-    std::io::Read::take(std::fs::File::from(fd), 1 << 20).read_to_string_lossy(&mut text)?;
-    Some(text)
-}
-
-trait ReadLossy {
-    fn read_to_string_lossy(self, out: &mut String) -> Option<()>;
-}
-
-impl<R: std::io::Read> ReadLossy for R {
-    fn read_to_string_lossy(mut self, out: &mut String) -> Option<()> {
-        let mut buf = Vec::new();
-        self.read_to_end(&mut buf).ok()?;
-        *out = String::from_utf8_lossy(&buf).into_owned();
-        Some(())
-    }
-}
-
 /// A failure before the sandbox exists, as a verdict (for --json callers)
 /// and a message on stderr.
 pub fn early_failure(step: &str, message: String, hint: Option<String>) -> Outcome {
@@ -210,41 +180,6 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     })
 }
 
-/// Resolves the root source for the spec (host, rootfs; images via the
-/// store). The lease, when there is one, must outlive the sandbox.
-pub fn root_input(
-    spec: &Spec,
-    host: &HostFacts,
-    paths: &Result<Paths, PathsError>,
-) -> Result<(RootInput<'static>, Option<Lease>), String> {
-    match &spec.root {
-        RootSpec::Host => Ok((
-            RootInput {
-                source: RootSource::Host,
-                image: ImageDefaults::default(),
-                passwd: std::fs::read_to_string("/etc/passwd").ok(),
-                group: std::fs::read_to_string("/etc/group").ok(),
-            },
-            None,
-        )),
-        RootSpec::Rootfs(dir) => {
-            let dir = std::fs::canonicalize(dir)
-                .map_err(|e| format!("--rootfs {}: {e}; give an existing directory", dir.display()))?;
-            let passwd = read_in_root(&dir, "etc/passwd");
-            let group = read_in_root(&dir, "etc/group");
-            Ok((RootInput { source: RootSource::Dir(dir), image: ImageDefaults::default(), passwd, group }, None))
-        }
-        RootSpec::Image(r) => {
-            let paths = paths.as_ref().map_err(|e| format!("--image {r}: {e}"))?;
-            let owners = crate::image::root::owners_for(host, spec.id_range);
-            let progress = nix::unistd::isatty(std::io::stderr()).unwrap_or(false);
-            let (input, lease) = crate::image::root::root_for_run(&paths.root, r, owners, progress)
-                .map_err(|e| format!("--image {r}: {e}"))?;
-            Ok((input, Some(lease)))
-        }
-    }
-}
-
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let p = args.process.clone();
     let fail = |step: &str, msg: String| {
@@ -265,7 +200,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     if let Ok(p) = paths {
         host.store_root = p.root.clone();
     }
-    let (root, _lease) = match root_input(&spec, &host, paths) {
+    let (root, _lease) = match crate::image::root::root_input(&spec, &host, paths) {
         Ok(r) => r,
         Err(e) => return fail("root", e),
     };

@@ -88,7 +88,7 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
     if let Ok(p) = paths {
         host.store_root = p.root.clone();
     }
-    let (root, lease) = crate::cmd::run::root_input(&spec, &host, paths).map_err(|e| SandboxError::Setup {
+    let (root, lease) = crate::image::root::root_input(&spec, &host, paths).map_err(|e| SandboxError::Setup {
         step: "root".into(),
         message: e,
         hint: None,

@@ -1,7 +1,8 @@
 //! An image as a sandbox root: resolve the reference (a stored name, or a
 //! path imported on the fly and cached), lease its layers, and hand the
 //! planner the layer directories, a view of the merged tree and the
-//! image's run defaults.
+//! image's run defaults. `root_input` gives the other roots (the host, a
+//! rootfs directory) the same shape.
 
 use super::import::{ImportOptions, import};
 use super::oci::{self, ImageConfig};
@@ -10,9 +11,10 @@ use super::store::Lease;
 use super::view::LayeredView;
 use super::{ImageError, Limits, Owners, Store};
 use crate::host::HostFacts;
-use crate::plan::RootInput;
+use crate::paths::{Paths, PathsError};
+use crate::plan::{ImageDefaults, RootInput};
 use crate::rootfs::RootSource;
-use crate::spec::IdRange;
+use crate::spec::{IdRange, RootSpec, Spec};
 use crate::userns::{IdMap, IdMode};
 use std::path::Path;
 
@@ -76,4 +78,39 @@ pub fn root_for_run(
     let group = view.read_file("/etc/group");
     let source = RootSource::Layers { dirs, view: Box::new(view), userxattr: true, label: rec.name.clone() };
     Ok((RootInput { source, image, passwd, group }, lease))
+}
+
+/// Resolves the root source for the spec (host, rootfs; images via the
+/// store). The lease, when there is one, must outlive the sandbox.
+pub fn root_input(
+    spec: &Spec,
+    host: &HostFacts,
+    paths: &Result<Paths, PathsError>,
+) -> Result<(RootInput<'static>, Option<Lease>), String> {
+    match &spec.root {
+        RootSpec::Host => Ok((
+            RootInput {
+                source: RootSource::Host,
+                image: ImageDefaults::default(),
+                passwd: std::fs::read_to_string("/etc/passwd").ok(),
+                group: std::fs::read_to_string("/etc/group").ok(),
+            },
+            None,
+        )),
+        RootSpec::Rootfs(dir) => {
+            let dir = std::fs::canonicalize(dir)
+                .map_err(|e| format!("--rootfs {}: {e}; give an existing directory", dir.display()))?;
+            let passwd = crate::rootfs::resolve::read_in_root(&dir, "etc/passwd");
+            let group = crate::rootfs::resolve::read_in_root(&dir, "etc/group");
+            Ok((RootInput { source: RootSource::Dir(dir), image: ImageDefaults::default(), passwd, group }, None))
+        }
+        RootSpec::Image(r) => {
+            let paths = paths.as_ref().map_err(|e| format!("--image {r}: {e}"))?;
+            let owners = owners_for(host, spec.id_range);
+            let progress = nix::unistd::isatty(std::io::stderr()).unwrap_or(false);
+            let (input, lease) =
+                root_for_run(&paths.root, r, owners, progress).map_err(|e| format!("--image {r}: {e}"))?;
+            Ok((input, Some(lease)))
+        }
+    }
 }

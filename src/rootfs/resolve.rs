@@ -170,6 +170,34 @@ pub fn normalize_target(path: &str) -> Result<String, String> {
     Ok(comps.join("/"))
 }
 
+/// Reads a small file at `path` inside `root` without following any
+/// symlink out of it (the root is untrusted content).
+pub fn read_in_root(root: &Path, path: &str) -> Option<String> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
+    use nix::sys::stat::Mode;
+    let dir = open(root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(&dir, path, how).ok()?;
+    let mut text = String::new();
+    std::io::Read::take(std::fs::File::from(fd), 1 << 20).read_to_string_lossy(&mut text)?;
+    Some(text)
+}
+
+trait ReadLossy {
+    fn read_to_string_lossy(self, out: &mut String) -> Option<()>;
+}
+
+impl<R: std::io::Read> ReadLossy for R {
+    fn read_to_string_lossy(mut self, out: &mut String) -> Option<()> {
+        let mut buf = Vec::new();
+        self.read_to_end(&mut buf).ok()?;
+        *out = String::from_utf8_lossy(&buf).into_owned();
+        Some(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

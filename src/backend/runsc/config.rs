@@ -106,9 +106,9 @@ struct Cached {
 pub fn resolve_binary(explicit: Option<&Path>) -> Result<PathBuf, String> {
     let p = match explicit {
         Some(p) if p.components().count() > 1 => p.to_path_buf(),
-        Some(p) => crate::cmd::doctor::which(&p.to_string_lossy())
+        Some(p) => crate::host::which(&p.to_string_lossy())
             .ok_or_else(|| format!("--runsc-path {}: not found in PATH", p.display()))?,
-        None => crate::cmd::doctor::which("runsc").ok_or_else(|| {
+        None => crate::host::which("runsc").ok_or_else(|| {
             "runsc is not installed (not found in PATH): install gVisor (`apt-get install runsc`) or pass --runsc-path"
                 .to_string()
         })?,

@@ -371,8 +371,8 @@ pub fn check(host: &crate::host::HostFacts, state: Option<&Path>) -> Result<Stri
     }
     let mut spec = crate::spec::Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = crate::spec::OutputSpec::Capture { limit: 4096 };
-    spec.limits.no_cgroup = crate::cmd::doctor::no_cgroup_opt_out();
-    let root = crate::cmd::run::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
+    spec.limits.no_cgroup = crate::host::no_cgroup_opt_out();
+    let root = crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
         .map(|(root, _)| root)
         .map_err(|e| (e, None))?;
     let plan = Plan::build(spec, host, root).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
