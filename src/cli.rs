@@ -222,9 +222,10 @@ pub struct SandboxArgs {
 
     /// Run without a cgroup: no memory/cpu/pids limits, no accounting
     /// (the verdict says limits: "none").
-    /// Checked against the limit flags in `cgroup::limits::spec_from_args`,
-    /// not by clap: clap counts any value of the env var (even "0") as
-    /// given, so `conflicts_with` would refuse `HUSK_NO_CGROUP=0 --memory`.
+    //
+    // Checked against the limit flags in `cgroup::limits::spec_from_args`,
+    // not by clap: clap counts any value of the env var (even "0") as
+    // given, so `conflicts_with` would refuse `HUSK_NO_CGROUP=0 --memory`.
     #[arg(long, env = "HUSK_NO_CGROUP", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_cgroup: bool,
 
@@ -576,5 +577,24 @@ mod tests {
         }
         // ... and the full tree still parses what only it knows.
         assert!(Cli::parse_from_args(os(&["husk", "--root", "/tmp/r", "run", "--", "a"])).is_ok());
+    }
+
+    /// `--help` is for users: a doc comment meant for contributors (module
+    /// paths, parser internals) must not leak into any command's help.
+    #[test]
+    fn help_shows_no_developer_notes() {
+        fn walk(cmd: &mut clap::Command, path: &str) {
+            let help = cmd.render_long_help().to_string();
+            for word in ["::", "clap", "spec_from_args"] {
+                assert!(!help.contains(word), "`{path} --help` shows a developer note ({word:?}):\n{help}");
+            }
+            for sub in cmd.get_subcommands_mut() {
+                let name = format!("{path} {}", sub.get_name());
+                walk(sub, &name);
+            }
+        }
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        cmd.build();
+        walk(&mut cmd, "husk");
     }
 }

@@ -234,6 +234,34 @@ mod rootless {
         assert!(text.contains("OK") && text.contains("user_namespaces"), "{text}");
     }
 
+    #[test]
+    fn doctor_without_cgroups_still_finds_isolation_and_prints_each_fix_once() {
+        // Rootless without a delegated cgroup, `husk run --no-cgroup` works:
+        // doctor must say that isolation is available (limits are what is
+        // missing) and print each remedy once, not "fix: ...; fix: ...".
+        if is_root() || delegated_cgroup() {
+            return; // cgroups work here; doctor_reports_this_host covers it
+        }
+        let out = husk(&["doctor"]).env_remove("HUSK_NO_CGROUP").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        for line in text.lines() {
+            assert!(line.matches("fix:").count() <= 1, "a remedy printed twice: {line}\n{text}");
+        }
+        assert!(!text.contains("native isolation: NOT available"), "{text}");
+        assert!(text.contains("native isolation: available with --no-cgroup"), "{text}");
+        assert!(text.contains("resource limits: NOT available"), "{text}");
+        let out = husk(&["doctor", "--json"]).env_remove("HUSK_NO_CGROUP").output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!((v["isolation_ok"].clone(), v["limits_ok"].clone()), (true.into(), false.into()), "{v:#}");
+        let checks = v["checks"].as_array().unwrap();
+        let sandbox = checks.iter().find(|c| c["name"] == "sandbox").unwrap();
+        assert_eq!(sandbox["ok"], true, "{sandbox}");
+        let cg = checks.iter().find(|c| c["name"] == "cgroups").unwrap();
+        assert!(!cg["fix"].as_str().unwrap().contains("fix:"), "{cg}");
+        assert!(cg["detail"].as_str().unwrap().contains("no cgroup delegated"), "{cg}");
+    }
+
     /// Whether the calling user owns a writable cgroup v2 subtree.
     fn delegated_cgroup() -> bool {
         let Ok(text) = std::fs::read_to_string("/proc/self/cgroup") else { return false };

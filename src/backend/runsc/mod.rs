@@ -360,8 +360,13 @@ impl Runsc {
 }
 
 /// `husk doctor`'s runsc check: runs one trivial sandbox under runsc with
-/// husk's defaults. Ok: what ran where; Err: (what failed, how to fix).
-pub fn check(host: &crate::host::HostFacts, state: Option<&Path>) -> Result<String, (String, Option<String>)> {
+/// husk's defaults (without a cgroup when `no_cgroup`). Ok: what ran where;
+/// Err: (what failed, how to fix).
+pub fn check(
+    host: &crate::host::HostFacts,
+    state: Option<&Path>,
+    no_cgroup: bool,
+) -> Result<String, (String, Option<String>)> {
     let fix = Some("apt-get install runsc (for --runtime runsc), or pass --runsc-path".to_string());
     let dir = config::state_dir(state).map_err(|e| (e, None))?;
     let cfg = RunscConfig::resolve(&crate::spec::RunscSpec::default(), &dir).map_err(|e| (e, fix))?;
@@ -371,7 +376,7 @@ pub fn check(host: &crate::host::HostFacts, state: Option<&Path>) -> Result<Stri
     }
     let mut spec = crate::spec::Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = crate::spec::OutputSpec::Capture { limit: 4096 };
-    spec.limits.no_cgroup = crate::host::no_cgroup_opt_out();
+    spec.limits.no_cgroup = no_cgroup;
     let root = crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
         .map(|(root, _)| root)
         .map_err(|e| (e, None))?;
