@@ -178,37 +178,6 @@ pub fn parse_pids(s: &str) -> Result<u64, String> {
     s.trim().parse::<u64>().map_err(|_| format!("invalid value {s:?}: expected a number of tasks or 'unlimited'"))
 }
 
-/// The `--memory`, `--memory-swap`, `--cpus`, `--pids`, `--no-cgroup` and
-/// `--cgroup-parent` flags as a `LimitSpec` (defaults are applied later,
-/// by `Limits::resolve`).
-pub fn spec_from_args(a: &crate::cli::SandboxArgs) -> Result<LimitSpec, String> {
-    let opt = |v: &Option<String>, flag: &str, f: fn(&str) -> Result<u64, String>| {
-        v.as_deref().map(|s| f(s).map_err(|e| format!("{flag}: {e}"))).transpose()
-    };
-    if a.no_cgroup {
-        let given = [
-            ("--memory", a.memory.is_some()),
-            ("--memory-swap", a.memory_swap.is_some()),
-            ("--cpus", a.cpus.is_some()),
-            ("--pids", a.pids.is_some()),
-            ("--cgroup-parent", a.cgroup_parent.is_some()),
-        ];
-        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "{flag} needs a cgroup, but --no-cgroup (or HUSK_NO_CGROUP) turns cgroups off; drop one of them"
-            ));
-        }
-    }
-    Ok(LimitSpec {
-        memory: opt(&a.memory, "--memory", parse_memory)?,
-        memory_swap: opt(&a.memory_swap, "--memory-swap", parse_memory)?,
-        cpus_milli: opt(&a.cpus, "--cpus", parse_cpus)?,
-        pids: opt(&a.pids, "--pids", parse_pids)?,
-        no_cgroup: a.no_cgroup,
-        cgroup_parent: a.cgroup_parent.clone(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

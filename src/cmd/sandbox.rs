@@ -72,9 +72,9 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
         state::check_name(n)?;
     }
     let mut spec = Spec::new(Vec::new());
-    crate::cmd::run::apply_sandbox_args(&mut spec, &args.sandbox).map_err(usage)?;
+    crate::cli::spec::apply_sandbox_args(&mut spec, &args.sandbox).map_err(usage)?;
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
-    crate::cmd::run::apply_process_args(&mut spec, &p).map_err(usage)?;
+    crate::cli::spec::apply_process_args(&mut spec, &p).map_err(usage)?;
     let store = store_of(paths)?;
     // The same choice as `husk run` (backend::choose_runsc).
     let state = crate::sandbox::runsc::state_of(&store);
@@ -117,11 +117,11 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
 pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let p = args.process.clone();
     let early = |e: SandboxError| {
-        let o = crate::cmd::run::early_failure(e.step(), e.to_string(), e.hint().map(str::to_string));
-        crate::cmd::run::report(&o, "", "native", &serde_json::Value::Null, &p)
+        let o = crate::cli::report::early_failure(e.step(), e.to_string(), e.hint().map(str::to_string));
+        crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p)
     };
     let mut spec = Spec::new(Vec::new());
-    if let Err(e) = crate::cmd::run::apply_process_args(&mut spec, &args.process) {
+    if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process) {
         return early(SandboxError::Usage(e));
     }
     let req = ExecRequest {
@@ -140,7 +140,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         Err(e) => return early(e),
     };
     match crate::sandbox::exec::exec(&store, &req, t_start) {
-        Ok(r) => crate::cmd::run::report_with(&r.outcome, &r.exec_id, r.backend, &r.isolation, &p, &r.extra),
+        Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, &r.isolation, &p, &r.extra),
         Err(e) => early(e),
     }
 }
@@ -185,17 +185,12 @@ fn labels_of(args: &[String]) -> Result<Vec<(String, String)>, SandboxError> {
     args.iter().map(|l| state::parse_label(l)).collect()
 }
 
-/// Every live sandbox's record (dead ones are removed on the way).
-fn records(store: &Store) -> Vec<Record> {
-    let _ = crate::sandbox::gc::sweep(store);
-    store.ids().iter().filter_map(|id| store.current(id).ok()).collect()
-}
-
 pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let run = || -> Result<(), SandboxError> {
         let want = labels_of(&args.label)?;
         let store = store_of(paths)?;
-        let recs: Vec<Record> = records(&store).into_iter().filter(|r| state::matches(r, &want)).collect();
+        let recs: Vec<Record> =
+            crate::sandbox::registry::records(&store).into_iter().filter(|r| state::matches(r, &want)).collect();
         if args.json {
             out!("{}", serde_json::Value::Array(recs.iter().map(summary).collect()));
             return Ok(());
@@ -227,7 +222,7 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let run = || -> Result<serde_json::Value, SandboxError> {
         let store = store_of(paths)?;
         let id = store.resolve(&args.sandbox)?;
-        let rec = store.current(&id)?;
+        let rec = crate::sandbox::registry::current(&store, &id)?;
         let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
         v["supervisor_alive"] = json!(state::supervised(&store.dir(&id)));
         v["lease_remaining_ms"] = json!(rec.expires_ms.saturating_sub(now_ms()));
@@ -318,7 +313,12 @@ pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
             }
         }
         if args.all || !want.is_empty() {
-            ids.extend(records(&store).into_iter().filter(|r| state::matches(r, &want)).map(|r| r.id));
+            ids.extend(
+                crate::sandbox::registry::records(&store)
+                    .into_iter()
+                    .filter(|r| state::matches(r, &want))
+                    .map(|r| r.id),
+            );
         }
         ids.sort();
         ids.dedup();
@@ -355,7 +355,7 @@ pub fn renew(args: RenewArgs, paths: &Result<Paths, PathsError>) -> i32 {
             return Err(SandboxError::Usage("--ttl must be longer than 0".into()));
         }
         let store = store_of(paths)?;
-        let rec = crate::sandbox::exec::live_record(&store, &args.sandbox)?;
+        let rec = crate::sandbox::registry::live_record(&store, &args.sandbox)?;
         let c = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
         let (reply, _) = c.call(&Request::Renew { ttl_ms: args.ttl.map(|t| t.as_millis() as u64) })?;
         if !reply.ok {

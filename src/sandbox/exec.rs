@@ -12,7 +12,7 @@
 use super::SandboxError;
 use super::join::{self, Join, JoinError};
 use super::proto::{Client, Request};
-use super::state::{self, Record, State, Store};
+use super::state::{Record, Store};
 use crate::cgroup::nested::Leaf;
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ProcessPlan, cstr};
@@ -55,27 +55,6 @@ pub struct ExecResult {
 
 fn usage(msg: impl Into<String>) -> SandboxError {
     SandboxError::Usage(msg.into())
-}
-
-/// Finds a sandbox that can take an exec; a dead one is cleaned up and
-/// reported as gone.
-pub fn live_record(store: &Store, target: &str) -> Result<Record, SandboxError> {
-    let id = store.resolve(target)?;
-    let dir = store.dir(&id);
-    let rec = state::read_record(&dir)?;
-    if !state::supervised(&dir) {
-        let why = match super::gc::sweep_one(store, &id) {
-            Some(Err(e)) => format!(
-                "its supervisor is no longer running, and removing what remained failed: {e}; `husk gc` retries"
-            ),
-            _ => "its supervisor is no longer running; husk removed what remained".into(),
-        };
-        return Err(SandboxError::Gone { id, state: "gone", why: Some(why) });
-    }
-    match rec.state {
-        State::Ready | State::Executing => Ok(rec),
-        s => Err(SandboxError::Gone { id, state: s.name(), why: rec.error.clone() }),
-    }
 }
 
 /// The command's process plan: the sandbox's spec with this exec's
@@ -125,7 +104,7 @@ fn seccomp_of(rec: &Record, store: &Store) -> Result<Option<crate::seccomp::Prog
 /// Runs the exec. `Err` only when nothing was started; everything after
 /// (the command's own setup, its end) is in the outcome.
 pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult, SandboxError> {
-    let rec = live_record(store, &req.target)?;
+    let rec = super::registry::live_record(store, &req.target)?;
     let dir = store.dir(&rec.id);
     let process = process_of(&rec, req)?;
     let workdir = req.workdir.clone().unwrap_or_else(|| rec.workdir.clone());

@@ -7,6 +7,7 @@
 //!
 //! - `state`: the record and files under `<state dir>/sandboxes/`
 //! - `proto`: the supervisor's socket protocol
+//! - `registry`: lookup and liveness (asks the record, then the supervisor)
 //! - `supervisor`: creation and the supervisor's life
 //! - `exec`, `join`: `husk exec` (how a command enters a live sandbox)
 //! - `runsc`: sandboxes that live under gVisor (`--runtime runsc`)
@@ -18,6 +19,7 @@ pub mod exec;
 pub mod gc;
 pub mod join;
 pub mod proto;
+pub mod registry;
 pub mod runsc;
 pub mod state;
 pub mod supervisor;

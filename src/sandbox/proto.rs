@@ -10,7 +10,7 @@
 //! word (SIGKILL) still ends, and the lease cannot run out under one.
 
 use super::SandboxError;
-use super::state::ProcRef;
+use crate::procref::ProcRef;
 use nix::sys::socket::{
     AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr, accept4, bind,
     connect, getsockopt, listen, recvmsg, sendmsg, socket, sockopt,

@@ -27,7 +27,7 @@ pub struct Owner {
 
 /// A process's start time (see `ProcRef`, which owns the parsing).
 pub fn start_time(pid: i32) -> Option<u64> {
-    crate::sandbox::state::ProcRef::of(pid).map(|p| p.start_time)
+    crate::procref::ProcRef::of(pid).map(|p| p.start_time)
 }
 
 impl Owner {

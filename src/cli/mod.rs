@@ -1,5 +1,8 @@
-//! Command-line structures (clap derive). No logic beyond value parsing:
-//! `cmd::*` turns these into a `Spec`.
+//! Command-line structures (clap derive). No logic beyond value parsing;
+//! `spec` turns them into a `Spec`, `report` gives back the verdict.
+
+pub mod report;
+pub mod spec;
 
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -223,7 +226,7 @@ pub struct SandboxArgs {
     /// Run without a cgroup: no memory/cpu/pids limits, no accounting
     /// (the verdict says limits: "none").
     //
-    // Checked against the limit flags in `cgroup::limits::spec_from_args`,
+    // Checked against the limit flags in `cli::spec::limit_spec`,
     // not by clap: clap counts any value of the env var (even "0") as
     // given, so `conflicts_with` would refuse `HUSK_NO_CGROUP=0 --memory`.
     #[arg(long, env = "HUSK_NO_CGROUP", value_parser = clap::builder::BoolishValueParser::new())]

@@ -1,0 +1,56 @@
+//! Finding a sandbox and knowing whether it lives. Above both its state on
+//! disk (`state`) and its supervisor's socket (`proto`): the record says
+//! which supervisor to ask, the supervisor says what is true right now, and
+//! a sandbox whose supervisor is gone is swept on the way (`gc`).
+
+use super::SandboxError;
+use super::proto::{Client, Request};
+use super::state::{self, Record, State, Store};
+
+/// The record as its supervisor holds it right now (ordered after every
+/// request before this one); state.json when the supervisor does not
+/// answer within a second.
+pub fn current(store: &Store, id: &str) -> Result<Record, SandboxError> {
+    let rec = store.read(id)?;
+    let live = Client::connect(&store.dir(id), rec.supervisor)
+        .map(|c| c.timeout(std::time::Duration::from_secs(1)))
+        .and_then(|c| c.call(&Request::Status));
+    let mut rec = rec;
+    if let Ok((reply, _)) = live
+        && let Some(state) = reply.state
+    {
+        rec.state = state;
+        rec.active_execs = reply.active_execs;
+        rec.execs = reply.exec;
+        rec.expires_ms = reply.expires_ms;
+        rec.ttl_ms = reply.ttl_ms;
+    }
+    Ok(rec)
+}
+
+/// Finds a sandbox that can take an exec; a dead one is cleaned up and
+/// reported as gone.
+pub fn live_record(store: &Store, target: &str) -> Result<Record, SandboxError> {
+    let id = store.resolve(target)?;
+    let dir = store.dir(&id);
+    let rec = state::read_record(&dir)?;
+    if !state::supervised(&dir) {
+        let why = match super::gc::sweep_one(store, &id) {
+            Some(Err(e)) => format!(
+                "its supervisor is no longer running, and removing what remained failed: {e}; `husk gc` retries"
+            ),
+            _ => "its supervisor is no longer running; husk removed what remained".into(),
+        };
+        return Err(SandboxError::Gone { id, state: "gone", why: Some(why) });
+    }
+    match rec.state {
+        State::Ready | State::Executing => Ok(rec),
+        s => Err(SandboxError::Gone { id, state: s.name(), why: rec.error.clone() }),
+    }
+}
+
+/// Every live sandbox's record (dead ones are removed on the way).
+pub fn records(store: &Store) -> Vec<Record> {
+    let _ = super::gc::sweep(store);
+    store.ids().iter().filter_map(|id| current(store, id).ok()).collect()
+}
