@@ -7,7 +7,6 @@
 //! that need it report `not_applicable` with the reason.
 
 use crate::sys::command::die_with_parent;
-use crate::sys::fixture::MsgQueue;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::os::fd::{AsFd, OwnedFd};
@@ -390,5 +389,25 @@ impl Tty {
                 Err(_) => return Some(total),
             }
         }
+    }
+}
+
+/// A SysV message queue created for one selftest run; removed on drop.
+#[derive(Debug)]
+pub struct MsgQueue {
+    pub id: i32,
+    pub key: i32,
+}
+
+impl MsgQueue {
+    /// Fails with EEXIST if the key is taken, so the queue is certainly ours.
+    pub fn create(key: i32) -> crate::sys::SysResult<Self> {
+        Ok(MsgQueue { id: crate::sys::ipc::msg_queue_create(key)?, key })
+    }
+}
+
+impl Drop for MsgQueue {
+    fn drop(&mut self) {
+        let _ = crate::sys::ipc::msg_queue_remove(self.id);
     }
 }

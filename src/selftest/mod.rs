@@ -155,7 +155,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Rep
     if opts.run.image.is_some() && runner::is_dynamic_elf(&opts.probe) == Some(true) {
         return Err(SelftestError::DynamicProbe { path: opts.probe.clone() });
     }
-    crate::sys::fixture::catch_interrupts().map_err(SelftestError::Signals)?;
+    catch_interrupts().map_err(SelftestError::Signals)?;
     let preflight = preflight(opts)?;
     let defaults = defaults_from(&preflight.verdict);
     let mut fx = Fixtures::create(&opts.fixture_base, &opts.probe, &defaults)?;
@@ -173,7 +173,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Rep
     let mut results = Vec::new();
     let mut interrupted = false;
     for (index, probe) in selected {
-        if crate::sys::fixture::interrupted() {
+        if was_interrupted() {
             interrupted = true;
             break;
         }
@@ -181,7 +181,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Rep
         progress(&r);
         results.push(r);
     }
-    interrupted |= crate::sys::fixture::interrupted();
+    interrupted |= was_interrupted();
     let run_id = fx.run_id.clone();
     let fixtures = fx.describe();
     drop(fx);
@@ -306,7 +306,7 @@ fn run_probe(opts: &Options, fx: &mut Fixtures, ctx: &Context, index: usize, p: 
     let finding = judge::judge(p.judge, ctx, &run, &after);
     // An interrupted run proves nothing, except an escape already seen
     // (whose evidence `observe` has just removed from the host).
-    let finding = if crate::sys::fixture::interrupted() && finding.verdict != Verdict::Escaped {
+    let finding = if was_interrupted() && finding.verdict != Verdict::Escaped {
         Finding { verdict: Verdict::Error, detail: "interrupted while running".into() }
     } else {
         finding
@@ -370,6 +370,17 @@ pub fn host_pids_with(needle: &str) -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// SIGINT, SIGTERM and SIGHUP set a flag instead of killing husk, so the
+/// selftest can remove its fixtures instead of dying with them in place.
+fn catch_interrupts() -> crate::sys::SysResult<()> {
+    crate::sys::signal::raise_flag_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+}
+
+/// Has one of the signals `catch_interrupts` handles arrived?
+pub(crate) fn was_interrupted() -> bool {
+    crate::sys::signal::flag_raised()
 }
 
 #[cfg(test)]

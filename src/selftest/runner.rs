@@ -9,7 +9,7 @@
 
 use super::judge::ProbeRun;
 use super::probes::Stdin;
-use crate::sys::fixture::with_controlling_tty;
+use crate::sys::command::with_controlling_tty;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -98,7 +98,7 @@ pub fn run(cfg: &RunConfig, inv: &Invocation<'_>) -> Result<ProbeRun, String> {
                 waited += Duration::from_millis(100);
                 let sig = if waited > guard {
                     Some(nix::sys::signal::Signal::SIGKILL)
-                } else if crate::sys::fixture::interrupted() {
+                } else if super::was_interrupted() {
                     Some(nix::sys::signal::Signal::SIGTERM)
                 } else {
                     None

@@ -18,3 +18,18 @@ pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
         })
     }
 }
+
+/// The spawned process starts a new session whose controlling terminal is
+/// its stdin (which must be a terminal).
+pub fn with_controlling_tty(cmd: &mut Command) -> &mut Command {
+    // SAFETY: the closure runs between fork and exec and calls only the
+    // async-signal-safe setsid and ioctl on fd 0.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}

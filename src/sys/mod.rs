@@ -8,7 +8,7 @@
 pub mod caps;
 pub mod command;
 pub mod fd;
-pub mod fixture;
+pub mod ipc;
 pub mod mount;
 pub mod net;
 pub mod process;

@@ -1,6 +1,8 @@
-//! Signal dispositions the command must not inherit.
+//! Signal dispositions the command must not inherit, and a flag that
+//! signals raise instead of killing the process.
 
-use super::SysResult;
+use super::{Errno, SysResult};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Resets every catchable signal to SIG_DFL. Ignored dispositions survive
 /// execve (Rust's runtime ignores SIGPIPE, for one), so the command would
@@ -15,4 +17,34 @@ pub fn reset_dispositions() -> SysResult<()> {
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
     Ok(())
+}
+
+static RAISED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn raise_flag(_: libc::c_int) {
+    RAISED.store(true, Ordering::SeqCst);
+}
+
+/// Makes each of `signals` set one process-wide flag (`flag_raised`)
+/// instead of running its default action.
+pub fn raise_flag_on(signals: &[libc::c_int]) -> SysResult<()> {
+    for &sig in signals {
+        // SAFETY: sigaction is plain old data; the handler only stores to an
+        // atomic, which is async-signal-safe.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = raise_flag as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(Errno::last());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Has one of the signals given to `raise_flag_on` arrived?
+pub fn flag_raised() -> bool {
+    RAISED.load(Ordering::SeqCst)
 }
