@@ -199,6 +199,55 @@ mod rootless {
         assert!(tree(&store.join("blobs")).is_empty());
     }
 
+    fn record_files(store: &Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(store.join("images")).unwrap().flatten().map(|e| e.path()).collect()
+    }
+
+    #[test]
+    fn truncated_image_record_is_listed_as_damaged_with_its_repair() {
+        let t = TempDir::new("torn-record");
+        let store = t.join("store");
+        let mut a = Layout::new(&t.join("a"));
+        a.image(&[base(), mid()], json!({}), None);
+        import_ok(&store, &a.dir, &["--name", "app"]);
+        let rec = record_files(&store).pop().unwrap();
+        let bytes = std::fs::read(&rec).unwrap();
+        std::fs::write(&rec, &bytes[..bytes.len() / 2]).unwrap();
+
+        let ls = husk_in(&store, &["image", "ls"]);
+        assert!(ls.status.success(), "{}", stderr(&ls));
+        let row = stdout(&ls).lines().find(|l| l.contains("app:latest")).map(str::to_string);
+        assert!(row.as_deref().is_some_and(|r| r.contains("DAMAGED")), "not listed as damaged: {}", stdout(&ls));
+        let repair = format!("husk image import {} --name app:latest", a.dir.display());
+        assert!(stderr(&ls).contains(&repair), "no repair command in: {}", stderr(&ls));
+        let json: Value = serde_json::from_slice(&husk_in(&store, &["image", "ls", "--json"]).stdout).unwrap();
+        assert_eq!(json[0]["damaged"], true, "{json}");
+        assert_eq!(json[0]["name"], "app:latest");
+
+        // Using it names the damage and the repair; prune keeps its layers.
+        let inspect = husk_in(&store, &["image", "inspect", "app"]);
+        assert!(stderr(&inspect).contains("record is damaged") && stderr(&inspect).contains(&repair));
+        let prune = husk_in(&store, &["image", "prune"]);
+        assert!(!prune.status.success() && stderr(&prune).contains("nothing pruned"), "{}", stderr(&prune));
+        assert_eq!(layer_dirs(&store).len(), 2);
+
+        // The advised repair works, without unpacking again.
+        let r = import_ok(&store, &a.dir, &["--name", "app:latest"]);
+        assert_eq!(r["extracted"], 0);
+        let ls = husk_in(&store, &["image", "ls"]);
+        assert!(!stdout(&ls).contains("DAMAGED") && stdout(&ls).contains("app:latest"), "{}", stdout(&ls));
+        assert!(stderr(&ls).is_empty(), "{}", stderr(&ls));
+
+        // A record whose name did not survive is still listed, and rm of
+        // a known name removes a damaged record.
+        std::fs::write(&rec, b"{").unwrap();
+        let ls = husk_in(&store, &["image", "ls"]);
+        assert!(stdout(&ls).contains("DAMAGED") && stderr(&ls).contains(&rec.display().to_string()), "{}", stderr(&ls));
+        let rm = husk_in(&store, &["image", "rm", "app"]);
+        assert!(rm.status.success(), "{}", stderr(&rm));
+        assert!(record_files(&store).is_empty());
+    }
+
     #[test]
     fn parallel_imports_of_images_sharing_layers_keep_the_store_consistent() {
         let t = TempDir::new("parallel");

@@ -36,13 +36,16 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
     match args.command {
         ImageCommand::Import(a) => import_cmd(&store, &host, a),
         ImageCommand::Ls(a) => {
-            let recs = store.list()?;
+            let listing = store.list()?;
             if a.json {
-                let rows: Vec<_> = recs.iter().map(|r| summary(&store, r, &owners)).collect();
+                let mut rows: Vec<_> = listing.records.iter().map(|r| summary(&store, r, &owners)).collect();
+                rows.extend(listing.damaged.iter().map(
+                    |d| json!({ "name": d.name, "damaged": true, "file": d.file, "why": d.why, "repair": d.repair() }),
+                ));
                 println!("{}", serde_json::Value::Array(rows));
             } else {
                 println!("{:<32} {:<12}  {:>6}  {:>10}  IMPORTED (UTC)", "NAME", "ID", "LAYERS", "SIZE");
-                for r in &recs {
+                for r in &listing.records {
                     let size = unpacked_size(&store, r, &owners).map(human).unwrap_or_else(|| "?".into());
                     println!(
                         "{:<32} {:<12}  {:>6}  {:>10}  {}",
@@ -53,6 +56,13 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
                         utc(r.imported_at)
                     );
                 }
+                for d in &listing.damaged {
+                    let name = d.name.as_deref().unwrap_or("?");
+                    println!("{name:<32} {:<12}  {:>6}  {:>10}  -", "DAMAGED", "?", "?");
+                }
+            }
+            for d in &listing.damaged {
+                eprintln!("husk: image record {} is damaged ({}); {}", d.file.display(), d.why, d.repair());
             }
             Ok(())
         }
@@ -82,11 +92,12 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
             Ok(())
         }
         ImageCommand::Rm(a) => {
-            let rec = store.remove(&a.name)?;
+            let (name, id) = store.remove(&a.name)?;
             if a.json {
-                println!("{}", json!({ "removed": rec.name, "id": rec.id() }));
+                println!("{}", json!({ "removed": name, "id": id }));
             } else {
-                println!("removed {} ({}); `husk image prune` frees layers no image uses", rec.name, rec.id().short());
+                let id = id.as_ref().map(|d| d.short().to_string()).unwrap_or_else(|| "damaged record".into());
+                println!("removed {name} ({id}); `husk image prune` frees layers no image uses");
             }
             Ok(())
         }

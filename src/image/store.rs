@@ -47,10 +47,11 @@ pub struct Record {
     /// Manifest digest (None for `docker save` imports, which have none).
     pub manifest: Option<Digest>,
     pub config: Digest,
-    /// Bottom layer first, as in the manifest.
-    pub layers: Vec<LayerRef>,
+    /// Before the layers, so a torn record still says where it came from.
     pub platform: String,
     pub source: String,
+    /// Bottom layer first, as in the manifest.
+    pub layers: Vec<LayerRef>,
     /// Unix seconds.
     pub imported_at: u64,
 }
@@ -67,6 +68,61 @@ impl Record {
 pub struct LayerMeta {
     pub diff_id: Digest,
     pub report: UnpackReport,
+}
+
+/// What `Store::list` found.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub records: Vec<Record>,
+    pub damaged: Vec<DamagedRecord>,
+}
+
+/// A record file that does not parse (or names another image than its
+/// file name says).
+#[derive(Clone, Debug, Serialize)]
+pub struct DamagedRecord {
+    pub file: PathBuf,
+    pub why: String,
+    /// The image's name and source when they survive in the damaged bytes;
+    /// a name is only taken when it hashes to the file's own key.
+    pub name: Option<String>,
+    pub source: Option<String>,
+}
+
+impl DamagedRecord {
+    fn new(file: PathBuf, key: &str, why: String, bytes: &[u8]) -> DamagedRecord {
+        let name = scrape_string(bytes, "name").filter(|n| Store::record_key(n) == key);
+        let source = name.as_ref().and_then(|_| scrape_string(bytes, "source"));
+        DamagedRecord { file, why, name, source }
+    }
+
+    /// What the user can do about it.
+    pub fn repair(&self) -> String {
+        match (&self.name, &self.source) {
+            (Some(n), Some(s)) => {
+                format!("repair: `husk image import {s} --name {n}`, or drop it: `husk image rm {n}`")
+            }
+            (Some(n), None) => {
+                format!(
+                    "repair: import the image again with `husk image import PATH --name {n}`, or drop it: `husk image rm {n}`"
+                )
+            }
+            _ => format!(
+                "its name is lost; import the image again under its name, or remove the file {}",
+                self.file.display()
+            ),
+        }
+    }
+}
+
+/// The string value of the first `"key": "..."` in possibly truncated JSON
+/// (records are written with the name first and the source before the
+/// layers, so a torn record usually keeps both).
+fn scrape_string(bytes: &[u8], key: &str) -> Option<String> {
+    let needle = format!("\"{key}\":");
+    let at = bytes.windows(needle.len()).position(|w| w == needle.as_bytes())? + needle.len();
+    let mut values = serde_json::Deserializer::from_slice(&bytes[at..]).into_iter::<String>();
+    values.next()?.ok()
 }
 
 /// Locks a run holds while its sandbox lives.
@@ -258,31 +314,49 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ImageError::NotFound(name)),
             Err(e) => return Err(store_err(&p, e)),
         };
-        let rec: Record =
-            serde_json::from_slice(&bytes).map_err(|e| store_err(&p, format!("unreadable record: {e}")))?;
+        let rec: Record = serde_json::from_slice(&bytes).map_err(|e| {
+            let d = DamagedRecord::new(p.clone(), &Self::record_key(&name), e.to_string(), &bytes);
+            store_err(&p, format!("image {name}: the record is damaged ({e}); {}", d.repair()))
+        })?;
         if rec.name != name {
             return Err(ImageError::NotFound(name));
         }
         Ok(rec)
     }
 
-    /// Every record, sorted by name (unreadable ones skipped).
-    pub fn list(&self) -> Result<Vec<Record>, ImageError> {
+    /// Every record, sorted by name, and the record files that could not
+    /// be read (a torn write, a truncated file): those are listed, never
+    /// dropped, so an image cannot vanish from `ls` silently.
+    pub fn list(&self) -> Result<Listing, ImageError> {
         let dir = self.root.join("images");
-        let mut out = Vec::new();
+        let mut out = Listing::default();
         for e in std::fs::read_dir(&dir).map_err(|e| store_err(&dir, e))? {
             let e = e.map_err(|e| store_err(&dir, e))?;
-            let name = e.file_name();
-            if !name.to_string_lossy().ends_with(".json") {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // Dot files are write_atomic's temporaries.
+            let Some(key) = name.strip_suffix(".json").filter(|_| !name.starts_with('.')) else {
                 continue;
-            }
-            if let Ok(rec) =
-                std::fs::read(e.path()).map_err(|_| ()).and_then(|b| serde_json::from_slice(&b).map_err(|_| ()))
-            {
-                out.push(rec);
+            };
+            let bytes = match std::fs::read(e.path()) {
+                Ok(b) => b,
+                Err(err) => {
+                    out.damaged.push(DamagedRecord::new(e.path(), key, err.to_string(), &[]));
+                    continue;
+                }
+            };
+            match serde_json::from_slice::<Record>(&bytes) {
+                Ok(rec) if Self::record_key(&rec.name) == key => out.records.push(rec),
+                Ok(rec) => out.damaged.push(DamagedRecord::new(
+                    e.path(),
+                    key,
+                    format!("it names {:?}, which is not the image this file is for", rec.name),
+                    &[],
+                )),
+                Err(err) => out.damaged.push(DamagedRecord::new(e.path(), key, err.to_string(), &bytes)),
             }
         }
-        out.sort_by(|a: &Record, b: &Record| a.name.cmp(&b.name));
+        out.records.sort_by(|a, b| a.name.cmp(&b.name));
+        out.damaged.sort_by(|a, b| a.file.cmp(&b.file));
         Ok(out)
     }
 
@@ -322,24 +396,37 @@ impl Store {
             .unwrap_or(false)
     }
 
-    /// Removes the record for `name`; refused while a sandbox uses it.
-    pub fn remove(&self, name: &str) -> Result<Record, ImageError> {
+    /// Removes the record for `name`; refused while a sandbox uses it. A
+    /// damaged record is removed too (its image id is then unknown: None).
+    pub fn remove(&self, name: &str) -> Result<(String, Option<Digest>), ImageError> {
         let _store = self.lock_store(true)?;
-        let rec = self.find(name)?;
-        let key = Self::record_key(&rec.name);
-        let Some(_l) = self.try_lock(&format!("image-{key}"), true)? else {
-            return Err(ImageError::InUse(rec.name));
+        let (name, id) = match self.find(name) {
+            Ok(rec) => (rec.name.clone(), Some(rec.id().clone())),
+            Err(ImageError::Store { .. }) if self.record_path(&normalize_name(name)?).is_file() => {
+                (normalize_name(name)?, None)
+            }
+            Err(e) => return Err(e),
         };
-        let p = self.record_path(&rec.name);
+        let key = Self::record_key(&name);
+        let Some(_l) = self.try_lock(&format!("image-{key}"), true)? else {
+            return Err(ImageError::InUse(name));
+        };
+        let p = self.record_path(&name);
         std::fs::remove_file(&p).map_err(|e| store_err(&p, e))?;
-        Ok(rec)
+        Ok((name, id))
     }
 
     /// Removes layers and blobs no record references, and leftovers of
     /// interrupted imports. Layers a sandbox still uses are kept.
     pub fn prune(&self) -> Result<PruneReport, ImageError> {
         let _store = self.lock_store(true)?;
-        let records = self.list()?;
+        let listing = self.list()?;
+        // A damaged record still names layers and blobs nobody can read
+        // back: pruning now would throw away what its repair reuses.
+        if let Some(d) = listing.damaged.first() {
+            return Err(store_err(&d.file, format!("damaged image record, nothing pruned; {}", d.repair())));
+        }
+        let records = listing.records;
         let layer_refs: BTreeSet<String> =
             records.iter().flat_map(|r| r.layers.iter().map(|l| l.diff_id.hex().to_string())).collect();
         let blob_refs: BTreeSet<String> = records
