@@ -381,6 +381,104 @@ impl ProcessPlan {
     }
 }
 
+/// What a live sandbox's execs build on: kept from its `Plan` in its
+/// record (`sandbox::state::Record`).
+pub struct HeldSandbox<'a> {
+    pub id: &'a str,
+    pub spec: &'a Spec,
+    pub image: &'a ImageDefaults,
+    pub passwd: Option<&'a str>,
+    pub group: Option<&'a str>,
+    pub ids: &'a IdMap,
+    pub last_cap: u32,
+    /// The sandbox's workdir, the exec's default.
+    pub workdir: &'a str,
+}
+
+/// One exec in a live sandbox, validated once, before the supervisor is
+/// asked for anything: whichever backend runs it takes it as it is.
+pub struct ExecPlan {
+    /// The command as given (runsc's reaper takes it as its own argv).
+    pub argv: Vec<String>,
+    pub process: ProcessPlan,
+    pub workdir: String,
+    pub workdir_c: CString,
+    pub timeout: Option<Duration>,
+    pub kill_grace: Option<Duration>,
+    pub capture: Option<u64>,
+    pub deny_setgroups: bool,
+    pub last_cap: u32,
+    /// The sandbox's compiled filter (its `seccomp.bpf`), which every exec
+    /// loads; set by the caller, which keeps the sandbox's files.
+    pub seccomp: Option<crate::seccomp::Program>,
+    /// Monotonic ns when husk started (for `duration_ms` and `phases_ms`).
+    pub t_start: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecPlanError {
+    /// The request itself is wrong: no command, a user the sandbox does not
+    /// map, a workdir that is not absolute.
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+impl ExecPlan {
+    /// The exec's process under the same rules as `run` (env defaults <
+    /// image < create's --env < exec's --env; PATH search inside the
+    /// sandbox), its identity checked against the sandbox's id map, and its
+    /// workdir.
+    pub fn build(sb: &HeldSandbox<'_>, x: &crate::spec::ExecSpec, t_start: u64) -> Result<ExecPlan, ExecPlanError> {
+        let usage = ExecPlanError::Usage;
+        if x.argv.is_empty() || x.argv[0].is_empty() {
+            return Err(usage("no command given: put it after `--`, e.g. husk exec ID -- sh -c 'echo hi'".into()));
+        }
+        let mut spec = sb.spec.clone();
+        spec.env.extend(x.env.iter().cloned());
+        if x.user.is_some() {
+            spec.user = x.user.clone();
+        }
+        let ident = identity(&spec, sb.image, sb.passwd, sb.group)?;
+        let ids = sb.ids;
+        let mapped = match &ids.mode {
+            crate::userns::IdMode::Privileged { uid_range, gid_range } => {
+                ident.uid < uid_range.count && ident.gid < gid_range.count
+            }
+            crate::userns::IdMode::Rootless { .. } => ident.uid == ids.init_uid && ident.gid == ids.init_gid,
+        };
+        if !mapped {
+            return Err(usage(format!(
+                "--user {}:{} is not mapped in sandbox {} (uid_map {:?}); a rootless sandbox maps only the user it was created with (husk create --user)",
+                ident.uid,
+                ident.gid,
+                sb.id,
+                ids.uid_map.trim()
+            )));
+        }
+        let process = ProcessPlan::build(&spec, sb.image, ident, ids, &x.argv)?;
+        let workdir = x.workdir.clone().unwrap_or_else(|| sb.workdir.to_string());
+        if !workdir.starts_with('/') {
+            return Err(usage(format!("--workdir {workdir:?}: give an absolute path inside the sandbox")));
+        }
+        let workdir_c = cstr("--workdir", &workdir).map_err(|e| usage(e.to_string()))?;
+        Ok(ExecPlan {
+            argv: x.argv.clone(),
+            process,
+            workdir,
+            workdir_c,
+            timeout: x.timeout,
+            kill_grace: x.kill_grace,
+            capture: x.capture,
+            deny_setgroups: ids.deny_setgroups,
+            last_cap: sb.last_cap,
+            seccomp: None,
+            t_start,
+        })
+    }
+}
+
 impl Plan {
     pub fn build(spec: Spec, host: &HostFacts, root: RootInput<'_>) -> Result<Plan, PlanError> {
         Plan::build_as(spec, host, root, InitRole::Run)
@@ -503,5 +601,92 @@ mod tests {
         let huge = parse_rlimit("nofile=unlimited").unwrap();
         assert!(rlimits(&[huge]).is_err(), "an unlimited nofile hard limit cannot be granted");
         assert!(all.iter().any(|x| x.resource == libc::RLIMIT_CORE && x.hard == 0));
+    }
+
+    fn rootless_ids() -> IdMap {
+        IdMap {
+            mode: crate::userns::IdMode::Rootless { host_uid: 1000, host_gid: 1000 },
+            uid_map: "0 1000 1\n".into(),
+            gid_map: "0 1000 1\n".into(),
+            deny_setgroups: true,
+            init_uid: 0,
+            init_gid: 0,
+        }
+    }
+
+    const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nbob:x:1001:1001::/home/bob:/bin/sh\n";
+
+    fn held<'a>(spec: &'a Spec, image: &'a ImageDefaults, ids: &'a IdMap) -> HeldSandbox<'a> {
+        HeldSandbox {
+            id: "0123456789ab",
+            spec,
+            image,
+            passwd: Some(PASSWD),
+            group: None,
+            ids,
+            last_cap: 40,
+            workdir: "/workspace",
+        }
+    }
+
+    fn exec_of(argv: &[&str]) -> crate::spec::ExecSpec {
+        crate::spec::ExecSpec { argv: argv.iter().map(|a| a.to_string()).collect(), ..Default::default() }
+    }
+
+    fn usage_of(r: Result<ExecPlan, ExecPlanError>) -> String {
+        match r {
+            Err(ExecPlanError::Usage(m)) => m,
+            Err(e) => panic!("expected a usage error, got {e}"),
+            Ok(_) => panic!("expected a usage error, got a plan"),
+        }
+    }
+
+    #[test]
+    fn exec_without_a_command_is_refused_before_the_sandbox_is_asked() {
+        let (spec, image, ids) = (Spec::new(Vec::new()), ImageDefaults::default(), rootless_ids());
+        for argv in [&[][..], &[""][..]] {
+            let m = usage_of(ExecPlan::build(&held(&spec, &image, &ids), &exec_of(argv), 0));
+            assert!(m.contains("no command given"), "{m}");
+        }
+    }
+
+    /// A rootless sandbox maps only the user it was created with: any other
+    /// would run as the overflow id, so it is refused, by number or by name.
+    #[test]
+    fn exec_as_a_user_the_sandbox_does_not_map_is_refused() {
+        let (spec, image, ids) = (Spec::new(Vec::new()), ImageDefaults::default(), rootless_ids());
+        for user in ["1001", "bob", "0:1001"] {
+            let x = crate::spec::ExecSpec { user: Some(user.into()), ..exec_of(&["id"]) };
+            let m = usage_of(ExecPlan::build(&held(&spec, &image, &ids), &x, 0));
+            assert!(m.contains("is not mapped in sandbox 0123456789ab"), "{user}: {m}");
+        }
+        let x = crate::spec::ExecSpec { user: Some("root".into()), ..exec_of(&["id"]) };
+        let p = ExecPlan::build(&held(&spec, &image, &ids), &x, 0).unwrap();
+        assert_eq!((p.process.uid, p.process.gid, p.deny_setgroups), (0, 0, true));
+    }
+
+    #[test]
+    fn exec_workdir_is_absolute_and_defaults_to_the_sandboxes() {
+        let (spec, image, ids) = (Spec::new(Vec::new()), ImageDefaults::default(), rootless_ids());
+        let sb = held(&spec, &image, &ids);
+        for bad in ["relative/dir", "/a\0b"] {
+            let x = crate::spec::ExecSpec { workdir: Some(bad.into()), ..exec_of(&["pwd"]) };
+            let m = usage_of(ExecPlan::build(&sb, &x, 0));
+            assert!(m.contains("--workdir"), "{bad:?}: {m}");
+        }
+        let p = ExecPlan::build(&sb, &exec_of(&["pwd"]), 0).unwrap();
+        assert_eq!((p.workdir.as_str(), p.workdir_c.to_str().unwrap()), ("/workspace", "/workspace"));
+    }
+
+    #[test]
+    fn exec_env_comes_after_the_sandboxes_and_wins() {
+        let mut spec = Spec::new(Vec::new());
+        spec.env = vec![("A".into(), "1".into()), ("B".into(), "1".into())];
+        let (image, ids) = (ImageDefaults::default(), rootless_ids());
+        let x = crate::spec::ExecSpec { env: vec![("B".into(), "2".into())], ..exec_of(&["env"]) };
+        let p = ExecPlan::build(&held(&spec, &image, &ids), &x, 0).unwrap();
+        let env: Vec<String> = p.process.envp.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        assert!(env.contains(&"A=1".to_string()) && env.contains(&"B=2".to_string()), "{env:?}");
+        assert!(!env.contains(&"B=1".to_string()), "{env:?}");
     }
 }

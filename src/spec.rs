@@ -194,3 +194,18 @@ impl Spec {
         }
     }
 }
+
+/// What one `husk exec` asks for, beyond the sandbox's own spec.
+#[derive(Clone, Debug, Default)]
+pub struct ExecSpec {
+    pub argv: Vec<String>,
+    /// Added after the sandbox's own (later ones win).
+    pub env: Vec<(String, String)>,
+    pub user: Option<String>,
+    /// Default: the sandbox's workdir.
+    pub workdir: Option<String>,
+    pub timeout: Option<Duration>,
+    pub kill_grace: Option<Duration>,
+    /// Capture stdout/stderr into the verdict, each bounded to this many bytes.
+    pub capture: Option<u64>,
+}

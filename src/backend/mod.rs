@@ -1,14 +1,20 @@
 //! Isolation backends behind one trait: the same `Plan` in, the same
-//! `Outcome` out. Selected once per command.
+//! `Outcome` out. Selected once per command. A backend owns a sandbox's
+//! whole life: `run` (one command), `create` (a sandbox that lives, held by
+//! a `Live` handle in its supervisor) and each `exec` in it. Code outside
+//! this module never asks which backend it has.
 
 pub mod auto;
 pub mod native;
 pub mod runsc;
 
-use crate::outcome::Outcome;
-use crate::plan::Plan;
+use crate::cgroup::nested::Tree;
+use crate::outcome::{ErrorReport, Outcome};
+use crate::plan::{ExecPlan, Plan};
+use crate::spawn::CgroupJoin;
 use crate::spec::{RuntimeChoice, Spec};
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
 /// Per-run I/O choices that are not part of the sandbox itself.
 #[derive(Clone, Copy, Debug)]
@@ -26,6 +32,80 @@ pub trait Backend {
     fn run(&self, plan: Plan, io: RunIo) -> Outcome;
     /// What the verdict's `isolation` says this backend applies for `plan`.
     fn isolation(&self, plan: &Plan) -> serde_json::Value;
+    /// Adds to a sandbox's spec what the backend needs inside it to hold
+    /// it (before `Plan::build`).
+    fn prepare_hold(&self, _spec: &mut Spec) -> Result<(), String> {
+        Ok(())
+    }
+    /// Starts a sandbox that lives (`plan.role` is `Hold`), its processes
+    /// born in `cgroup`; returns once it can take execs.
+    fn create(&self, plan: &mut Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport>;
+    /// Whether each exec gets a cgroup leaf of its own.
+    fn exec_leaves(&self) -> bool {
+        true
+    }
+}
+
+/// A sandbox that lives, held by its supervisor.
+pub trait Live {
+    /// The process whose end is the sandbox's end (the init, gVisor's sentry).
+    fn pid(&self) -> i32;
+    fn pidfd(&self) -> &OwnedFd;
+    /// The namespaces each exec joins (kind, fd), in join order; empty when
+    /// execs enter through the backend's own tool.
+    fn namespaces(&self) -> &[(&'static str, OwnedFd)];
+    /// Ends the sandbox: every process in it and what the backend made for
+    /// it. `kill_group` kills the sandbox's cgroup; each backend calls it
+    /// where its teardown needs it.
+    fn stop(self: Box<Self>, kill_group: &dyn Fn());
+}
+
+/// A live sandbox as `husk exec` reaches it: what its record keeps and
+/// what its supervisor handed over for this exec. (An exec runs in `husk
+/// exec`'s own process, not the supervisor's.)
+pub struct Attached<'a> {
+    pub sandbox_id: &'a str,
+    /// husk's state directory (backends keep their own state there).
+    pub state_dir: &'a Path,
+    pub spec: &'a Spec,
+    pub cgroup: Option<&'a Tree>,
+    /// The verdict's `limits`, as created.
+    pub limits: &'a serde_json::Value,
+    /// The exec's cgroup leaf, made by the supervisor.
+    pub leaf: Option<&'a str>,
+    /// The namespaces handed over: their kinds, and their fds in that order.
+    pub ns_kinds: &'a [String],
+    pub ns_fds: Vec<OwnedFd>,
+}
+
+/// An exec that ran.
+pub struct Executed {
+    pub exec_id: String,
+    pub outcome: Outcome,
+    pub backend: &'static str,
+}
+
+/// Runs one exec in a live sandbox of `backend` (the name its record
+/// keeps). `Err` only when nothing was started.
+pub fn exec(backend: &str, plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> {
+    match backend {
+        "runsc" => Ok(runsc::live::exec(plan, at)),
+        _ => native::exec::exec(plan, at),
+    }
+}
+
+/// What a sandbox of `backend` keeps running once its supervisor died
+/// without cleaning up, killed: the pids, and what could not be done. A
+/// native sandbox has nothing (its init dies with its supervisor); a gVisor
+/// sandbox's sentry has no death signal.
+pub fn reap_orphan(backend: &str, state_dir: &Path, id: &str, spec: &Spec) -> (Vec<i32>, Vec<String>) {
+    match backend {
+        "runsc" => {
+            let r = runsc::gc::reap_run(state_dir, id, &spec.runsc);
+            (r.killed, r.errors)
+        }
+        _ => (Vec::new(), Vec::new()),
+    }
 }
 
 /// The backend picked for a run, and (for `--runtime auto`) why.
@@ -41,7 +121,13 @@ pub struct Selected {
 const REPORT_NATIVE_ONLY: &str = "--seccomp-report needs the native backend (under runsc, gVisor enforces the profile inside its own kernel); drop --seccomp-report or use --runtime native";
 
 pub fn select(spec: &Spec, state: Option<&Path>) -> Result<Selected, String> {
-    let (runsc, note) = choose_runsc(spec, || runsc::config::state_dir(state))?;
+    select_in(spec, || runsc::config::state_dir(state))
+}
+
+/// `select`, with husk's state directory given (asked only when runsc may
+/// be used).
+pub fn select_in(spec: &Spec, state_dir: impl FnOnce() -> Result<PathBuf, String>) -> Result<Selected, String> {
+    let (runsc, note) = choose_runsc(spec, state_dir)?;
     let backend: Box<dyn Backend> = match runsc {
         Some(cfg) => Box::new(runsc::Runsc::new(cfg)),
         None => Box::new(native::Native),
@@ -53,9 +139,9 @@ pub fn select(spec: &Spec, state: Option<&Path>) -> Result<Selected, String> {
 /// the one rule for `husk run` and `husk create`. `state_dir` (husk's
 /// state directory, where runsc keeps its own) is asked only when runsc
 /// may be used.
-pub fn choose_runsc(
+fn choose_runsc(
     spec: &Spec,
-    state_dir: impl FnOnce() -> Result<std::path::PathBuf, String>,
+    state_dir: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<(Option<runsc::config::RunscConfig>, Option<serde_json::Value>), String> {
     let runsc_cfg = || runsc::config::RunscConfig::resolve(&spec.runsc, &state_dir()?);
     match spec.runtime {

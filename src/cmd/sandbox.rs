@@ -76,13 +76,10 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(usage)?;
     let store = store_of(paths)?;
-    // The same choice as `husk run` (backend::choose_runsc).
-    let state = crate::sandbox::runsc::state_of(&store);
-    let (runsc, runtime_choice) = crate::backend::choose_runsc(&spec, || Ok(state)).map_err(usage)?;
-    if runsc.is_some() {
-        // husk's holder and each exec's reaper run from it inside gVisor.
-        spec.binds.push(crate::sandbox::runsc::helper_bind().map_err(usage)?);
-    }
+    // The same choice as `husk run`.
+    let state = store.state_dir();
+    let selected = crate::backend::select_in(&spec, || Ok(state)).map_err(usage)?;
+    selected.backend.prepare_hold(&mut spec).map_err(usage)?;
     let _ = crate::sandbox::gc::sweep(&store);
     let mut host = HostFacts::probe();
     if let Ok(p) = paths {
@@ -96,8 +93,14 @@ fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<R
     let inputs = HoldInputs::of(&root);
     let plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
         .map_err(|e| SandboxError::Setup { step: "plan".into(), message: e.to_string(), hint: None })?;
-    let req =
-        CreateRequest { name: args.name, labels, ttl: args.ttl, concurrent: args.concurrent, runsc, runtime_choice };
+    let req = CreateRequest {
+        name: args.name,
+        labels,
+        ttl: args.ttl,
+        concurrent: args.concurrent,
+        backend: selected.backend,
+        runtime_choice: selected.note,
+    };
     crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
 }
 
@@ -126,14 +129,16 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
     }
     let req = ExecRequest {
         target: args.sandbox.clone(),
-        argv: args.command.clone(),
-        env: spec.env,
-        user: args.process.user.clone(),
-        workdir: args.workdir.clone(),
-        timeout: args.process.timeout,
-        kill_grace: args.process.kill_grace,
-        capture: args.process.json.then_some(args.process.output_limit),
         wait: args.wait,
+        exec: crate::spec::ExecSpec {
+            argv: args.command.clone(),
+            env: spec.env,
+            user: args.process.user.clone(),
+            workdir: args.workdir.clone(),
+            timeout: args.process.timeout,
+            kill_grace: args.process.kill_grace,
+            capture: args.process.json.then_some(args.process.output_limit),
+        },
     };
     let store = match store_of(paths) {
         Ok(s) => s,

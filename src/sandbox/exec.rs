@@ -1,44 +1,26 @@
-//! `husk exec`: one command in a live sandbox, watched like `husk run`'s
-//! (pidfd, capture pipes, deadline, forwarded signals) and reported with
-//! the same verdict, plus the sandbox's id and lease.
-//!
-//! Each exec gets a leaf of the sandbox's cgroup (`exec-<id>`): its own
-//! accounting and its own kill, under the sandbox's limits; a timeout kills
-//! that leaf only. Without cgroups (`--no-cgroup`, or rootless without a
-//! delegated cgroup) a timeout kills the command's session instead: every
-//! process whose session is the command's (it is a session leader), which
-//! misses only processes that started sessions of their own.
+//! `husk exec`: one command in a live sandbox, planned once
+//! (`plan::ExecPlan::build`), admitted by the sandbox's supervisor (its
+//! lease, one exec at a time unless concurrent, the namespaces and cgroup
+//! leaf it hands over), run by the sandbox's backend (`backend::exec`) and
+//! reported with `run`'s verdict plus the sandbox's id and lease.
 
 use super::SandboxError;
-use super::join::{self, Join, JoinError};
 use super::proto::{Client, Request};
 use super::state::{Record, Store};
-use crate::cgroup::nested::Leaf;
-use crate::outcome::{ErrorReport, Outcome, Termination};
-use crate::plan::{ProcessPlan, cstr};
-use crate::spawn::command::Confinement;
-use crate::spawn::{CgroupJoin, ChildStdio, now_ns, phase};
-use crate::supervise::{GroupKill, Watch, Watched, signal_fd};
-use crate::sys::process::ExitStatus;
+use crate::backend::Attached;
+use crate::outcome::Outcome;
+use crate::plan::{ExecPlan, ExecPlanError, HeldSandbox, ProcessPlan};
+use crate::spec::ExecSpec;
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
-use std::time::Duration;
 
 /// What one exec asks for.
 #[derive(Clone, Debug, Default)]
 pub struct ExecRequest {
+    /// The sandbox: id, name or id prefix.
     pub target: String,
-    pub argv: Vec<String>,
-    /// Added after the sandbox's own (later ones win).
-    pub env: Vec<(String, String)>,
-    pub user: Option<String>,
-    /// Default: the sandbox's workdir.
-    pub workdir: Option<String>,
-    pub timeout: Option<Duration>,
-    pub kill_grace: Option<Duration>,
-    pub capture: Option<u64>,
     /// Queue behind a running exec instead of failing with "busy".
     pub wait: bool,
+    pub exec: ExecSpec,
 }
 
 /// An exec that ran (or failed to start once the sandbox was found).
@@ -51,45 +33,6 @@ pub struct ExecResult {
     pub backend: &'static str,
     /// Verdict keys beyond `run`'s.
     pub extra: BTreeMap<&'static str, serde_json::Value>,
-}
-
-fn usage(msg: impl Into<String>) -> SandboxError {
-    SandboxError::Usage(msg.into())
-}
-
-/// The command's process plan: the sandbox's spec with this exec's
-/// overrides, under the same rules as `run` (env defaults < image <
-/// create's --env < exec's --env; PATH search inside the sandbox).
-fn process_of(rec: &Record, req: &ExecRequest) -> Result<ProcessPlan, SandboxError> {
-    if req.argv.is_empty() || req.argv[0].is_empty() {
-        return Err(usage("no command given: put it after `--`, e.g. husk exec ID -- sh -c 'echo hi'"));
-    }
-    let mut spec = rec.spec.clone();
-    spec.env.extend(req.env.iter().cloned());
-    if req.user.is_some() {
-        spec.user = req.user.clone();
-    }
-    let plan_err =
-        |e: crate::plan::PlanError| SandboxError::Setup { step: "plan".into(), message: e.to_string(), hint: None };
-    let ident =
-        crate::plan::identity(&spec, &rec.image, rec.passwd.as_deref(), rec.group.as_deref()).map_err(plan_err)?;
-    let ids = &rec.ids;
-    let mapped = match &ids.mode {
-        crate::userns::IdMode::Privileged { uid_range, gid_range } => {
-            ident.uid < uid_range.count && ident.gid < gid_range.count
-        }
-        crate::userns::IdMode::Rootless { .. } => ident.uid == ids.init_uid && ident.gid == ids.init_gid,
-    };
-    if !mapped {
-        return Err(usage(format!(
-            "--user {}:{} is not mapped in sandbox {} (uid_map {:?}); a rootless sandbox maps only the user it was created with (husk create --user)",
-            ident.uid,
-            ident.gid,
-            rec.id,
-            ids.uid_map.trim()
-        )));
-    }
-    ProcessPlan::build(&spec, &rec.image, ident, ids, &req.argv).map_err(plan_err)
 }
 
 fn seccomp_of(rec: &Record, store: &Store) -> Result<Option<crate::seccomp::Program>, SandboxError> {
@@ -106,13 +49,21 @@ fn seccomp_of(rec: &Record, store: &Store) -> Result<Option<crate::seccomp::Prog
 pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult, SandboxError> {
     let rec = super::registry::live_record(store, &req.target)?;
     let dir = store.dir(&rec.id);
-    let process = process_of(&rec, req)?;
-    let workdir = req.workdir.clone().unwrap_or_else(|| rec.workdir.clone());
-    if !workdir.starts_with('/') {
-        return Err(usage(format!("--workdir {workdir:?}: give an absolute path inside the sandbox")));
-    }
-    let workdir_c = cstr("--workdir", &workdir).map_err(|e| usage(e.to_string()))?;
-    let seccomp = seccomp_of(&rec, store)?;
+    let held = HeldSandbox {
+        id: &rec.id,
+        spec: &rec.spec,
+        image: &rec.image,
+        passwd: rec.passwd.as_deref(),
+        group: rec.group.as_deref(),
+        ids: &rec.ids,
+        last_cap: rec.last_cap,
+        workdir: &rec.workdir,
+    };
+    let mut plan = ExecPlan::build(&held, &req.exec, t_start).map_err(|e| match e {
+        ExecPlanError::Usage(m) => SandboxError::Usage(m),
+        ExecPlanError::Plan(e) => SandboxError::Setup { step: "plan".into(), message: e.to_string(), hint: None },
+    })?;
+    plan.seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
     let (reply, fds) = client.call(&Request::Exec { wait: req.wait })?;
@@ -122,52 +73,22 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     if !reply.ok {
         return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "the exec was refused".into())));
     }
-    if rec.backend == "runsc" {
-        let exec_id = crate::plan::new_id();
-        let x = super::runsc::Exec {
-            rec: &rec,
-            req,
-            process: &process,
-            workdir: &workdir,
-            seccomp: seccomp.as_ref(),
-            exec_id: &exec_id,
-            t_start,
-        };
-        let outcome = super::runsc::exec(store, x);
-        drop(client);
-        return Ok(result(&rec, &reply, &process, outcome, exec_id, "runsc"));
-    }
-    let flag_of = |kind: &str| {
-        crate::spawn::child::NAMESPACES.iter().find(|(_, _, k)| *k == kind).map(|(_, f, _)| *f).unwrap_or(0)
+    let state_dir = store.state_dir();
+    let at = Attached {
+        sandbox_id: &rec.id,
+        state_dir: &state_dir,
+        spec: &rec.spec,
+        cgroup: rec.cgroup.as_ref(),
+        limits: &rec.limits,
+        leaf: reply.leaf.as_deref(),
+        ns_kinds: &reply.namespaces,
+        ns_fds: fds,
     };
-    let namespaces: Vec<(libc::c_int, std::os::fd::OwnedFd)> =
-        reply.namespaces.iter().map(|k| flag_of(k)).zip(fds).collect();
-    if namespaces.len() != reply.namespaces.len() || namespaces.iter().any(|(f, _)| *f == 0) {
-        return Err(SandboxError::Supervisor("the supervisor sent an incomplete set of namespaces".into()));
-    }
-
-    // The supervisor made the exec's leaf ahead of time (and removes it
-    // when the exec's connection closes): only its files are opened here.
-    let t_cg = now_ns();
-    let (exec_id, leaf) = match (&rec.cgroup, &reply.leaf) {
-        (Some(tree), Some(name)) => {
-            let leaf = tree.open_leaf(name).map_err(|e| SandboxError::Setup {
-                step: "cgroup".into(),
-                message: e.to_string(),
-                hint: None,
-            })?;
-            (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
-        }
-        (Some(_), None) => return Err(SandboxError::Supervisor("the supervisor sent no cgroup leaf".into())),
-        (None, _) => (crate::plan::new_id(), None),
-    };
-    let cgroup_setup = ms(t_cg, now_ns());
-    let run = Run { rec: &rec, req, exec_id: &exec_id, t_start, cgroup_setup };
-    let outcome = run.go(namespaces, &process, &workdir_c, seccomp.as_ref(), leaf);
+    let x = crate::backend::exec(&rec.backend, &plan, at)?;
     // The exec is over for the supervisor once its connection closes: it
     // renews the lease from then (to the full ttl) and removes the leaf.
     drop(client);
-    Ok(result(&rec, &reply, &process, outcome, exec_id, "native"))
+    Ok(result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend))
 }
 
 fn result(
@@ -191,250 +112,6 @@ fn result(
 /// The verdict keys an exec adds to `run`'s (docs/verdict.schema.json).
 pub const VERDICT_KEYS: [&str; 3] = ["sandbox_id", "sandbox_exec", "lease_remaining_ms"];
 
-fn ms(from: u64, to: u64) -> f64 {
-    crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
-}
-
-struct Run<'a> {
-    rec: &'a Record,
-    req: &'a ExecRequest,
-    exec_id: &'a str,
-    t_start: u64,
-    cgroup_setup: f64,
-}
-
-impl Run<'_> {
-    fn go(
-        &self,
-        namespaces: Vec<(libc::c_int, std::os::fd::OwnedFd)>,
-        process: &ProcessPlan,
-        workdir: &std::ffi::CStr,
-        seccomp: Option<&crate::seccomp::Program>,
-        leaf: Option<Leaf>,
-    ) -> Outcome {
-        let failed = |step: &str, e: &dyn std::fmt::Display| {
-            let mut o = Outcome::setup_failed(ErrorReport {
-                step: step.into(),
-                errno: None,
-                message: e.to_string(),
-                hint: None,
-            });
-            o.duration_ms = ms(self.t_start, now_ns());
-            o
-        };
-        let signals = match signal_fd() {
-            Ok(s) => s,
-            Err(e) => return failed("signals", &e),
-        };
-        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
-        let (out, err) = match self.req.capture {
-            Some(_) => match (pipe(), pipe()) {
-                (Ok(o), Ok(e)) => (Some(o), Some(e)),
-                (Err(e), _) | (_, Err(e)) => return failed("stdio", &e),
-            },
-            None => (None, None),
-        };
-        let stdio = ChildStdio {
-            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
-            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
-        };
-        let confinement =
-            Confinement { process, deny_setgroups: self.rec.ids.deny_setgroups, last_cap: self.rec.last_cap, seccomp };
-        let join =
-            Join { namespaces, confinement, workdir, stdio, cgroup: leaf.as_ref().map(|l| l as &dyn CgroupJoin) };
-        let joined = match join::spawn(join) {
-            Ok(j) => j,
-            Err(e) => {
-                let mut o = failed(step_of(&e), &e);
-                if let JoinError::Step(s) = &e {
-                    o.error.as_mut().expect("setup_failed has an error").errno = Some(format!("{:?}", s.errno));
-                }
-                return o;
-            }
-        };
-        let limit = self.req.capture.unwrap_or(0);
-        // Our copies of the write ends must go, or the reads never see EOF.
-        let stdout = out.map(|(r, _w)| (r, limit));
-        let stderr = err.map(|(r, _w)| (r, limit));
-        let session = SessionKill { sid: pid_of(&joined.pidfd).unwrap_or(0), pidfd: &joined.pidfd };
-        let group: &dyn GroupKill = match &leaf {
-            Some(l) => l,
-            None => &session,
-        };
-        let watched = Watch {
-            pidfd: &joined.pidfd,
-            chan: &joined.chan,
-            signals: &signals,
-            stdout,
-            stderr,
-            timeout: self.req.timeout,
-            kill_grace: self.req.kill_grace,
-            group: Some(group),
-            seccomp,
-            stop: None,
-        }
-        .run();
-        let t_end = now_ns();
-        let mut o = self.outcome_of(watched, joined.t_clone, process, seccomp);
-        match leaf {
-            Some(l) => {
-                let usage = l.usage();
-                o.phases_ms.insert("cgroup_setup", self.cgroup_setup);
-                o.phases_ms.insert("cgroup_teardown", ms(t_end, now_ns()));
-                crate::cgroup::CgroupReport { limits: Default::default(), usage, cleanup: None }.apply_to(&mut o);
-                let mut limits = self.rec.limits.clone();
-                if let Some(obj) = limits.get_mut("cgroup").and_then(|c| c.as_object_mut()) {
-                    obj.insert("paths".into(), serde_json::json!(self.leaf_paths()));
-                }
-                o.limits = Some(limits);
-            }
-            None => crate::cgroup::CgroupReport::disabled(&mut o),
-        }
-        o.duration_ms = ms(self.t_start, now_ns());
-        o
-    }
-
-    fn leaf_paths(&self) -> Vec<String> {
-        let name = format!("exec-{}", self.exec_id);
-        self.rec.cgroup.iter().flat_map(|t| &t.dirs).map(|d| d.path.join(&name).display().to_string()).collect()
-    }
-
-    fn outcome_of(
-        &self,
-        w: Watched,
-        t_clone: u64,
-        process: &ProcessPlan,
-        seccomp: Option<&crate::seccomp::Program>,
-    ) -> Outcome {
-        let mut o =
-            Outcome::setup_failed(ErrorReport { step: String::new(), errno: None, message: String::new(), hint: None });
-        o.error = None;
-        o.phases_ms.insert("plan", ms(self.t_start, t_clone));
-        if let Some(t) = w.times {
-            o.phases_ms.insert("join", ms(t_clone, t[phase::NAMESPACES]));
-            o.phases_ms.insert("confine", ms(t[phase::NAMESPACES], t[phase::CONFINED]));
-            o.phases_ms.insert("seccomp", ms(t[phase::CONFINED], t[phase::SECCOMP]));
-            o.phases_ms.insert("run", ms(t[phase::SECCOMP], w.t_exit.max(t[phase::SECCOMP])));
-        }
-        o.stdout = w.stdout;
-        o.stderr = w.stderr;
-        let filtered = w.failed.is_none_or(|e| e.step == crate::spawn::step::Step::Exec);
-        if let Some(e) = w.failed {
-            o.termination = Termination::SetupFailed;
-            o.error = Some(describe(process, &e));
-        } else if w.timed_out {
-            o.termination = Termination::WallTimeout;
-            o.signal = Some(match w.init {
-                Some(ExitStatus::Signaled(s)) => s,
-                _ => libc::SIGKILL,
-            });
-        } else {
-            match w.init {
-                Some(ExitStatus::Exited(code)) => {
-                    o.termination = Termination::Exited;
-                    o.status = Some(code);
-                }
-                Some(ExitStatus::Signaled(sig)) => {
-                    o.termination = Termination::Signaled;
-                    o.signal = Some(sig);
-                }
-                None => {
-                    o.termination = Termination::SetupFailed;
-                    o.error = Some(ErrorReport {
-                        step: "wait".into(),
-                        errno: None,
-                        message: "the command's status could not be read".into(),
-                        hint: None,
-                    });
-                }
-            }
-        }
-        if filtered {
-            o.seccomp = Some(crate::seccomp::verdict(seccomp, &w.seccomp_denied, o.signal));
-        }
-        o
-    }
-}
-
-fn step_of(e: &JoinError) -> &'static str {
-    match e {
-        JoinError::Clone(_) => "clone",
-        JoinError::Channel(_) => "sync_channel",
-        JoinError::Cgroup(_) => "join_cgroup",
-        JoinError::Step(s) => s.step.name(),
-        JoinError::Vanished => "join_namespaces",
-    }
-}
-
-/// A failed step of the command, in the words `run` uses.
-fn describe(process: &ProcessPlan, e: &crate::spawn::step::StepError) -> ErrorReport {
-    use crate::spawn::step::Step;
-    let cmd = process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
-    let (message, hint) = match (e.step, e.errno) {
-        (Step::Exec, nix::errno::Errno::ENOENT) if cmd.contains('/') => {
-            (format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)"), None)
-        }
-        (Step::Exec, nix::errno::Errno::ENOENT) => {
-            (format!("command not found: {cmd} (searched PATH inside the sandbox)"), None)
-        }
-        (Step::Exec, errno) => (format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()), None),
-        (Step::Chdir, errno) => (
-            format!("cannot enter the workdir: {errno:?} ({})", errno.desc()),
-            Some("give an existing directory inside the sandbox that the exec's user may enter (--workdir)".into()),
-        ),
-        (step, errno) => (format!("exec setup failed at {}: {errno:?} ({})", step.name(), errno.desc()), None),
-    };
-    ErrorReport { step: e.step.name().into(), errno: Some(format!("{:?}", e.errno)), message, hint }
-}
-
-fn pid_of(pidfd: &std::os::fd::OwnedFd) -> Option<i32> {
-    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
-    text.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok())
-}
-
-/// The group kill without a cgroup: SIGKILL to every process in the
-/// command's session (it is a session leader: sid = its host pid, which the
-/// kernel does not reuse while the session has members).
-struct SessionKill<'a> {
-    sid: i32,
-    pidfd: &'a std::os::fd::OwnedFd,
-}
-
-impl GroupKill for SessionKill<'_> {
-    fn kill_all(&self) {
-        use std::os::fd::AsFd;
-        let _ = crate::sys::process::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
-        if self.sid <= 1 {
-            return;
-        }
-        for _ in 0..50 {
-            let members = session_members(self.sid);
-            if members.is_empty() {
-                return;
-            }
-            for p in members {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-}
-
-/// Live (non-zombie) processes whose session id is `sid`.
-fn session_members(sid: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return false };
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            // After ") ": state (3), ppid, pgrp, session (6).
-            f.first().is_some_and(|s| *s != "Z") && f.get(3).and_then(|s| s.parse::<i32>().ok()) == Some(sid)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,24 +122,5 @@ mod tests {
         for k in VERDICT_KEYS {
             assert!(schema["properties"].get(k).is_some(), "{k} is not in docs/verdict.schema.json");
         }
-    }
-
-    #[test]
-    fn the_session_sweep_finds_a_session_by_its_leader() {
-        let mut child = std::process::Command::new("setsid").args(["sh", "-c", "sleep 30 & sleep 30"]).spawn().unwrap();
-        let sid = child.id() as i32;
-        let mut members = Vec::new();
-        for _ in 0..100 {
-            members = session_members(sid);
-            if members.len() >= 2 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(members.len() >= 2, "{members:?}");
-        for p in members {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
-        }
-        let _ = child.wait();
     }
 }

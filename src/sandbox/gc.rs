@@ -50,15 +50,12 @@ pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
     let mut killed = Vec::new();
     let rec = state::read_record(&dir).ok();
     if let Some(rec) = &rec {
-        // A gVisor sandbox outlives its supervisor (runsc gives a detached
-        // sandbox no death signal): its sentry, proven by its command line,
-        // and runsc's state of it.
-        if rec.backend == "runsc" {
-            let r = crate::backend::runsc::gc::reap_run(&super::runsc::state_of(store), id, &rec.spec.runsc);
-            killed.extend(r.killed);
-            if !r.errors.is_empty() {
-                return Some(Err(format!("sandbox {id}: {}", r.errors.join("; "))));
-            }
+        // What the backend's sandbox keeps running without its supervisor
+        // (a gVisor sandbox: runsc gives a detached sandbox no death signal).
+        let (reaped, errors) = crate::backend::reap_orphan(&rec.backend, &store.state_dir(), id, &rec.spec);
+        killed.extend(reaped);
+        if !errors.is_empty() {
+            return Some(Err(format!("sandbox {id}: {}", errors.join("; "))));
         }
         // PDEATHSIG normally took the init with its supervisor.
         if let Some(init) = rec.init

@@ -9,18 +9,18 @@
 //! - `proto`: the supervisor's socket protocol
 //! - `registry`: lookup and liveness (asks the record, then the supervisor)
 //! - `supervisor`: creation and the supervisor's life
-//! - `exec`, `join`: `husk exec` (how a command enters a live sandbox)
-//! - `runsc`: sandboxes that live under gVisor (`--runtime runsc`)
+//! - `exec`: `husk exec` (planned here, run by the sandbox's backend)
 //! - `gc`: what dead supervisors left behind
+//!
+//! Nothing here asks which backend a sandbox has: `backend::Backend::create`
+//! starts it, `backend::Live` holds it, `backend::exec` runs each exec.
 //!
 //! See docs/sandboxes.md.
 
 pub mod exec;
 pub mod gc;
-pub mod join;
 pub mod proto;
 pub mod registry;
-pub mod runsc;
 pub mod state;
 pub mod supervisor;
 
@@ -66,5 +66,13 @@ impl SandboxError {
             SandboxError::Setup { hint, .. } => hint.as_deref(),
             _ => None,
         }
+    }
+}
+
+/// A backend's failure to start or reach a sandbox, as `husk create` and
+/// `husk exec` report it.
+impl From<crate::outcome::ErrorReport> for SandboxError {
+    fn from(e: crate::outcome::ErrorReport) -> SandboxError {
+        SandboxError::Setup { step: e.step, message: e.message, hint: e.hint }
     }
 }

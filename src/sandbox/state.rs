@@ -174,6 +174,12 @@ impl Store {
         self.root.join(id)
     }
 
+    /// husk's state directory, which holds this store (`<state>/sandboxes`)
+    /// and what backends keep of their own (runsc's state).
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone())
+    }
+
     /// Every sandbox id with a directory (created ones; not `.new` ones).
     pub fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = std::fs::read_dir(&self.root)

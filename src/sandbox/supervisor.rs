@@ -16,14 +16,13 @@
 use super::SandboxError;
 use super::proto::{self, Reply, Request};
 use super::state::{self, ProcRef, Record, SeccompRecord, State, Store, now_ms};
-use crate::backend::Backend;
+use crate::backend::{Backend, Live};
 use crate::cgroup::nested::{Leaf, SANDBOX_PREFIX, Tree};
 use crate::cgroup::{CgroupPlan, SandboxCgroup};
 use crate::image::store::Lease;
 use crate::plan::{InitRole, Plan, RootInput};
-use crate::spawn::{CgroupJoin, ChildStdio, Spawned};
-use crate::sync::Msg;
-use crate::sys::process::{Forked, exit_now, pidfd_send_signal, wait_pidfd};
+use crate::spawn::CgroupJoin;
+use crate::sys::process::{Forked, exit_now, wait_pidfd};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -40,14 +39,11 @@ pub struct CreateRequest {
     pub labels: BTreeMap<String, String>,
     pub ttl: Duration,
     pub concurrent: bool,
-    /// Run it under gVisor with this runsc (`super::runsc`); None: native.
-    pub runsc: Option<crate::backend::runsc::config::RunscConfig>,
+    /// The backend that starts and holds it.
+    pub backend: Box<dyn Backend>,
     /// Why `--runtime auto` picked what it did (`isolation.runtime_choice`).
     pub runtime_choice: Option<serde_json::Value>,
 }
-
-/// Bound on the sandbox's setup (mounts of a slow filesystem...).
-const SETUP_LIMIT: Duration = Duration::from_secs(60);
 
 fn setup_err(step: &str, message: impl std::fmt::Display) -> SandboxError {
     SandboxError::Setup { step: step.into(), message: message.to_string(), hint: None }
@@ -126,10 +122,9 @@ pub fn create(
                 rec,
                 lock,
                 _lease: lease,
-                ns: Vec::new(),
                 spare: None,
                 kept: Vec::new(),
-                runsc: req.runsc,
+                backend: req.backend,
             };
             sup.run(ready_w)
         }
@@ -152,7 +147,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         name: req.name.clone(),
         labels: req.labels.clone(),
         state: State::Creating,
-        backend: if req.runsc.is_some() { "runsc" } else { "native" }.into(),
+        backend: req.backend.name().into(),
         created_ms: now,
         ttl_ms,
         expires_ms: now + ttl_ms,
@@ -165,10 +160,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         cgroup: None,
         limits: serde_json::Value::Null,
         isolation: {
-            let mut i = match &req.runsc {
-                Some(cfg) => crate::backend::runsc::Runsc::new(cfg.clone()).isolation(plan),
-                None => crate::backend::native::Native.isolation(plan),
-            };
+            let mut i = req.backend.isolation(plan);
             if let (Some(note), Some(obj)) = (req.runtime_choice.clone(), i.as_object_mut()) {
                 obj.insert("runtime_choice".into(), note);
             }
@@ -249,32 +241,16 @@ struct Supervisor {
     rec: Record,
     lock: nix::fcntl::Flock<std::fs::File>,
     _lease: Option<Lease>,
-    /// The sandbox's namespaces, in join order, with their kinds.
-    ns: Vec<(&'static str, OwnedFd)>,
     /// The next exec's cgroup leaf, made while idle so the exec does not
     /// wait for the mkdirs.
     spare: Option<String>,
     /// Leaves of ended execs that still hold processes.
     kept: Vec<String>,
-    /// A gVisor sandbox: its runsc (execs get no cgroup leaf: their
-    /// processes live in the sentry, in the `init` leaf).
-    runsc: Option<crate::backend::runsc::config::RunscConfig>,
+    backend: Box<dyn Backend>,
 }
 
-/// What holds the sandbox: the native init, or a gVisor sandbox's sentry.
-enum Init {
-    Native(Spawned),
-    Runsc(super::runsc::Live),
-}
-
-impl Init {
-    fn pidfd(&self) -> &OwnedFd {
-        match self {
-            Init::Native(s) => &s.pidfd,
-            Init::Runsc(l) => &l.pidfd,
-        }
-    }
-}
+/// The sandbox, held.
+type Init = Box<dyn Live>;
 
 /// One client connection.
 struct Conn {
@@ -368,20 +344,14 @@ impl Supervisor {
             self.rec.limits = json!("none");
         }
         let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
-        if let Some(cfg) = self.runsc.clone() {
-            let live = super::runsc::start(&mut self.plan, cfg, join)?;
-            self.rec.init = ProcRef::of(live.pid);
-            return self.ready(signals, listener, Init::Runsc(live), cgroup);
+        let init = self.backend.create(&mut self.plan, join)?;
+        self.rec.init = ProcRef::of(init.pid());
+        for (kind, fd) in init.namespaces() {
+            if let Ok(st) = nix::sys::stat::fstat(fd) {
+                self.rec.namespaces.insert(kind.to_string(), st.st_ino);
+            }
         }
-        let stdio = ChildStdio { stdout: None, stderr: None };
-        let spawned = crate::spawn::spawn(&self.plan, stdio, join).map_err(|e| setup_err("clone", e))?;
-        self.rec.init = ProcRef::of(spawned.pid.as_raw());
-        if let Err(e) = self.await_init(&spawned) {
-            let _ = pidfd_send_signal(spawned.pidfd.as_fd(), libc::SIGKILL);
-            let _ = wait_pidfd(spawned.pidfd.as_fd());
-            return Err(e);
-        }
-        self.ready(signals, listener, Init::Native(spawned), cgroup)
+        self.ready(signals, listener, init, cgroup)
     }
 
     #[allow(clippy::type_complexity)]
@@ -397,47 +367,15 @@ impl Supervisor {
         self.rec.expires_ms = now + self.rec.ttl_ms;
         self.spare = self.make_spare();
         if let Err(e) = state::write_record(&self.dir, &self.rec) {
-            if let Init::Runsc(live) = init {
-                live.destroy();
-            }
+            let tree = self.rec.cgroup.clone();
+            init.stop(&|| {
+                if let Some(t) = &tree {
+                    let _ = t.kill_all();
+                }
+            });
             return Err(e);
         }
         Ok((signals, listener, init, cgroup))
-    }
-
-    /// Waits for the init's namespaces (its last word after setup).
-    fn await_init(&mut self, s: &Spawned) -> Result<(), SandboxError> {
-        let deadline = std::time::Instant::now() + SETUP_LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let mut fds = [PollFd::new(s.chan.fd(), PollFlags::POLLIN)];
-            let t = PollTimeout::try_from(left.as_millis().min(60_000) as u64).unwrap_or(PollTimeout::MAX);
-            match poll(&mut fds, t) {
-                Ok(0) => return Err(setup_err("setup", "the sandbox's setup took longer than 60s")),
-                Err(nix::errno::Errno::EINTR) | Ok(_) => {}
-                Err(e) => return Err(setup_err("sync_channel", e)),
-            }
-            match s.chan.recv_with_fds() {
-                Ok(Some((Msg::Namespaces { count }, fds))) if fds.len() == count as usize => {
-                    let kinds = crate::spawn::child::namespaces_of(self.plan.network).map(|(_, _, k)| *k);
-                    for (kind, fd) in kinds.zip(fds) {
-                        if let Ok(st) = nix::sys::stat::fstat(&fd) {
-                            self.rec.namespaces.insert(kind.to_string(), st.st_ino);
-                        }
-                        self.ns.push((kind, fd));
-                    }
-                    return Ok(());
-                }
-                Ok(Some((Msg::Failed(e), _))) => {
-                    let (message, hint) = crate::backend::native::describe(&self.plan, &e);
-                    return Err(SandboxError::Setup { step: e.step.name().into(), message, hint });
-                }
-                Ok(Some(_)) => continue,
-                Ok(None) | Err(_) => {
-                    return Err(setup_err("init", "the sandbox's init ended during setup"));
-                }
-            }
-        }
     }
 
     /// The lease: serves the socket until the sandbox is to end.
@@ -492,7 +430,7 @@ impl Supervisor {
                 }
                 changed = true;
                 let active = active_of(&conns);
-                match self.serve(&mut conns[i], active) {
+                match self.serve(&mut conns[i], active, init.as_ref()) {
                     Served::Keep => {}
                     Served::Close => keep[i] = false,
                     Served::End => return End::Removed,
@@ -504,7 +442,7 @@ impl Supervisor {
             while !conns.is_empty() && (self.rec.concurrent || active_of(&conns) == 0) {
                 let Some(c) = conns.iter_mut().find(|c| c.waiting) else { break };
                 c.waiting = false;
-                if !self.start_exec(c) {
+                if !self.start_exec(c, init.as_ref()) {
                     c.exec = None;
                 }
                 changed = true;
@@ -516,7 +454,7 @@ impl Supervisor {
     }
 
     /// Answers one request.
-    fn serve(&mut self, c: &mut Conn, active: usize) -> Served {
+    fn serve(&mut self, c: &mut Conn, active: usize, init: &dyn Live) -> Served {
         let req = match proto::recv::<Request>(c.fd.as_fd()) {
             Ok(Some((r, _))) => r,
             // Hang-up (or garbage): the exec is over, however it ended.
@@ -540,7 +478,7 @@ impl Supervisor {
                     }
                     return self.answer(c, Reply { busy: true, error: Some("busy".into()), ..self.lease() });
                 }
-                if self.start_exec(c) { Served::Keep } else { Served::Close }
+                if self.start_exec(c, init) { Served::Keep } else { Served::Close }
             }
             Request::Renew { ttl_ms } => {
                 self.renew(ttl_ms);
@@ -574,10 +512,10 @@ impl Supervisor {
     /// Starts an exec on `c`: renews the lease, hands over the namespaces
     /// and the exec's cgroup leaf, then makes the next one. False if the
     /// exec cannot start (the client is gone, no leaf).
-    fn start_exec(&mut self, c: &mut Conn) -> bool {
+    fn start_exec(&mut self, c: &mut Conn, init: &dyn Live) -> bool {
         let leaf = match &self.rec.cgroup {
             None => None,
-            Some(_) if self.runsc.is_some() => None,
+            Some(_) if !self.backend.exec_leaves() => None,
             Some(_) => match self.spare.take().or_else(|| self.make_spare()) {
                 Some(l) => Some(l),
                 None => {
@@ -589,11 +527,11 @@ impl Supervisor {
         };
         self.rec.execs += 1;
         self.renew(None);
-        let fds: Vec<RawFd> = self.ns.iter().map(|(_, fd)| fd.as_raw_fd()).collect();
+        let fds: Vec<RawFd> = init.namespaces().iter().map(|(_, fd)| fd.as_raw_fd()).collect();
         let reply = Reply {
             ok: true,
             exec: self.rec.execs,
-            namespaces: self.ns.iter().map(|(k, _)| k.to_string()).collect(),
+            namespaces: init.namespaces().iter().map(|(k, _)| k.to_string()).collect(),
             leaf: leaf.clone(),
             ..self.lease()
         };
@@ -610,7 +548,7 @@ impl Supervisor {
 
     /// A fresh, empty leaf for the next exec.
     fn make_spare(&mut self) -> Option<String> {
-        if self.runsc.is_some() {
+        if !self.backend.exec_leaves() {
             return None;
         }
         let tree = self.rec.cgroup.as_ref()?;
@@ -670,24 +608,15 @@ impl Supervisor {
             self.rec.error = why;
         }
         let _ = state::write_record(&self.dir, &self.rec);
-        // gVisor first (runsc kill --all, delete), while its sentry runs.
-        let init = match init {
-            Some(Init::Runsc(live)) => {
-                live.destroy();
-                None
+        let kill_group = || {
+            if let Some(tree) = &self.rec.cgroup {
+                let _ = tree.kill_all();
             }
-            Some(Init::Native(s)) => Some(s),
-            None => None,
         };
-        if let Some(tree) = &self.rec.cgroup {
-            let _ = tree.kill_all();
+        match init {
+            Some(init) => init.stop(&kill_group),
+            None => kill_group(),
         }
-        if let Some(s) = &init {
-            let _ = pidfd_send_signal(s.pidfd.as_fd(), libc::SIGKILL);
-            let _ = wait_pidfd(s.pidfd.as_fd());
-        }
-        self.ns.clear();
-        drop(init);
         if let Some((cg, leaf)) = cgroup {
             drop(leaf);
             let report = cg.finish();

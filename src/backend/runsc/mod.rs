@@ -2,7 +2,7 @@
 //! between the command and the host's. husk builds the root exactly as the
 //! native backend would (in a private mount namespace of runsc's child),
 //! renders the plan as an OCI bundle, runs `runsc run`, and maps what runsc
-//! reports onto the same `Outcome`.
+//! reports onto the same `Outcome`. Sandboxes that live: `live`.
 
 pub mod bundle;
 pub mod config;
@@ -10,10 +10,11 @@ pub mod gc;
 pub mod helper;
 pub mod launch;
 pub mod layout;
+pub mod live;
 pub mod outcome;
 pub mod prepare;
 
-use super::{Backend, RunIo};
+use super::{Backend, Live, RunIo};
 use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::Plan;
 use crate::spawn::{ChildStdio, now_ns};
@@ -80,6 +81,26 @@ impl Backend for Runsc {
             }));
         }
         report
+    }
+
+    /// husk's holder and each exec's reaper run from husk's own binary
+    /// inside gVisor.
+    fn prepare_hold(&self, spec: &mut crate::spec::Spec) -> Result<(), String> {
+        spec.binds.push(live::helper_bind()?);
+        Ok(())
+    }
+
+    fn create(
+        &self,
+        plan: &mut Plan,
+        cgroup: Option<&dyn crate::spawn::CgroupJoin>,
+    ) -> Result<Box<dyn Live>, ErrorReport> {
+        Ok(Box::new(live::start(plan, self.cfg.clone(), cgroup)?))
+    }
+
+    /// An exec's processes live in the sentry, in the sandbox's `init` leaf.
+    fn exec_leaves(&self) -> bool {
+        false
     }
 
     fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {

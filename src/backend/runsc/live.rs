@@ -22,16 +22,16 @@
 //! reaped, `runsc delete --force`, every leftover child reaped, the run
 //! directory removed; the supervisor then removes the cgroup and state as
 //! for native. A SIGKILLed supervisor leaves the sentry running (runsc
-//! gives a detached sandbox no death signal): `gc::sweep_one` reaps it with
-//! `backend::runsc::gc::reap_run`, which proves the pid is that sandbox's.
+//! gives a detached sandbox no death signal): `sandbox::gc::sweep_one` reaps
+//! it through `backend::reap_orphan` (`gc::reap_run`), which proves the pid
+//! is that sandbox's.
 
-use super::SandboxError;
-use super::exec::ExecRequest;
-use super::state::{Record, Store};
-use crate::backend::runsc::config::{self, RunscConfig};
-use crate::backend::runsc::{self as rb, Ctl, RunDir, bundle, gc, helper, launch, layout, outcome as rout, prepare};
+use super::config::{self, RunscConfig};
+use super::{self as rb, Ctl, RunDir, bundle, gc, helper, launch, layout, outcome as rout, prepare};
+use crate::backend::{Attached, Executed, Live};
+use crate::cgroup::nested::Tree;
 use crate::outcome::{ErrorReport, Outcome, Termination};
-use crate::plan::{Plan, ProcessPlan};
+use crate::plan::{ExecPlan, Plan};
 use crate::spawn::{CgroupJoin, ChildStdio, now_ns};
 use crate::spec::NetworkMode;
 use crate::supervise::{Stop, Watch, signal_fd};
@@ -39,13 +39,8 @@ use crate::sync::Msg;
 use crate::sys::process::{ExitStatus, decode_wait_status, pidfd_open, pidfd_send_signal, wait_pidfd};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// husk's state directory (the sandbox store is `<state>/sandboxes`).
-pub fn state_of(store: &Store) -> PathBuf {
-    store.root.parent().map(Path::to_path_buf).unwrap_or_else(|| store.root.clone())
-}
 
 /// The bind that puts the husk binary (this very file, read-only) at
 /// `helper::PATH_IN_SANDBOX`.
@@ -58,12 +53,12 @@ pub fn helper_bind() -> Result<crate::spec::BindSpec, String> {
     })
 }
 
-fn setup_err(step: &str, message: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Setup { step: step.into(), message: message.to_string(), hint: None }
+fn setup_err(step: &str, message: impl std::fmt::Display) -> ErrorReport {
+    ErrorReport { step: step.into(), errno: None, message: message.to_string(), hint: None }
 }
 
 /// A running gVisor sandbox, held by its supervisor.
-pub struct Live {
+pub struct RunscLive {
     cfg: RunscConfig,
     network: NetworkMode,
     id: String,
@@ -78,11 +73,12 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// Starts the sandbox (see the module docs). `cgroup`: the sandbox's
 /// `init` leaf, which runsc, its gofer and the sentry are born in.
-pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>) -> Result<Live, SandboxError> {
+pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>) -> Result<RunscLive, ErrorReport> {
     layout::scaffold_mount_points(&mut plan.mounts);
     let plan = &*plan;
-    let p = prepare::prepare(plan, &cfg, prepare::Invocation::Detach).map_err(|e| SandboxError::Setup {
+    let p = prepare::prepare(plan, &cfg, prepare::Invocation::Detach).map_err(|e| ErrorReport {
         step: e.step.into(),
+        errno: e.errno.map(|e| format!("{e:?}")),
         message: e.message,
         hint: e.hint,
     })?;
@@ -96,7 +92,7 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
     let launched = launch::spawn(&l, cgroup).map_err(|e| setup_err(e.step(), e))?;
     drop(l);
     let network = plan.network;
-    let live = |pid: i32, pidfd: OwnedFd, dir: RunDir| Live {
+    let live = |pid: i32, pidfd: OwnedFd, dir: RunDir| RunscLive {
         cfg: cfg.clone(),
         network,
         id: plan.id.clone(),
@@ -153,7 +149,29 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
     Ok(live(pid, pidfd, dir))
 }
 
-impl Live {
+impl Live for RunscLive {
+    fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    fn pidfd(&self) -> &OwnedFd {
+        &self.pidfd
+    }
+
+    /// None: execs enter through `runsc exec`.
+    fn namespaces(&self) -> &[(&'static str, OwnedFd)] {
+        &[]
+    }
+
+    /// gVisor first (runsc kill --all, delete), while its sentry runs; then
+    /// the cgroup, for whatever runsc left.
+    fn stop(self: Box<Self>, kill_group: &dyn Fn()) {
+        self.destroy();
+        kill_group();
+    }
+}
+
+impl RunscLive {
     /// Ends the sandbox: every process in it, the sentry, runsc's state,
     /// every child the supervisor adopted (the gofer), the run directory.
     /// Returns what could not be cleaned.
@@ -213,8 +231,8 @@ impl Stop for ExecStop<'_> {
 /// OOM kills counted by the sandbox's cgroup or its `init` leaf, where the
 /// sentry lives (v2 `memory.events`; v1 `memory.oom_control`, which counts
 /// only in the killed task's own cgroup).
-fn oom_kills(rec: &Record) -> u64 {
-    rec.cgroup
+fn oom_kills(cgroup: Option<&Tree>) -> u64 {
+    cgroup
         .iter()
         .flat_map(|t| &t.dirs)
         .flat_map(|d| [d.path.clone(), d.path.join("init")])
@@ -244,33 +262,27 @@ impl Drop for ExecFiles {
     }
 }
 
-/// One exec of a gVisor sandbox, as `sandbox::exec` planned it.
-pub struct Exec<'a> {
-    pub rec: &'a Record,
-    pub req: &'a ExecRequest,
-    pub process: &'a ProcessPlan,
-    pub workdir: &'a str,
-    /// The sandbox's compiled filter (its `seccomp.bpf`).
-    pub seccomp: Option<&'a crate::seccomp::Program>,
-    pub exec_id: &'a str,
-    pub t_start: u64,
-}
-
 /// Runs one exec under `runsc exec` (see the module docs) and maps what
 /// runsc reports onto the same `Outcome` as a native exec.
-pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
-    let Exec { rec, req, process, workdir, seccomp, exec_id, t_start } = x;
+pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Executed {
+    let exec_id = crate::plan::new_id();
+    let outcome = exec_as(plan, &at, &exec_id);
+    Executed { exec_id, outcome, backend: "runsc" }
+}
+
+fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
+    let (process, workdir, seccomp, t_start) = (&plan.process, &plan.workdir, plan.seccomp.as_ref(), plan.t_start);
+    let id = at.sandbox_id;
     let failed = |step: &str, message: String| {
         let mut o = Outcome::setup_failed(ErrorReport { step: step.into(), errno: None, message, hint: None });
         o.duration_ms = ms(t_start, now_ns());
         o
     };
-    let state = state_of(store);
-    let cfg = match RunscConfig::resolve(&rec.spec.runsc, &state) {
+    let cfg = match RunscConfig::resolve(&at.spec.runsc, at.state_dir) {
         Ok(c) => c,
         Err(e) => return failed("runsc", e),
     };
-    let dir = config::runs_dir(&state).join(&rec.id);
+    let dir = config::runs_dir(at.state_dir).join(id);
     let files = ExecFiles {
         spec: dir.join(format!("exec-{exec_id}.json")),
         pid: dir.join(format!("exec-{exec_id}.pid")),
@@ -279,9 +291,9 @@ pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
     // gVisor applies the OCI profile (--oci-seccomp) to the container's
     // init only, not to processes `runsc exec` starts: the reaper loads the
     // sandbox's own compiled filter into the command itself.
-    let args = helper::reap_argv(process.caps_keep, seccomp.map(|p| p.to_bytes()).as_deref(), &req.argv);
+    let args = helper::reap_argv(process.caps_keep, seccomp.map(|p| p.to_bytes()).as_deref(), &plan.argv);
     let caps = process.caps_keep | helper::REAPER_CAPS;
-    let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, rec.last_cap) {
+    let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, plan.last_cap) {
         Ok(p) => p,
         Err(e) => return failed("bundle", e.to_string()),
     };
@@ -289,14 +301,14 @@ pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
         return failed("state", format!("writing {}: {e}", files.spec.display()));
     }
     let mut cmd = std::process::Command::new(&cfg.bin);
-    cmd.args(cfg.global_args(rec.spec.network));
+    cmd.args(cfg.global_args(at.spec.network));
     if seccomp.is_some() {
         cmd.arg("--oci-seccomp");
     }
     // Only exec logs: "Exiting with status: N" is the reaper's raw wait
     // status, which is the command's (the reaper ends as it did).
     cmd.arg(format!("--debug-log={}", files.log.display())).arg("--debug-command=exec");
-    cmd.arg("exec").arg("--process").arg(&files.spec).arg("--internal-pid-file").arg(&files.pid).arg(&rec.id);
+    cmd.arg("exec").arg("--process").arg(&files.spec).arg("--internal-pid-file").arg(&files.pid).arg(id);
     // Terminal signals reach husk only, which forwards them to the command.
     cmd.process_group(0);
     crate::sys::command::die_with_parent(&mut cmd);
@@ -306,7 +318,7 @@ pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
         Err(e) => return failed("signals", format!("blocking forwarded signals: {e}")),
     };
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
-    let (out, err) = match req.capture {
+    let (out, err) = match plan.capture {
         Some(_) => match (pipe(), pipe()) {
             (Ok(o), Ok(e)) => (Some(o), Some(e)),
             (Err(e), _) | (_, Err(e)) => return failed("stdio", format!("creating capture pipes: {e}")),
@@ -319,11 +331,11 @@ pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
     };
     cmd.stdout(stdio(&out)).stderr(stdio(&err));
     // gVisor writes a donated regular file at its own offset: append.
-    let _append = rb::AppendGuard(match req.capture {
+    let _append = rb::AppendGuard(match plan.capture {
         Some(_) => [false, false],
         None => [rb::set_append(1), rb::set_append(2)],
     });
-    let ooms_before = oom_kills(rec);
+    let ooms_before = oom_kills(at.cgroup);
     let t_spawn = now_ns();
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -339,16 +351,16 @@ pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
         Ok((a, _)) => a,
         Err(e) => return failed("sync_channel", e.to_string()),
     };
-    let limit = req.capture.unwrap_or(0);
-    let stop = ExecStop { ctl: Ctl { cfg: &cfg, network: rec.spec.network, id: &rec.id }, pid_file: files.pid.clone() };
+    let limit = plan.capture.unwrap_or(0);
+    let stop = ExecStop { ctl: Ctl { cfg: &cfg, network: at.spec.network, id }, pid_file: files.pid.clone() };
     let watched = Watch {
         pidfd: &pidfd,
         chan: &chan,
         signals: &signals,
         stdout: out.map(|(r, _w)| (r, limit)),
         stderr: err.map(|(r, _w)| (r, limit)),
-        timeout: req.timeout,
-        kill_grace: req.kill_grace,
+        timeout: plan.timeout,
+        kill_grace: plan.kill_grace,
         group: None,
         seccomp: None,
         stop: Some(&stop),
@@ -372,7 +384,7 @@ pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
         });
     } else if let Some(s) = status {
         o.set_command_status(s);
-    } else if oom_kills(rec) > ooms_before {
+    } else if oom_kills(at.cgroup) > ooms_before {
         // The host's OOM killer took the sentry (gVisor has none of its
         // own): the sandbox's memory limit ended the exec, and the sandbox.
         o.termination = Termination::OomKilled;
@@ -396,7 +408,7 @@ pub fn exec(store: &Store, x: Exec<'_>) -> Outcome {
     }
     // Limits are the sandbox's (its cgroup holds the whole gVisor sandbox);
     // processes inside gVisor have no cgroup of their own to count an exec by.
-    o.limits = Some(rec.limits.clone());
+    o.limits = Some(at.limits.clone());
     o.phases_ms.insert("cgroup_setup", 0.0);
     o.phases_ms.insert("cgroup_teardown", ms(t_end, now_ns()));
     o.duration_ms = ms(t_start, now_ns());

@@ -1,6 +1,12 @@
 //! The native backend: husk's own namespaces, mounts and confinement.
+//! `run` here; a sandbox that lives in `live`, each exec in it in `exec`
+//! (entering it: `join`).
 
-use super::{Backend, RunIo};
+pub mod exec;
+pub mod join;
+pub mod live;
+
+use super::{Backend, Live, RunIo};
 use crate::cgroup::{CgroupError, CgroupReport};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::Plan;
@@ -29,6 +35,10 @@ impl Backend for Native {
             "sandbox_root_host_uid": plan.ids.host_uid_of(0),
         });
         super::isolation_report(plan, &plan.namespaces.names, mapping)
+    }
+
+    fn create(&self, plan: &mut Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport> {
+        live::create(plan, cgroup)
     }
 
     fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {

@@ -1,0 +1,331 @@
+//! `husk exec` in a native sandbox: a joiner enters the namespaces the
+//! supervisor handed over (`super::join`), the command is confined as
+//! `run`'s is, and it is watched like `run`'s (pidfd, capture pipes,
+//! deadline, forwarded signals).
+//!
+//! Each exec gets a leaf of the sandbox's cgroup (`exec-<id>`): its own
+//! accounting and its own kill, under the sandbox's limits; a timeout kills
+//! that leaf only. Without cgroups (`--no-cgroup`, or rootless without a
+//! delegated cgroup) a timeout kills the command's session instead: every
+//! process whose session is the command's (it is a session leader), which
+//! misses only processes that started sessions of their own.
+
+use super::join::{self, Join, JoinError};
+use crate::backend::{Attached, Executed};
+use crate::cgroup::nested::{Leaf, Tree};
+use crate::outcome::{ErrorReport, Outcome, Termination};
+use crate::plan::{ExecPlan, ProcessPlan};
+use crate::spawn::command::Confinement;
+use crate::spawn::{CgroupJoin, ChildStdio, now_ns, phase};
+use crate::supervise::{GroupKill, Watch, Watched, signal_fd};
+use crate::sys::process::ExitStatus;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Duration;
+
+/// What the supervisor failed to hand over, in the words `husk exec` has
+/// always used for it.
+fn supervisor_err(message: &str) -> ErrorReport {
+    ErrorReport {
+        step: "supervisor".into(),
+        errno: None,
+        message: format!("sandbox supervisor: {message}"),
+        hint: None,
+    }
+}
+
+/// Runs the exec. `Err` only when nothing was started; everything after
+/// (the command's own setup, its end) is in the outcome.
+pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> {
+    let Attached { cgroup, limits, leaf, ns_kinds, ns_fds, .. } = at;
+    let flag_of = |kind: &str| {
+        crate::spawn::child::NAMESPACES.iter().find(|(_, _, k)| *k == kind).map(|(_, f, _)| *f).unwrap_or(0)
+    };
+    let namespaces: Vec<(libc::c_int, OwnedFd)> = ns_kinds.iter().map(|k| flag_of(k)).zip(ns_fds).collect();
+    if namespaces.len() != ns_kinds.len() || namespaces.iter().any(|(f, _)| *f == 0) {
+        return Err(supervisor_err("the supervisor sent an incomplete set of namespaces"));
+    }
+
+    // The supervisor made the exec's leaf ahead of time (and removes it
+    // when the exec's connection closes): only its files are opened here.
+    let t_cg = now_ns();
+    let (exec_id, leaf) = match (cgroup, leaf) {
+        (Some(tree), Some(name)) => {
+            let leaf = tree.open_leaf(name).map_err(|e| ErrorReport {
+                step: "cgroup".into(),
+                errno: None,
+                message: e.to_string(),
+                hint: None,
+            })?;
+            (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
+        }
+        (Some(_), None) => return Err(supervisor_err("the supervisor sent no cgroup leaf")),
+        (None, _) => (crate::plan::new_id(), None),
+    };
+    let cgroup_setup = ms(t_cg, now_ns());
+    let run = Run { plan, cgroup, limits, exec_id: &exec_id, cgroup_setup };
+    let outcome = run.go(namespaces, leaf);
+    Ok(Executed { exec_id, outcome, backend: "native" })
+}
+
+fn ms(from: u64, to: u64) -> f64 {
+    crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
+}
+
+struct Run<'a> {
+    plan: &'a ExecPlan,
+    cgroup: Option<&'a Tree>,
+    limits: &'a serde_json::Value,
+    exec_id: &'a str,
+    cgroup_setup: f64,
+}
+
+impl Run<'_> {
+    fn go(&self, namespaces: Vec<(libc::c_int, OwnedFd)>, leaf: Option<Leaf>) -> Outcome {
+        let (process, workdir, seccomp) =
+            (&self.plan.process, self.plan.workdir_c.as_c_str(), self.plan.seccomp.as_ref());
+        let failed = |step: &str, e: &dyn std::fmt::Display| {
+            let mut o = Outcome::setup_failed(ErrorReport {
+                step: step.into(),
+                errno: None,
+                message: e.to_string(),
+                hint: None,
+            });
+            o.duration_ms = ms(self.plan.t_start, now_ns());
+            o
+        };
+        let signals = match signal_fd() {
+            Ok(s) => s,
+            Err(e) => return failed("signals", &e),
+        };
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+        let (out, err) = match self.plan.capture {
+            Some(_) => match (pipe(), pipe()) {
+                (Ok(o), Ok(e)) => (Some(o), Some(e)),
+                (Err(e), _) | (_, Err(e)) => return failed("stdio", &e),
+            },
+            None => (None, None),
+        };
+        let stdio = ChildStdio {
+            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
+            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
+        };
+        let confinement =
+            Confinement { process, deny_setgroups: self.plan.deny_setgroups, last_cap: self.plan.last_cap, seccomp };
+        let join =
+            Join { namespaces, confinement, workdir, stdio, cgroup: leaf.as_ref().map(|l| l as &dyn CgroupJoin) };
+        let joined = match join::spawn(join) {
+            Ok(j) => j,
+            Err(e) => {
+                let mut o = failed(step_of(&e), &e);
+                if let JoinError::Step(s) = &e {
+                    o.error.as_mut().expect("setup_failed has an error").errno = Some(format!("{:?}", s.errno));
+                }
+                return o;
+            }
+        };
+        let limit = self.plan.capture.unwrap_or(0);
+        // Our copies of the write ends must go, or the reads never see EOF.
+        let stdout = out.map(|(r, _w)| (r, limit));
+        let stderr = err.map(|(r, _w)| (r, limit));
+        let session = SessionKill { sid: pid_of(&joined.pidfd).unwrap_or(0), pidfd: &joined.pidfd };
+        let group: &dyn GroupKill = match &leaf {
+            Some(l) => l,
+            None => &session,
+        };
+        let watched = Watch {
+            pidfd: &joined.pidfd,
+            chan: &joined.chan,
+            signals: &signals,
+            stdout,
+            stderr,
+            timeout: self.plan.timeout,
+            kill_grace: self.plan.kill_grace,
+            group: Some(group),
+            seccomp,
+            stop: None,
+        }
+        .run();
+        let t_end = now_ns();
+        let mut o = self.outcome_of(watched, joined.t_clone, process, seccomp);
+        match leaf {
+            Some(l) => {
+                let usage = l.usage();
+                o.phases_ms.insert("cgroup_setup", self.cgroup_setup);
+                o.phases_ms.insert("cgroup_teardown", ms(t_end, now_ns()));
+                crate::cgroup::CgroupReport { limits: Default::default(), usage, cleanup: None }.apply_to(&mut o);
+                let mut limits = self.limits.clone();
+                if let Some(obj) = limits.get_mut("cgroup").and_then(|c| c.as_object_mut()) {
+                    obj.insert("paths".into(), serde_json::json!(self.leaf_paths()));
+                }
+                o.limits = Some(limits);
+            }
+            None => crate::cgroup::CgroupReport::disabled(&mut o),
+        }
+        o.duration_ms = ms(self.plan.t_start, now_ns());
+        o
+    }
+
+    fn leaf_paths(&self) -> Vec<String> {
+        let name = format!("exec-{}", self.exec_id);
+        self.cgroup.iter().flat_map(|t| &t.dirs).map(|d| d.path.join(&name).display().to_string()).collect()
+    }
+
+    fn outcome_of(
+        &self,
+        w: Watched,
+        t_clone: u64,
+        process: &ProcessPlan,
+        seccomp: Option<&crate::seccomp::Program>,
+    ) -> Outcome {
+        let mut o =
+            Outcome::setup_failed(ErrorReport { step: String::new(), errno: None, message: String::new(), hint: None });
+        o.error = None;
+        o.phases_ms.insert("plan", ms(self.plan.t_start, t_clone));
+        if let Some(t) = w.times {
+            o.phases_ms.insert("join", ms(t_clone, t[phase::NAMESPACES]));
+            o.phases_ms.insert("confine", ms(t[phase::NAMESPACES], t[phase::CONFINED]));
+            o.phases_ms.insert("seccomp", ms(t[phase::CONFINED], t[phase::SECCOMP]));
+            o.phases_ms.insert("run", ms(t[phase::SECCOMP], w.t_exit.max(t[phase::SECCOMP])));
+        }
+        o.stdout = w.stdout;
+        o.stderr = w.stderr;
+        let filtered = w.failed.is_none_or(|e| e.step == crate::spawn::step::Step::Exec);
+        if let Some(e) = w.failed {
+            o.termination = Termination::SetupFailed;
+            o.error = Some(describe(process, &e));
+        } else if w.timed_out {
+            o.termination = Termination::WallTimeout;
+            o.signal = Some(match w.init {
+                Some(ExitStatus::Signaled(s)) => s,
+                _ => libc::SIGKILL,
+            });
+        } else {
+            match w.init {
+                Some(ExitStatus::Exited(code)) => {
+                    o.termination = Termination::Exited;
+                    o.status = Some(code);
+                }
+                Some(ExitStatus::Signaled(sig)) => {
+                    o.termination = Termination::Signaled;
+                    o.signal = Some(sig);
+                }
+                None => {
+                    o.termination = Termination::SetupFailed;
+                    o.error = Some(ErrorReport {
+                        step: "wait".into(),
+                        errno: None,
+                        message: "the command's status could not be read".into(),
+                        hint: None,
+                    });
+                }
+            }
+        }
+        if filtered {
+            o.seccomp = Some(crate::seccomp::verdict(seccomp, &w.seccomp_denied, o.signal));
+        }
+        o
+    }
+}
+
+fn step_of(e: &JoinError) -> &'static str {
+    match e {
+        JoinError::Clone(_) => "clone",
+        JoinError::Channel(_) => "sync_channel",
+        JoinError::Cgroup(_) => "join_cgroup",
+        JoinError::Step(s) => s.step.name(),
+        JoinError::Vanished => "join_namespaces",
+    }
+}
+
+/// A failed step of the command, in the words `run` uses.
+fn describe(process: &ProcessPlan, e: &crate::spawn::step::StepError) -> ErrorReport {
+    use crate::spawn::step::Step;
+    let cmd = process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    let (message, hint) = match (e.step, e.errno) {
+        (Step::Exec, nix::errno::Errno::ENOENT) if cmd.contains('/') => {
+            (format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)"), None)
+        }
+        (Step::Exec, nix::errno::Errno::ENOENT) => {
+            (format!("command not found: {cmd} (searched PATH inside the sandbox)"), None)
+        }
+        (Step::Exec, errno) => (format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()), None),
+        (Step::Chdir, errno) => (
+            format!("cannot enter the workdir: {errno:?} ({})", errno.desc()),
+            Some("give an existing directory inside the sandbox that the exec's user may enter (--workdir)".into()),
+        ),
+        (step, errno) => (format!("exec setup failed at {}: {errno:?} ({})", step.name(), errno.desc()), None),
+    };
+    ErrorReport { step: e.step.name().into(), errno: Some(format!("{:?}", e.errno)), message, hint }
+}
+
+fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok())
+}
+
+/// The group kill without a cgroup: SIGKILL to every process in the
+/// command's session (it is a session leader: sid = its host pid, which the
+/// kernel does not reuse while the session has members).
+struct SessionKill<'a> {
+    sid: i32,
+    pidfd: &'a OwnedFd,
+}
+
+impl GroupKill for SessionKill<'_> {
+    fn kill_all(&self) {
+        use std::os::fd::AsFd;
+        let _ = crate::sys::process::pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+        if self.sid <= 1 {
+            return;
+        }
+        for _ in 0..50 {
+            let members = session_members(self.sid);
+            if members.is_empty() {
+                return;
+            }
+            for p in members {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Live (non-zombie) processes whose session id is `sid`.
+fn session_members(sid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return false };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // After ") ": state (3), ppid, pgrp, session (6).
+            f.first().is_some_and(|s| *s != "Z") && f.get(3).and_then(|s| s.parse::<i32>().ok()) == Some(sid)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_sweep_finds_a_session_by_its_leader() {
+        let mut child = std::process::Command::new("setsid").args(["sh", "-c", "sleep 30 & sleep 30"]).spawn().unwrap();
+        let sid = child.id() as i32;
+        let mut members = Vec::new();
+        for _ in 0..100 {
+            members = session_members(sid);
+            if members.len() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(members.len() >= 2, "{members:?}");
+        for p in members {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+}
