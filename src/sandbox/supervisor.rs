@@ -3,10 +3,12 @@
 //! `husk create` plans the sandbox like `husk run` (in hold mode: no
 //! command), reserves its directory and name, and forks the supervisor: a
 //! small process of this sandbox alone (setsid, stdio on /dev/null), which
-//! creates the cgroup, clones the init exactly as `run` does, records the
-//! sandbox READY and tells `husk create` over a pipe. Then it holds the
-//! lease: one poll over the init's pidfd, a signalfd (SIGTERM, SIGINT,
-//! SIGHUP: destroy), its socket (exec, renew, rm) and the lease deadline.
+//! creates the cgroup, has the backend start the sandbox in it
+//! (`backend::Backend::create`: the native init is cloned exactly as
+//! `run`'s), records it READY and tells `husk create` over a pipe. Then it
+//! holds the lease: one poll over the init's pidfd, a signalfd (SIGTERM,
+//! SIGINT, SIGHUP: destroy), its socket (exec, renew, rm) and the lease
+//! deadline.
 //!
 //! The init has PDEATHSIG on the supervisor: a SIGKILLed supervisor takes
 //! the sandbox with it (the init's end kills its pid namespace), and its
@@ -324,7 +326,6 @@ impl Supervisor {
         let signals = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
             .map_err(|e| setup_err("signals", e))?;
         let listener = proto::listen_at(&self.dir)?;
-        crate::spawn::open_sources(&self.plan).map_err(|e| setup_err("open_sources", e))?;
         let cgroup = match &self.plan.cgroup {
             CgroupPlan::Disabled => None,
             p => {

@@ -30,6 +30,7 @@ fn setup_err(step: &str, message: impl std::fmt::Display) -> ErrorReport {
 
 /// Clones the init (born in `cgroup`) and waits until it holds.
 pub fn create(plan: &Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport> {
+    crate::spawn::open_sources(plan).map_err(|e| setup_err("open_sources", e))?;
     let stdio = ChildStdio { stdout: None, stderr: None };
     let init = crate::spawn::spawn(plan, stdio, cgroup).map_err(|e| setup_err("clone", e))?;
     match await_init(plan, &init) {

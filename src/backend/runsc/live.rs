@@ -74,6 +74,9 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// Starts the sandbox (see the module docs). `cgroup`: the sandbox's
 /// `init` leaf, which runsc, its gofer and the sentry are born in.
 pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>) -> Result<RunscLive, ErrorReport> {
+    // As root, host trees are cloned here, as host root, so runsc's mapped
+    // root needs no search permission on their parents.
+    crate::spawn::open_sources(plan).map_err(|e| setup_err("open_sources", e))?;
     layout::scaffold_mount_points(&mut plan.mounts);
     let plan = &*plan;
     let p = prepare::prepare(plan, &cfg, prepare::Invocation::Detach).map_err(|e| ErrorReport {
