@@ -64,16 +64,45 @@ pub struct Limits {
     pub pids_source: Source,
 }
 
+/// What the host has, for limits that cannot exceed it (0: unknown).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostSize {
+    /// RAM in bytes.
+    pub mem_total: u64,
+    /// Online cpus.
+    pub cpus: u64,
+}
+
+impl HostSize {
+    pub fn probe() -> HostSize {
+        let mem_total = nix::sys::sysinfo::sysinfo().map(|s| s.ram_total()).unwrap_or(0);
+        let cpus = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+            .ok()
+            .flatten()
+            .map_or(0, |n| n.max(0) as u64);
+        HostSize { mem_total, cpus }
+    }
+}
+
 impl Limits {
-    /// Applies defaults and validates. `mem_total` is the host's RAM in
-    /// bytes (0 if unknown).
-    pub fn resolve(spec: &LimitSpec, mem_total: u64) -> Result<Limits, CgroupError> {
+    /// Applies defaults and validates. A limit beyond what the host has is
+    /// refused rather than clamped: it would read as a bound it is not
+    /// (`--cpus 1000` on 2 cpus bounds nothing), and husk never changes a
+    /// value the user gave.
+    pub fn resolve(spec: &LimitSpec, host: HostSize) -> Result<Limits, CgroupError> {
         let bad = |flag: &'static str, value: String, why: &str| CgroupError::BadLimit { flag, value, why: why.into() };
         let (memory, memory_source) = match spec.memory {
-            None => (Some(default_memory(mem_total)), Source::Default),
+            None => (Some(default_memory(host.mem_total)), Source::Default),
             Some(UNLIMITED) => (None, Source::Flag),
             Some(m) if m < MIN_MEMORY => {
                 return Err(bad("--memory", crate::units::format_size(m), "the minimum is 6M"));
+            }
+            Some(m) if host.mem_total != 0 && m > host.mem_total => {
+                let why = format!(
+                    "this host has {:.1}GiB of RAM, so it would bound nothing; give at most that, or 'unlimited'",
+                    host.mem_total as f64 / (1u64 << 30) as f64
+                );
+                return Err(bad("--memory", crate::units::format_size(m), &why));
             }
             Some(m) => (Some(m), Source::Flag),
         };
@@ -100,6 +129,10 @@ impl Limits {
                 let quota_us = milli.saturating_mul(CPU_PERIOD_US) / 1000;
                 if quota_us < MIN_CPU_QUOTA_US {
                     return Err(bad("--cpus", format!("{}", milli as f64 / 1000.0), "the minimum is 0.01"));
+                }
+                if host.cpus != 0 && milli > host.cpus * 1000 {
+                    let why = format!("this host has {} cpus; give at most {}", host.cpus, host.cpus);
+                    return Err(bad("--cpus", format!("{}", milli as f64 / 1000.0), &why));
                 }
                 Some(CpuQuota { millicores: milli, quota_us, period_us: CPU_PERIOD_US })
             }
@@ -147,6 +180,9 @@ pub fn parse_memory(s: &str) -> Result<u64, String> {
     if is_unlimited(s) {
         return Ok(UNLIMITED);
     }
+    if s.trim().starts_with('-') {
+        return Err(format!("invalid value {s:?}: a size cannot be negative; give e.g. 256M, or 'unlimited'"));
+    }
     crate::units::parse_size(s).map_err(|e| e.to_string())
 }
 
@@ -154,6 +190,9 @@ pub fn parse_memory(s: &str) -> Result<u64, String> {
 pub fn parse_cpus(s: &str) -> Result<u64, String> {
     let err = || format!("invalid value {s:?}: expected a positive number of cpus, e.g. 0.5, 1, 2.5");
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("invalid value {s:?}: a cpu quota cannot be negative; give a positive number, e.g. 0.5"));
+    }
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
     if (int.is_empty() && frac.is_empty()) || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
         return Err(err());
@@ -175,6 +214,9 @@ pub fn parse_pids(s: &str) -> Result<u64, String> {
     if is_unlimited(s) {
         return Ok(UNLIMITED);
     }
+    if s.trim().starts_with('-') {
+        return Err(format!("invalid value {s:?}: a task count cannot be negative; give a number or 'unlimited'"));
+    }
     s.trim().parse::<u64>().map_err(|_| format!("invalid value {s:?}: expected a number of tasks or 'unlimited'"))
 }
 
@@ -186,9 +228,33 @@ mod tests {
         LimitSpec::default()
     }
 
+    fn ram(mem_total: u64) -> HostSize {
+        HostSize { mem_total, cpus: 0 }
+    }
+
+    #[test]
+    fn limits_beyond_the_host_are_refused_not_silently_meaningless() {
+        let host = HostSize { mem_total: 23 << 30, cpus: 2 };
+        let e = Limits::resolve(&LimitSpec { cpus_milli: Some(1_000_000), ..spec() }, host).unwrap_err().to_string();
+        assert!(e.contains("--cpus") && e.contains("this host has 2 cpus"), "{e}");
+        let e = Limits::resolve(&LimitSpec { memory: Some(500 << 30), ..spec() }, host).unwrap_err().to_string();
+        assert!(e.contains("--memory") && e.contains("RAM"), "{e}");
+        // All of the host is still a bound one may ask for.
+        assert!(Limits::resolve(&LimitSpec { cpus_milli: Some(2000), memory: Some(23 << 30), ..spec() }, host).is_ok());
+    }
+
+    #[test]
+    fn negative_limits_are_refused_with_the_real_reason() {
+        assert!(parse_cpus("-1").unwrap_err().contains("cannot be negative"));
+        assert!(parse_pids("-5").unwrap_err().contains("cannot be negative"));
+        assert!(parse_memory("-5M").unwrap_err().contains("cannot be negative"));
+        // Docker's spelling of unlimited stays.
+        assert_eq!(parse_memory("-1").unwrap(), UNLIMITED);
+    }
+
     #[test]
     fn defaults_bound_memory_and_pids_with_swap_off() {
-        let l = Limits::resolve(&spec(), 24 << 30).unwrap();
+        let l = Limits::resolve(&spec(), ram(24 << 30)).unwrap();
         assert_eq!(l.memory, Some(2 << 30));
         assert_eq!(l.memory_source, Source::Default);
         assert_eq!(l.swap, Swap::Off);
@@ -196,38 +262,40 @@ mod tests {
         assert_eq!(l.cpu, None);
         assert_eq!(l.required(), vec![Controller::Memory, Controller::Pids]);
         // A small host gets half its RAM.
-        assert_eq!(Limits::resolve(&spec(), 1 << 30).unwrap().memory, Some(512 << 20));
+        assert_eq!(Limits::resolve(&spec(), ram(1 << 30)).unwrap().memory, Some(512 << 20));
         assert_eq!(default_memory(0), 2 << 30);
     }
 
     #[test]
     fn flags_override_and_validate() {
         let s = LimitSpec { memory: Some(256 << 20), cpus_milli: Some(500), pids: Some(64), ..spec() };
-        let l = Limits::resolve(&s, 0).unwrap();
+        let l = Limits::resolve(&s, HostSize::default()).unwrap();
         assert_eq!(l.memory, Some(256 << 20));
         assert_eq!(l.cpu, Some(CpuQuota { millicores: 500, quota_us: 50_000, period_us: 100_000 }));
         assert_eq!(l.pids, Some(64));
         assert_eq!(l.pids_source, Source::Flag);
 
         let unl = LimitSpec { memory: Some(UNLIMITED), pids: Some(UNLIMITED), ..spec() };
-        let l = Limits::resolve(&unl, 0).unwrap();
+        let l = Limits::resolve(&unl, HostSize::default()).unwrap();
         assert_eq!((l.memory, l.pids, l.swap), (None, None, Swap::Unlimited));
         assert!(l.required().is_empty());
 
-        assert!(Limits::resolve(&LimitSpec { memory: Some(1 << 20), ..spec() }, 0).is_err());
-        assert!(Limits::resolve(&LimitSpec { pids: Some(1), ..spec() }, 0).is_err());
-        assert!(Limits::resolve(&LimitSpec { cpus_milli: Some(5), ..spec() }, 0).is_err());
+        assert!(Limits::resolve(&LimitSpec { memory: Some(1 << 20), ..spec() }, HostSize::default()).is_err());
+        assert!(Limits::resolve(&LimitSpec { pids: Some(1), ..spec() }, HostSize::default()).is_err());
+        assert!(Limits::resolve(&LimitSpec { cpus_milli: Some(5), ..spec() }, HostSize::default()).is_err());
     }
 
     #[test]
     fn memory_swap_is_memory_plus_swap() {
-        let with = |m: u64, t: u64| Limits::resolve(&LimitSpec { memory: Some(m), memory_swap: Some(t), ..spec() }, 0);
+        let with = |m: u64, t: u64| {
+            Limits::resolve(&LimitSpec { memory: Some(m), memory_swap: Some(t), ..spec() }, HostSize::default())
+        };
         assert_eq!(with(256 << 20, 512 << 20).unwrap().swap, Swap::Total(512 << 20));
         assert_eq!(with(256 << 20, 256 << 20).unwrap().swap, Swap::Off);
         assert_eq!(with(256 << 20, UNLIMITED).unwrap().swap, Swap::Unlimited);
         assert!(with(256 << 20, 128 << 20).is_err());
         let no_mem = LimitSpec { memory: Some(UNLIMITED), memory_swap: Some(1 << 30), ..spec() };
-        assert!(Limits::resolve(&no_mem, 0).is_err());
+        assert!(Limits::resolve(&no_mem, HostSize::default()).is_err());
     }
 
     #[test]

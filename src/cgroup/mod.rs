@@ -156,8 +156,7 @@ impl CgroupPlan {
         if spec.no_cgroup {
             return Ok(CgroupPlan::Disabled);
         }
-        let mem_total = nix::sys::sysinfo::sysinfo().map(|s| s.ram_total()).unwrap_or(0);
-        let limits = Limits::resolve(spec, mem_total)?;
+        let limits = Limits::resolve(spec, limits::HostSize::probe())?;
         let parent = spec.cgroup_parent.as_deref().map(parse_parent).transpose()?;
         let placement = match host.mode {
             CgroupMode::Unified => Placement::Unified(v2::Site::choose(host, &limits, parent.as_deref(), who)?),

@@ -403,7 +403,7 @@ mod tests {
     const ROOT: Caller = Caller { uid: 0, privileged: true };
 
     fn limits(spec: LimitSpec) -> Limits {
-        Limits::resolve(&spec, 0).unwrap()
+        Limits::resolve(&spec, Default::default()).unwrap()
     }
 
     #[test]

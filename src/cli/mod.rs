@@ -119,6 +119,31 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// A tmpfs size: tmpfs reads `size=0` as "no limit", so 0 is refused
+/// instead of silently meaning the opposite of what it says.
+pub fn tmpfs_size(s: &str) -> Result<u64, String> {
+    match parse_size(s).map_err(|e| e.to_string())? {
+        0 => Err("a tmpfs of size 0 would have no size limit at all; give a size, e.g. 64M".into()),
+        n => Ok(n),
+    }
+}
+
+/// `--timeout`: 0 would end every run as it starts; no flag means no limit.
+fn timeout(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("a timeout of 0 would kill every run at once; leave --timeout out for no limit".into()),
+        d => Ok(d),
+    }
+}
+
+/// `--ttl`: a lease of 0 would remove the sandbox as it is made.
+fn lease(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("a lease of 0 would remove the sandbox at once; give e.g. 10m".into()),
+        d => Ok(d),
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetworkArg {
     /// Only loopback, in a fresh network namespace.
@@ -154,11 +179,11 @@ pub struct SandboxArgs {
     pub workdir: Option<String>,
 
     /// Size of the workdir tmpfs.
-    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "256M")]
+    #[arg(long, value_name = "SIZE", value_parser = tmpfs_size, default_value = "256M")]
     pub workdir_size: u64,
 
     /// Size of the /tmp tmpfs.
-    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "64M")]
+    #[arg(long, value_name = "SIZE", value_parser = tmpfs_size, default_value = "64M")]
     pub tmp_size: u64,
 
     /// Bind a host path: SRC:DST[:ro|rw] (read-only unless rw).
@@ -206,21 +231,21 @@ pub struct SandboxArgs {
     pub seccomp_report: bool,
     /// Memory limit (cgroup), e.g. 256M, 2G, or "unlimited".
     /// Default: 2G or half the host's RAM, whichever is smaller.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     pub memory: Option<String>,
 
     /// Memory + swap limit (Docker's meaning); default: equal to --memory
     /// (no swap). "unlimited" allows any swap.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     pub memory_swap: Option<String>,
 
     /// CPU quota in cpus, fractional (0.5, 2); default: none.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub cpus: Option<String>,
 
     /// Task limit (processes + threads, the sandbox init included);
     /// default 1024, "unlimited" to lift it.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub pids: Option<String>,
 
     /// Run without a cgroup: no memory/cpu/pids limits, no accounting
@@ -251,7 +276,7 @@ pub struct SandboxArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ProcessArgs {
     /// Wall-clock limit (500ms, 30s, 2m); on expiry every process dies, exit 124.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = timeout)]
     pub timeout: Option<Duration>,
 
     /// On timeout, send SIGTERM and wait this long before SIGKILL.
@@ -318,7 +343,7 @@ pub struct CreateArgs {
 
     /// Lease: the sandbox is destroyed this long after its creation, its
     /// last exec or `husk renew` (every exec renews it).
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10m")]
+    #[arg(long, value_name = "DURATION", value_parser = lease, default_value = "10m")]
     pub ttl: Duration,
 
     /// A name to use instead of the id (unique per state dir).
@@ -400,7 +425,7 @@ pub struct RenewArgs {
     pub sandbox: String,
     /// New lease length from now (default: the sandbox's --ttl); also the
     /// length every later exec renews to.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = lease)]
     pub ttl: Option<Duration>,
     #[arg(long)]
     pub json: bool,

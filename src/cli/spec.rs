@@ -39,6 +39,12 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
         RuntimeArg::Auto => RuntimeChoice::Auto,
     };
     spec.limits = limit_spec(a)?;
+    if spec.runtime == RuntimeChoice::Native {
+        let runsc_flag = [("--runsc-platform", a.runsc_platform.is_some()), ("--runsc-path", a.runsc_path.is_some())];
+        if let Some((flag, _)) = runsc_flag.iter().find(|(_, given)| *given) {
+            return Err(format!("{flag} applies to --runtime runsc or auto only; this run uses --runtime native"));
+        }
+    }
     spec.runsc = crate::spec::RunscSpec { path: a.runsc_path.clone(), platform: a.runsc_platform.clone() };
     Ok(())
 }
@@ -65,6 +71,8 @@ pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), String
     for e in &p.env {
         match e.split_once('=') {
             Some((k, v)) => spec.env.push((k.to_string(), v.to_string())),
+            // Docker's rule: `--env NAME` copies NAME when husk has it and
+            // leaves it unset (not empty) when husk does not.
             None => {
                 if let Ok(v) = std::env::var(e) {
                     spec.env.push((e.clone(), v));
@@ -72,8 +80,13 @@ pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), String
             }
         }
     }
-    if let Some((k, _)) = spec.env.iter().find(|(k, _)| k.is_empty() || k.contains('\0')) {
-        return Err(format!("invalid --env name {k:?}: names must be non-empty"));
+    // A control character in a name (a tab from a sloppy env file, an escape
+    // sequence) is never what was meant, and some shells and tools in the
+    // sandbox would skip or mangle the variable.
+    if let Some((k, _)) = spec.env.iter().find(|(k, _)| k.is_empty() || k.chars().any(char::is_control)) {
+        return Err(format!(
+            "invalid environment variable name {k:?} (--env or --env-file): names must be non-empty and hold no control characters"
+        ));
     }
     Ok(())
 }
@@ -101,7 +114,7 @@ pub fn parse_bind(s: &str) -> Result<BindSpec, String> {
 
 pub fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, String> {
     let (dst, size) = match s.split_once(':') {
-        Some((d, z)) => (d, crate::units::parse_size(z).map_err(|e| format!("--tmpfs {s:?}: {e}"))?),
+        Some((d, z)) => (d, super::tmpfs_size(z).map_err(|e| format!("--tmpfs {s:?}: {e}"))?),
         None => (s, crate::spec::DEFAULT_TMP_SIZE),
     };
     Ok(TmpfsSpec { target: dst.to_string(), size })

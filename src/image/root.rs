@@ -41,6 +41,12 @@ pub fn limits_from_env() -> Limits {
 /// Whether `reference` means a path to import rather than a stored name:
 /// it exists on disk and either looks like a path or names no stored image.
 fn is_path(store: &Store, reference: &str) -> bool {
+    // No stored name starts with / or . (image::normalize_name), so such a
+    // reference is a path even when it is missing: the import then says
+    // that it does not exist instead of calling it a bad name.
+    if reference.starts_with('/') || reference.starts_with('.') {
+        return true;
+    }
     if split_ref(reference).is_none() {
         return false;
     }
