@@ -19,6 +19,7 @@ pub mod image;
 pub mod outcome;
 pub mod paths;
 pub mod plan;
+pub mod print;
 pub mod procref;
 pub mod rootfs;
 pub mod sandbox;

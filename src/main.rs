@@ -3,11 +3,23 @@ fn main() {
     let cli = match husk::cli::Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            let printed = e.print();
             // Usage errors are husk's own failure (125, like docker run);
-            // --help and --version are not errors.
-            std::process::exit(if e.use_stderr() { husk::outcome::EXIT_HUSK_FAILED } else { 0 });
+            // --help and --version are not errors, unless they were lost.
+            std::process::exit(match printed {
+                _ if e.use_stderr() => husk::outcome::EXIT_HUSK_FAILED,
+                Ok(()) => 0,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => husk::sys::signal::die_of_sigpipe(),
+                Err(e) => {
+                    husk::errln!("husk: writing to stdout failed: {e}");
+                    husk::outcome::EXIT_HUSK_FAILED
+                }
+            });
         }
     };
-    std::process::exit(husk::cmd::dispatch(cli, t_start));
+    let code = husk::print::finish(husk::cmd::dispatch(cli, t_start), husk::outcome::EXIT_HUSK_FAILED);
+    if husk::print::stdout_closed() {
+        husk::sys::signal::die_of_sigpipe();
+    }
+    std::process::exit(code);
 }

@@ -1,6 +1,7 @@
 //! Output and the verdict: bounded capture of huge output with bounded
-//! memory, invalid UTF-8 that still makes valid JSON, and the verdict file
-//! next to passthrough stdio.
+//! memory, invalid UTF-8 that still makes valid JSON, the verdict file next
+//! to passthrough stdio, and output that cannot be delivered (a full disk,
+//! a closed pipe) failing loudly or ending quietly, never panicking.
 mod common;
 
 mod rootless {
@@ -132,5 +133,107 @@ mod rootless {
         let _ = reader.read_to_end(&mut data);
         let v: Value = serde_json::from_slice(&data).expect("the verdict came through the FIFO");
         assert_eq!(v["termination"], "exited");
+    }
+
+    /// husk's stdout on /dev/full (every write fails with ENOSPC).
+    fn full() -> Stdio {
+        Stdio::from(std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap())
+    }
+
+    /// husk's stdout on a pipe whose reader is already gone (EPIPE).
+    fn closed_pipe() -> Stdio {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        drop(r);
+        Stdio::from(w)
+    }
+
+    /// Commands that print on stdout, with a private store and state dir
+    /// (nothing here touches what other tests or the host have).
+    fn printers(store: &TempDir, state: &TempDir) -> Vec<Vec<String>> {
+        let g = |rest: &[&str]| {
+            let mut a = vec![
+                "--root".to_string(),
+                store.path().display().to_string(),
+                "--state-dir".to_string(),
+                state.path().display().to_string(),
+            ];
+            a.extend(rest.iter().map(|s| s.to_string()));
+            a
+        };
+        vec![
+            g(&["run", "--json", "--", "true"]),
+            g(&["seccomp", "show", "default"]),
+            g(&["seccomp", "check", "strict"]),
+            g(&["image", "ls"]),
+            g(&["image", "ls", "--json"]),
+            g(&["ls"]),
+            g(&["ls", "--json"]),
+        ]
+    }
+
+    /// `husk ... > /dev/full`: the output is lost, so husk failed (125,
+    /// saying why on stderr), whatever the command did; before, husk said
+    /// nothing and exited 0, or panicked (101).
+    #[test]
+    fn output_lost_to_a_full_disk_fails_with_125_and_says_so() {
+        let (store, state) = (TempDir::new("full-store"), TempDir::new("full-state"));
+        for args in printers(&store, &state) {
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = husk(&a).stdout(full()).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "husk {}: {err}", a[4..].join(" "));
+            assert!(err.contains("writing to stdout failed"), "husk {}: {err}", a[4..].join(" "));
+            assert!(!err.contains("panicked"), "husk {}: {err}", a[4..].join(" "));
+        }
+    }
+
+    /// `husk ... | head -c1`: the reader went away; husk ends as `ls` does
+    /// then (killed by SIGPIPE, 141 in a shell, nothing on stderr), not by
+    /// a panic.
+    #[test]
+    fn closed_pipe_on_stdout_ends_husk_quietly_like_ls() {
+        use std::os::unix::process::ExitStatusExt;
+        let (store, state) = (TempDir::new("pipe-store"), TempDir::new("pipe-state"));
+        for args in printers(&store, &state) {
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = husk(&a).stdout(closed_pipe()).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "husk {}: {:?} {err}", a[4..].join(" "), out.status);
+            assert_eq!(err, "", "husk {}", a[4..].join(" "));
+        }
+    }
+
+    /// A verdict file husk could not write at the end would lose the run's
+    /// result: a path in a missing directory, or a directory, is refused
+    /// before the command runs (125), with or without --json.
+    #[test]
+    fn verdict_file_that_cannot_be_written_is_refused_before_the_command_runs() {
+        let dir = TempDir::new("vfile");
+        let marker = dir.join("ran");
+        let script = format!("touch {}", marker.display());
+        let missing = dir.join("no/such/dir/v.json");
+        for (target, why) in [(missing.as_path(), "create it first"), (dir.path(), "is a directory")] {
+            for json in [false, true] {
+                let mut a = vec!["run", "--verdict-file", target.to_str().unwrap()];
+                if json {
+                    a.push("--json");
+                }
+                a.extend(["--", "sh", "-c", &script]);
+                let out = husk(&a).output().unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(125), "{target:?}: {err}");
+                assert!(err.contains("--verdict-file") && err.contains(why), "{target:?}: {err}");
+                assert!(!marker.exists(), "{target:?}: the command ran although its verdict had nowhere to go");
+                if json {
+                    let v: Value = serde_json::from_slice(&out.stdout).expect("the early verdict on stdout");
+                    assert_eq!(v["error"]["step"], "arguments");
+                }
+            }
+        }
+        // A file that exists only as a link to nothing fails the same way.
+        let dangling = dir.join("dangling.json");
+        std::os::unix::fs::symlink(dir.join("nothing/here"), &dangling).unwrap();
+        let out = husk(&["run", "--verdict-file", dangling.to_str().unwrap(), "--", "true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", String::from_utf8_lossy(&out.stderr));
     }
 }

@@ -204,6 +204,30 @@ mod rootless {
         }
     }
 
+    /// A sandbox whose id nobody received would idle, unreachable, until
+    /// its lease ran out: `create` with stdout on a full disk fails (125)
+    /// and removes it; `exec --json` and `inspect` whose output is lost
+    /// fail too, instead of exiting 0.
+    #[test]
+    fn output_lost_to_a_full_disk_fails_create_exec_and_inspect() {
+        let full = || Stdio::from(std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap());
+        let s = Sbx::new();
+        let out = s.husk(&["create", "--name", "lost"]).stdout(full()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert!(err.contains("writing to stdout failed"), "{err}");
+        assert!(s.ids().is_empty(), "the sandbox whose id was lost is still there: {:?}", s.ids());
+        let id = s.create(&[]);
+        for args in [&["exec", "--json", &id, "--", "true"][..], &["inspect", &id], &["ls", "--json"]] {
+            let out = s.husk(args).stdout(full()).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+            assert!(err.contains("writing to stdout failed") && !err.contains("panicked"), "{args:?}: {err}");
+        }
+        assert_eq!(s.ids(), vec![id.clone()], "a lost exec verdict must not take the sandbox with it");
+        s.rm(&id);
+    }
+
     #[test]
     fn sigkill_of_supervisor_then_gc_leaves_nothing() {
         let s = Sbx::new();

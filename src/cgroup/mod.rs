@@ -405,7 +405,7 @@ impl GroupKill for SandboxCgroup {
     fn kill_all(&self) {
         match self.cg.kill_all() {
             Ok(()) => self.group_killed.set(true),
-            Err(e) => eprintln!("husk: warning: group kill failed: {e}"),
+            Err(e) => crate::errln!("husk: warning: group kill failed: {e}"),
         }
     }
 }

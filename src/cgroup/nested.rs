@@ -252,7 +252,7 @@ impl GroupKill for Leaf {
             (None, _, _) => self.dirs.first().map_or(Ok(()), |(d, _)| fs::kill_listed(d)),
         };
         if let Err(e) = r {
-            eprintln!("husk: warning: killing the exec's cgroup: {e}");
+            crate::errln!("husk: warning: killing the exec's cgroup: {e}");
         }
     }
 }

@@ -104,7 +104,7 @@ impl CgroupReport {
         usage.pids_limit_hit = usage.pids_limit_hits.unwrap_or(0) > 0;
         usage.cleanup_error = self.cleanup;
         if let Some(e) = &usage.cleanup_error {
-            eprintln!("husk: warning: {e}; `husk gc` removes stale cgroups");
+            crate::errln!("husk: warning: {e}; `husk gc` removes stale cgroups");
         }
         if usage.oom_kills.unwrap_or(0) > 0 {
             let killed = match o.termination {

@@ -2,7 +2,7 @@
 //! (`--json`) or in `--verdict-file`, and the failure explained on stderr.
 
 use super::ProcessArgs;
-use crate::outcome::{ErrorReport, Outcome, Termination, Verdict};
+use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome, Termination, Verdict};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -26,33 +26,77 @@ pub fn report_with(
     p: &ProcessArgs,
     extra: &std::collections::BTreeMap<&'static str, serde_json::Value>,
 ) -> i32 {
-    let code = outcome.exit_code();
+    let mut code = outcome.exit_code();
     if let Some(path) = &p.verdict_file {
         let mut v = Verdict::new(id, backend, outcome, isolation, false);
         v.extra = extra.clone();
         if let Err(e) = write_atomic(path, &serde_json::to_vec_pretty(&v).unwrap_or_default()) {
-            eprintln!("husk: writing --verdict-file {}: {e}", path.display());
+            // The caller reads the verdict from there: without it the run's
+            // result is lost, whatever the command did.
+            crate::errln!("husk: writing --verdict-file {}: {e}; the verdict is lost", path.display());
+            code = EXIT_HUSK_FAILED;
         }
     }
     if p.json {
+        // A failed write makes the exit 125 (print::finish).
         let mut v = Verdict::new(id, backend, outcome, isolation, true);
         v.extra = extra.clone();
-        let mut out = std::io::stdout().lock();
-        let _ = serde_json::to_writer(&mut out, &v);
-        let _ = out.write_all(b"\n");
+        crate::print::json_line(&v);
     }
     if let Some(line) = crate::cgroup::explain(outcome) {
-        eprintln!("husk: {line}");
+        crate::errln!("husk: {line}");
     }
     if outcome.termination == Termination::SetupFailed
         && let Some(e) = &outcome.error
     {
-        eprintln!("husk: {}", e.message);
+        crate::errln!("husk: {}", e.message);
         if let Some(h) = &e.hint {
-            eprintln!("husk: hint: {h}");
+            crate::errln!("husk: hint: {h}");
         }
     }
     code
+}
+
+/// Checks `--verdict-file` before anything runs: a verdict that cannot be
+/// written at the end means a run whose result is lost, so a path in a
+/// missing or unwritable directory, a directory, or a link to nothing is
+/// refused up front. On failure the option is cleared (the early verdict
+/// cannot go there either).
+pub fn check_verdict_file(p: &mut ProcessArgs) -> Result<(), String> {
+    let Some(path) = &p.verdict_file else { return Ok(()) };
+    let r = verdict_target(path).map_err(|why| format!("--verdict-file {}: {why}", path.display()));
+    if r.is_err() {
+        p.verdict_file = None;
+    }
+    r
+}
+
+fn verdict_target(path: &Path) -> Result<(), String> {
+    use nix::unistd::{AccessFlags, access};
+    let writable = |p: &Path, flags| access(p, flags).map_err(|e| format!("{}: {e:?} ({})", p.display(), e.desc()));
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => return Err("is a directory; give a file path, e.g. DIR/verdict.json".into()),
+        // Anything but a regular file is written in place (write_atomic):
+        // a FIFO, a device, /dev/stderr; through a link, what it names.
+        Ok(m) if !m.is_file() => {
+            return match std::fs::metadata(path) {
+                Ok(t) if t.is_dir() => Err("names a directory; give a file path, e.g. DIR/verdict.json".into()),
+                Ok(_) => writable(path, AccessFlags::W_OK).map_err(|e| format!("not writable: {e}")),
+                Err(e) => Err(format!("{e} (a link to nothing?)")),
+            };
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    // A regular file is replaced by a rename from its directory.
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => writable(dir, AccessFlags::W_OK | AccessFlags::X_OK)
+            .map_err(|e| format!("its directory is not writable: {e}")),
+        Ok(_) => Err(format!("{} is not a directory", dir.display())),
+        Err(e) => Err(format!("directory {}: {e}; create it first", dir.display())),
+    }
 }
 
 /// Writes `data` to a temp file beside `path`, then renames it into place.

@@ -162,7 +162,7 @@ pub fn collect() -> Report {
 pub fn doctor(args: DoctorArgs) -> i32 {
     let report = collect();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        crate::outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
         for c in &report.checks {
             let tag = if c.ok {
@@ -172,12 +172,12 @@ pub fn doctor(args: DoctorArgs) -> i32 {
             } else {
                 "WARN"
             };
-            println!("{tag} {:<26} {}", c.name, c.detail);
+            crate::outln!("{tag} {:<26} {}", c.name, c.detail);
             if let Some(f) = &c.fix {
-                println!("     fix: {f}");
+                crate::outln!("     fix: {f}");
             }
         }
-        println!(
+        crate::outln!(
             "{}",
             match (report.isolation_ok, report.limits_ok) {
                 (true, true) => "native isolation: available",

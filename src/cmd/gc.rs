@@ -74,38 +74,38 @@ pub fn gc(
     let runsc = gc_runsc(state_dir);
     let report = Report { cgroups: gc_cgroups(&host, &args), runsc, sandboxes };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        crate::outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
         let r = &report.runsc;
         for id in &r.removed {
-            println!("removed runsc container {id}");
+            crate::outln!("removed runsc container {id}");
         }
         for pid in &r.killed {
-            println!("killed runsc sandbox pid {pid}");
+            crate::outln!("killed runsc sandbox pid {pid}");
         }
         for id in &r.running {
-            println!("kept runsc run {id}: its husk is still running");
+            crate::outln!("kept runsc run {id}: its husk is still running");
         }
         let s = &report.sandboxes;
         for id in &s.removed {
-            println!("removed sandbox {id}");
+            crate::outln!("removed sandbox {id}");
         }
         for d in &s.cgroups {
-            println!("removed sandbox cgroup {d}");
+            crate::outln!("removed sandbox cgroup {d}");
         }
         let c = &report.cgroups;
         for d in &c.removed {
-            println!("removed cgroup {d}");
+            crate::outln!("removed cgroup {d}");
         }
         for d in &c.busy {
-            println!("kept cgroup {d}: it still has processes");
+            crate::outln!("kept cgroup {d}: it still has processes");
         }
         for e in r.errors.iter().chain(&c.errors).chain(&s.errors) {
-            eprintln!("husk: gc: {e}");
+            crate::errln!("husk: gc: {e}");
         }
-        println!("sandboxes: {} removed ({} expired), {} live", s.removed.len(), s.expired.len(), s.live.len());
-        println!("runsc: {} removed, {} still running", r.removed.len(), r.running.len());
-        println!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
+        crate::outln!("sandboxes: {} removed ({} expired), {} live", s.removed.len(), s.expired.len(), s.live.len());
+        crate::outln!("runsc: {} removed, {} still running", r.removed.len(), r.running.len());
+        crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
     }
     let clean =
         report.runsc.errors.is_empty() && report.cgroups.errors.is_empty() && report.sandboxes.errors.is_empty();

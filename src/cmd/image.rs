@@ -20,9 +20,9 @@ pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             if json {
-                println!("{}", json!({ "error": e.to_string() }));
+                crate::outln!("{}", json!({ "error": e.to_string() }));
             }
-            eprintln!("husk: {e}");
+            crate::errln!("husk: {e}");
             EXIT_HUSK_FAILED
         }
     }
@@ -42,12 +42,12 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
                 rows.extend(listing.damaged.iter().map(
                     |d| json!({ "name": d.name, "damaged": true, "file": d.file, "why": d.why, "repair": d.repair() }),
                 ));
-                println!("{}", serde_json::Value::Array(rows));
+                crate::outln!("{}", serde_json::Value::Array(rows));
             } else {
-                println!("{:<32} {:<12}  {:>6}  {:>10}  IMPORTED (UTC)", "NAME", "ID", "LAYERS", "SIZE");
+                crate::outln!("{:<32} {:<12}  {:>6}  {:>10}  IMPORTED (UTC)", "NAME", "ID", "LAYERS", "SIZE");
                 for r in &listing.records {
                     let size = unpacked_size(&store, r, &owners).map(human).unwrap_or_else(|| "?".into());
-                    println!(
+                    crate::outln!(
                         "{:<32} {:<12}  {:>6}  {:>10}  {}",
                         r.name,
                         r.id().short(),
@@ -58,11 +58,11 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
                 }
                 for d in &listing.damaged {
                     let name = d.name.as_deref().unwrap_or("?");
-                    println!("{name:<32} {:<12}  {:>6}  {:>10}  -", "DAMAGED", "?", "?");
+                    crate::outln!("{name:<32} {:<12}  {:>6}  {:>10}  -", "DAMAGED", "?", "?");
                 }
             }
             for d in &listing.damaged {
-                eprintln!("husk: image record {} is damaged ({}); {}", d.file.display(), d.why, d.repair());
+                crate::errln!("husk: image record {} is damaged ({}); {}", d.file.display(), d.why, d.repair());
             }
             Ok(())
         }
@@ -88,25 +88,25 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
             let mut out = summary(&store, &rec, &owners);
             out["config"] = json!(config.config.unwrap_or_default());
             out["layers"] = json!(layers);
-            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            crate::outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
             Ok(())
         }
         ImageCommand::Rm(a) => {
             let (name, id) = store.remove(&a.name)?;
             if a.json {
-                println!("{}", json!({ "removed": name, "id": id }));
+                crate::outln!("{}", json!({ "removed": name, "id": id }));
             } else {
                 let id = id.as_ref().map(|d| d.short().to_string()).unwrap_or_else(|| "damaged record".into());
-                println!("removed {name} ({id}); `husk image prune` frees layers no image uses");
+                crate::outln!("removed {name} ({id}); `husk image prune` frees layers no image uses");
             }
             Ok(())
         }
         ImageCommand::Prune(a) => {
             let r = store.prune()?;
             if a.json {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
+                crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());
             } else {
-                println!(
+                crate::outln!(
                     "removed {} layers ({}), {} blobs, {} partial builds; {} unreferenced layers still in use",
                     r.layers_removed,
                     human(r.bytes_freed),
@@ -140,9 +140,9 @@ fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(),
     };
     let report = import(store, &a.path, &opts)?;
     if a.json {
-        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+        crate::outln!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {
-        println!(
+        crate::outln!(
             "{} {} ({} layers: {} extracted, {} shared) in {:.2}s",
             report.name,
             report.id,
@@ -153,7 +153,7 @@ fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(),
         );
         let skipped: u64 = report.layers.iter().filter_map(|l| l.unpack.as_ref()).map(|u| u.skipped_count).sum();
         if skipped > 0 {
-            eprintln!(
+            crate::errln!(
                 "husk: note: {skipped} device nodes/FIFOs in the layers were not created (sandboxes get their own /dev)"
             );
         }

@@ -2,7 +2,7 @@
 
 use crate::backend::{self, RunIo};
 use crate::cli::RunArgs;
-use crate::cli::report::{early_failure, report};
+use crate::cli::report::{check_verdict_file, early_failure, report};
 use crate::cli::spec::{apply_process_args, apply_sandbox_args};
 use crate::host::HostFacts;
 use crate::paths::{Paths, PathsError};
@@ -11,7 +11,10 @@ use crate::spec::{OutputSpec, Spec};
 use std::path::Path;
 
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
-    let p = args.process.clone();
+    let mut p = args.process.clone();
+    if let Err(e) = check_verdict_file(&mut p) {
+        return report(&early_failure("arguments", e, None), "", "none", &serde_json::Value::Null, &p);
+    }
     let fail = |step: &str, msg: String| {
         let o = early_failure(step, msg, None);
         report(&o, "", "none", &serde_json::Value::Null, &p)

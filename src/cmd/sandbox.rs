@@ -23,22 +23,14 @@ fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, SandboxError> {
     Store::open(&paths.state)
 }
 
-/// println! that ignores a closed stdout (`husk ls | head`).
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
-}
-
 /// Prints an error (and its JSON form with --json); 125.
 fn fail(e: &SandboxError, json: bool) -> i32 {
     if json {
-        out!("{}", json!({"error": e.to_string(), "step": e.step(), "hint": e.hint()}));
+        crate::outln!("{}", json!({"error": e.to_string(), "step": e.step(), "hint": e.hint()}));
     }
-    eprintln!("husk: {e}");
+    crate::errln!("husk: {e}");
     if let Some(h) = e.hint() {
-        eprintln!("husk: hint: {h}");
+        crate::errln!("husk: hint: {h}");
     }
     EXIT_HUSK_FAILED
 }
@@ -48,9 +40,20 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
     match create_inner(args, paths) {
         Ok(rec) => {
             if json {
-                out!("{}", summary(&rec));
+                crate::outln!("{}", summary(&rec));
             } else {
-                out!("{}", rec.id);
+                crate::outln!("{}", rec.id);
+            }
+            if !crate::print::stdout_ok() {
+                // Nobody learned the id: the sandbox would idle, unreachable,
+                // until its lease ran out.
+                let removed = store_of(paths).and_then(|s| destroy(&s, &rec.id, true));
+                if let Err(e) = removed {
+                    crate::errln!(
+                        "husk: the id of sandbox {} could not be printed, and removing it failed: {e}",
+                        rec.id
+                    );
+                }
             }
             0
         }
@@ -118,7 +121,11 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
 }
 
 pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
-    let p = args.process.clone();
+    let mut p = args.process.clone();
+    if let Err(e) = crate::cli::report::check_verdict_file(&mut p) {
+        let o = crate::cli::report::early_failure("arguments", e, None);
+        return crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p);
+    }
     let early = |e: SandboxError| {
         let o = crate::cli::report::early_failure(e.step(), e.to_string(), e.hint().map(str::to_string));
         crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p)
@@ -197,14 +204,22 @@ pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
         let recs: Vec<Record> =
             crate::sandbox::registry::records(&store).into_iter().filter(|r| state::matches(r, &want)).collect();
         if args.json {
-            out!("{}", serde_json::Value::Array(recs.iter().map(summary).collect()));
+            crate::outln!("{}", serde_json::Value::Array(recs.iter().map(summary).collect()));
             return Ok(());
         }
-        out!("{:<12}  {:<20}  {:<10}  {:>7}  {:>8}  {:>5}  LABELS", "ID", "NAME", "STATE", "AGE", "EXPIRES", "EXECS");
+        crate::outln!(
+            "{:<12}  {:<20}  {:<10}  {:>7}  {:>8}  {:>5}  LABELS",
+            "ID",
+            "NAME",
+            "STATE",
+            "AGE",
+            "EXPIRES",
+            "EXECS"
+        );
         let now = now_ms();
         for r in &recs {
             let labels: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            out!(
+            crate::outln!(
                 "{:<12}  {:<20}  {:<10}  {:>7}  {:>8}  {:>5}  {}",
                 r.id,
                 r.name.as_deref().unwrap_or("-"),
@@ -235,7 +250,7 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
     };
     match run() {
         Ok(v) => {
-            out!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            crate::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             0
         }
         Err(e) => fail(&e, true),
@@ -339,14 +354,14 @@ pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
     match run() {
         Ok((removed, errors)) => {
             if args.json {
-                out!("{}", json!({"removed": removed, "errors": errors}));
+                crate::outln!("{}", json!({"removed": removed, "errors": errors}));
             } else {
                 for id in &removed {
-                    out!("{id}");
+                    crate::outln!("{id}");
                 }
             }
             for e in &errors {
-                eprintln!("husk: {e}");
+                crate::errln!("husk: {e}");
             }
             if errors.is_empty() { 0 } else { EXIT_HUSK_FAILED }
         }
@@ -372,12 +387,12 @@ pub fn renew(args: RenewArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Ok((id, r)) => {
             let left = r.expires_ms.saturating_sub(now_ms());
             if args.json {
-                out!(
+                crate::outln!(
                     "{}",
                     json!({"id": id, "expires_ms": r.expires_ms, "ttl_ms": r.ttl_ms, "lease_remaining_ms": left})
                 );
             } else {
-                out!("{id} expires in {}", human_ms(left));
+                crate::outln!("{id} expires in {}", human_ms(left));
             }
             0
         }

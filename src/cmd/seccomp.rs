@@ -9,21 +9,21 @@ pub fn seccomp(cmd: SeccompCommand) -> i32 {
     match cmd {
         SeccompCommand::Show { name } => match shipped(&name) {
             Some(s) => {
-                print!("{}", s.json);
+                crate::print::text(s.json);
                 0
             }
             None => {
-                eprintln!("husk: no shipped seccomp profile {name:?}; shipped: {}", shipped_names().join(", "));
+                crate::errln!("husk: no shipped seccomp profile {name:?}; shipped: {}", shipped_names().join(", "));
                 EXIT_HUSK_FAILED
             }
         },
         SeccompCommand::Check(args) => match check(&args) {
             Ok(out) => {
-                print!("{out}");
+                crate::print::text(&out);
                 0
             }
             Err(e) => {
-                eprintln!("husk: {e}");
+                crate::errln!("husk: {e}");
                 EXIT_HUSK_FAILED
             }
         },

@@ -4,13 +4,12 @@
 use crate::cli::{RuntimeArg, SelftestArgs};
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::selftest::{self, Options, report, runner};
-use std::io::Write;
 use std::path::PathBuf;
 
 pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     if args.list {
         for l in report::list() {
-            println!("{l}");
+            crate::outln!("{l}");
         }
         return 0;
     }
@@ -39,14 +38,14 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     };
     let json = args.json;
     if !json {
-        println!(
+        crate::outln!(
             "husk selftest: {count} probes, runtime {}, root {}, probe {}",
             opts.run.runtime.as_deref().unwrap_or("default"),
             opts.run.image.as_deref().unwrap_or("host"),
             opts.probe.display()
         );
         if !opts.run.weaken.is_empty() {
-            println!("WEAKENED RUN (test only): every sandbox gets {}", opts.run.weaken.join(" "));
+            crate::outln!("WEAKENED RUN (test only): every sandbox gets {}", opts.run.weaken.join(" "));
         }
     }
     let mut header_done = false;
@@ -54,12 +53,11 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
         if json {
             return;
         }
-        let mut out = std::io::stdout().lock();
         if !header_done {
-            let _ = writeln!(out, "{}", report::COLUMNS);
+            crate::outln!("{}", report::COLUMNS);
             header_done = true;
         }
-        let _ = writeln!(out, "{}", report::line(r));
+        crate::outln!("{}", report::line(r));
     });
     let rep = match result {
         Ok(r) => r,
@@ -67,25 +65,23 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
             if json {
                 let v = serde_json::json!({"selftest_version": selftest::SELFTEST_VERSION, "error": e.to_string(),
                                            "exit_code": EXIT_HUSK_FAILED});
-                println!("{v}");
+                crate::outln!("{v}");
             }
             return fail(&e.to_string());
         }
     };
     if json {
-        let mut out = std::io::stdout().lock();
-        let _ = serde_json::to_writer(&mut out, &rep);
-        let _ = out.write_all(b"\n");
+        crate::print::json_line(&rep);
     } else {
-        println!("sandbox defaults seen: {}", report::sandbox_line(&rep.isolation, &rep.limits));
+        crate::outln!("sandbox defaults seen: {}", report::sandbox_line(&rep.isolation, &rep.limits));
         for l in report::footer(&rep) {
-            println!("{l}");
+            crate::outln!("{l}");
         }
     }
     rep.exit_code
 }
 
 fn fail(msg: &str) -> i32 {
-    eprintln!("husk selftest: {msg}");
+    crate::errln!("husk selftest: {msg}");
     EXIT_HUSK_FAILED
 }

@@ -48,3 +48,17 @@ pub fn raise_flag_on(signals: &[libc::c_int]) -> SysResult<()> {
 pub fn flag_raised() -> bool {
     RAISED.load(Ordering::SeqCst)
 }
+
+/// Ends husk as a closed pipe ends `ls`: killed by SIGPIPE (Rust's runtime
+/// ignores it, so writes return EPIPE instead; husk notices, then dies the
+/// way a shell pipeline expects: status 141, nothing printed).
+pub fn die_of_sigpipe() -> ! {
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGPIPE);
+    let _ = set.thread_unblock();
+    // SAFETY: installing SIG_DFL has no handler code to be unsound; the
+    // process is about to end by this very signal.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGPIPE);
+    std::process::exit(128 + libc::SIGPIPE)
+}

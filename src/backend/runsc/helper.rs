@@ -60,7 +60,7 @@ pub fn main(role: &str, cmd: &[String]) -> i32 {
         "hold" => hold(),
         "reap" => reap(cmd),
         _ => {
-            eprintln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold or reap)");
+            crate::errln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold or reap)");
             125
         }
     }
@@ -103,7 +103,7 @@ fn handled() -> SigSet {
 pub const REAPER_CAPS: u64 = (1 << 21) | (1 << 8); // CAP_SYS_ADMIN, CAP_SETPCAP
 
 fn fail(what: &str, e: impl std::fmt::Display) -> i32 {
-    eprintln!("husk: {what} inside gVisor: {e}");
+    crate::errln!("husk: {what} inside gVisor: {e}");
     125
 }
 
@@ -123,7 +123,7 @@ pub fn reap(cmd: &[String]) -> i32 {
     let (Some(keep), Some(filter), Some(first)) =
         (cmd.first().and_then(|k| k.parse::<u64>().ok()), cmd.get(1), cmd.get(2))
     else {
-        eprintln!("husk: {SUBCOMMAND} reap: expected KEEP-CAPS SECCOMP CMD...");
+        crate::errln!("husk: {SUBCOMMAND} reap: expected KEEP-CAPS SECCOMP CMD...");
         return 125;
     };
     let seccomp = match filter.as_str() {
@@ -259,7 +259,7 @@ fn inner_init(
                 Errno::ENOENT | Errno::ENOTDIR => (127, "command not found"),
                 _ => (126, "cannot execute"),
             };
-            eprintln!("husk: {what}: {first}: {e}");
+            crate::errln!("husk: {what}: {first}: {e}");
             exit_now(code)
         }
         Ok(Forked::Parent { pid, .. }) => pid,
