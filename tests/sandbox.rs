@@ -228,6 +228,32 @@ mod rootless {
         s.rm(&id);
     }
 
+    /// What Python's `subprocess.run(timeout=...)` and asyncio cancellation
+    /// do to a `husk exec`: the command must not run on without it.
+    #[test]
+    fn exec_killed_by_sigkill_leaves_no_process() {
+        let s = Sbx::new();
+        let id = s.create(&[]);
+        let tag = unique("orphan-cmd");
+        let needle = format!("sleep\0{tag}\0");
+        let mut child = s.husk(&["exec", &id, "--", PROBE, "sleep", &tag, "300"]).spawn().unwrap();
+        // husk exec's own argv holds the needle too: the command is the other one.
+        let husk_exec = child.id() as i32;
+        let command = || host_pids_with(&needle).into_iter().filter(|p| *p != husk_exec).collect::<Vec<_>>();
+        assert!(wait_until(Duration::from_secs(20), || !command().is_empty()), "the command never ran");
+        child.kill().unwrap();
+        let _ = child.wait();
+        assert!(
+            wait_until(Duration::from_secs(10), || command().is_empty()),
+            "the command outlived its SIGKILLed husk exec: pids {:?}",
+            command()
+        );
+        // The sandbox itself lives on, idle again.
+        assert!(wait_until(Duration::from_secs(10), || s.inspect(&id)["state"] == "ready"), "{}", s.inspect(&id));
+        let (out, code) = s.sh(&id, "echo still");
+        assert_eq!((out.as_str(), code), ("still\n", 0));
+    }
+
     #[test]
     fn sigkill_of_supervisor_then_gc_leaves_nothing() {
         let s = Sbx::new();

@@ -151,6 +151,31 @@ fn runsc_exec_timeout_kills_double_forked_daemon_but_spares_sandbox() {
     assert_gvisor_gone(&s, &rec);
 }
 
+/// A SIGKILLed `husk exec` (Python's `subprocess.run(timeout=...)`) ends
+/// its command inside gVisor as natively; what the command started in the
+/// background lives on, as natively.
+#[test]
+fn runsc_exec_killed_by_sigkill_leaves_no_process() {
+    require_root!();
+    require_runsc!();
+    let s = Sbx::new();
+    let id = create_runsc(&s, &["--concurrent"]);
+    let ps = || s.sh(&id, "ps -o args").0;
+    let mut child = s.husk(&["exec", &id, "--", "sh", "-c", "sleep 3002 & exec sleep 3001"]).spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(30), || ps().contains("sleep 3001")), "the command never ran: {}", ps());
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(
+        wait_until(Duration::from_secs(15), || !ps().contains("sleep 3001")),
+        "the command outlived its SIGKILLed husk exec:\n{}",
+        ps()
+    );
+    assert!(ps().contains("sleep 3002"), "the exec's background process was killed too:\n{}", ps());
+    let rec = s.inspect(&id);
+    s.rm(&id);
+    assert_gvisor_gone(&s, &rec);
+}
+
 #[test]
 fn runsc_ttl_expiry_destroys_gvisor_sandbox() {
     require_root!();

@@ -54,6 +54,10 @@ pub trait Live {
     /// The namespaces each exec joins (kind, fd), in join order; empty when
     /// execs enter through the backend's own tool.
     fn namespaces(&self) -> &[(&'static str, OwnedFd)];
+    /// The exec `exec_id` (as husk exec announced it) lost its husk exec
+    /// without a word (SIGKILL): its command must not run on. Natively the
+    /// command's PDEATHSIG already took it.
+    fn exec_abandoned(&self, _exec_id: &str) {}
     /// Ends the sandbox: every process in it and what the backend made for
     /// it. `kill_group` kills the sandbox's cgroup; each backend calls it
     /// where its teardown needs it.
@@ -76,6 +80,9 @@ pub struct Attached<'a> {
     /// The namespaces handed over: their kinds, and their fds in that order.
     pub ns_kinds: &'a [String],
     pub ns_fds: Vec<OwnedFd>,
+    /// The id husk exec gave the supervisor for an exec without a cgroup
+    /// leaf (runsc: its files in the run directory are `exec-<id>.*`).
+    pub exec_id: Option<&'a str>,
 }
 
 /// An exec that ran.

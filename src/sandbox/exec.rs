@@ -66,7 +66,10 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     plan.seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
-    let (reply, fds) = client.call(&Request::Exec { wait: req.wait })?;
+    // A gVisor exec names itself to the supervisor (it has no cgroup leaf
+    // to be named by), so the supervisor can find its files if it dies.
+    let runsc_exec = (rec.backend == "runsc").then(crate::plan::new_id);
+    let (reply, fds) = client.call(&Request::Exec { wait: req.wait, runsc_exec: runsc_exec.clone() })?;
     if reply.busy {
         return Err(SandboxError::Busy { id: rec.id.clone() });
     }
@@ -83,6 +86,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         leaf: reply.leaf.as_deref(),
         ns_kinds: &reply.namespaces,
         ns_fds: fds,
+        exec_id: runsc_exec.as_deref(),
     };
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
     // The exec is over for the supervisor once its connection closes: it

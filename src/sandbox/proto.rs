@@ -28,7 +28,14 @@ pub enum Request {
     /// Start an exec. Refused with `busy` while another runs (unless the
     /// sandbox is concurrent); with `wait`, answered when it is this one's
     /// turn. The exec ends when its connection closes.
-    Exec { wait: bool },
+    Exec {
+        wait: bool,
+        /// A gVisor sandbox's exec: its id (its files in the run directory
+        /// are `exec-<id>.*`), so the supervisor can end the command if
+        /// husk exec dies without a word (`Live::exec_abandoned`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        runsc_exec: Option<String>,
+    },
     /// Extends the lease to now + `ttl_ms` (default: the sandbox's ttl),
     /// which also becomes the sandbox's ttl.
     Renew { ttl_ms: Option<u64> },
@@ -219,9 +226,9 @@ mod tests {
         let l = listen_at(&t).unwrap();
         let c = Client::connect(&t, ProcRef::of(std::process::id() as i32)).unwrap();
         let s = accept(l.as_fd()).unwrap().unwrap();
-        c.send(&Request::Exec { wait: true }).unwrap();
+        c.send(&Request::Exec { wait: true, runsc_exec: None }).unwrap();
         let (req, fds) = recv::<Request>(s.as_fd()).unwrap().unwrap();
-        assert_eq!((req, fds.len()), (Request::Exec { wait: true }, 0));
+        assert_eq!((req, fds.len()), (Request::Exec { wait: true, runsc_exec: None }, 0));
         let (r, w) = nix::unistd::pipe().unwrap();
         let reply = Reply { ok: true, exec: 3, namespaces: vec!["user".into()], ..Default::default() };
         send(s.as_fd(), &reply, &[w.as_raw_fd()]).unwrap();

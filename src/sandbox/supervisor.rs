@@ -263,6 +263,9 @@ struct Conn {
     leaf: Option<String>,
     /// Queued for its turn (`exec --wait`).
     waiting: bool,
+    /// The id an exec without a cgroup leaf announced
+    /// (`Request::Exec::runsc_exec`).
+    runsc_exec: Option<String>,
 }
 
 /// Why a sandbox ends.
@@ -418,7 +421,7 @@ impl Supervisor {
             }
             if ready[2] {
                 while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
-                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false });
+                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false, runsc_exec: None });
                 }
             }
             let mut changed = false;
@@ -460,18 +463,19 @@ impl Supervisor {
             Ok(Some((r, _))) => r,
             // Hang-up (or garbage): the exec is over, however it ended.
             _ => {
-                self.end_exec(c);
+                self.end_exec(c, init);
                 return Served::Close;
             }
         };
         match req {
-            Request::Exec { wait } => {
+            Request::Exec { wait, runsc_exec } => {
                 if c.exec.is_some() || c.waiting {
                     return self.answer(
                         c,
                         Reply { error: Some("an exec already runs on this connection".into()), ..self.lease() },
                     );
                 }
+                c.runsc_exec = runsc_exec.filter(|x| state::is_id(x));
                 if active > 0 && !self.rec.concurrent {
                     if wait {
                         c.waiting = true;
@@ -541,7 +545,7 @@ impl Supervisor {
         if sent {
             c.exec = Some(self.rec.execs);
         } else {
-            self.end_exec(c);
+            self.end_exec(c, init);
         }
         self.spare = self.make_spare();
         sent
@@ -566,9 +570,12 @@ impl Supervisor {
     /// The exec on `c` is over (however it ended): the lease restarts from
     /// now, and its leaf goes, unless processes it left behind still run
     /// there (retried after each later exec; the sandbox's end takes them).
-    fn end_exec(&mut self, c: &mut Conn) {
+    fn end_exec(&mut self, c: &mut Conn, init: &dyn Live) {
         if c.exec.take().is_some() {
             self.renew(None);
+        }
+        if let Some(x) = c.runsc_exec.take() {
+            init.exec_abandoned(&x);
         }
         let Some(tree) = &self.rec.cgroup else { return };
         self.kept.extend(c.leaf.take());

@@ -231,12 +231,7 @@ fn switch_ids(uid: u32, gid: u32, chan: &Channel, step: Step) -> R<()> {
     let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
     nix::unistd::setresgid(gid, gid, gid).at(step)?;
     nix::unistd::setresuid(uid, uid, uid).at(step)?;
-    prctl::set_dumpable(false).at(step)?;
-    prctl::set_pdeathsig(Signal::SIGKILL).at(step)?;
-    if chan.peer_gone() {
-        exit_now(125);
-    }
-    Ok(())
+    super::command::rearm_after_id_switch(chan, Some(Signal::SIGKILL), step)
 }
 
 /// chdir into the workdir and prove the cwd is inside the new root (a cwd

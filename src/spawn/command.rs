@@ -42,7 +42,7 @@ impl<'a> Confinement<'a> {
 
 pub fn run(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES], gate: OwnedFd) -> ! {
     let c = Confinement::of(plan);
-    if let Err(e) = confine(&c) {
+    if let Err(e) = confine(&c, chan) {
         fail(chan, e);
     }
     // Wait until the init has dropped its own privileges (see child.rs).
@@ -69,15 +69,16 @@ pub fn finish(c: &Confinement<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES])
 }
 
 /// setsid, identity, capabilities, rlimits, umask, signals, no_new_privs,
-/// fds marked close-on-exec: everything but the filter and execve.
-pub fn confine(c: &Confinement<'_>) -> R<()> {
+/// fds marked close-on-exec: everything but the filter and execve. `chan`
+/// goes to whoever the parent-death signal (if armed) is tied to.
+pub fn confine(c: &Confinement<'_>, chan: &Channel) -> R<()> {
     // A new session: no controlling terminal of the host, so TIOCSTI on an
     // inherited tty fd is refused (CVE-2017-5226).
     nix::unistd::setsid().at(Step::Setsid)?;
     let p = c.process;
     // The bounding set already holds at most caps_keep (the init or the
     // exec joiner shrank it).
-    set_identity(c)?;
+    set_identity(c, chan)?;
     crate::sys::caps::set_process_caps(p.caps_keep, c.last_cap).at(Step::DropCaps)?;
     for r in &p.rlimits {
         crate::sys::process::set_rlimit(r.resource, r.soft, r.hard).at(Step::Rlimits)?;
@@ -101,8 +102,9 @@ pub(super) fn reset_signals() -> R<()> {
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).at(Step::ResetSignals)
 }
 
-fn set_identity(c: &Confinement<'_>) -> R<()> {
+fn set_identity(c: &Confinement<'_>, chan: &Channel) -> R<()> {
     let p = c.process;
+    let pdeathsig = prctl::get_pdeathsig().at(Step::SetIdentity)?;
     if !c.deny_setgroups {
         let groups: Vec<Gid> = p.groups.iter().map(|g| Gid::from_raw(*g)).collect();
         nix::unistd::setgroups(&groups).at(Step::SetIdentity)?;
@@ -112,7 +114,25 @@ fn set_identity(c: &Confinement<'_>) -> R<()> {
     if p.caps_keep != 0 {
         crate::sys::caps::set_keepcaps(true).at(Step::SetIdentity)?;
     }
-    nix::unistd::setresuid(uid, uid, uid).at(Step::SetIdentity)
+    nix::unistd::setresuid(uid, uid, uid).at(Step::SetIdentity)?;
+    rearm_after_id_switch(chan, pdeathsig, Step::SetIdentity)
+}
+
+/// Changing ids clears the parent-death signal and resets dumpability to
+/// `fs.suid_dumpable` (the kernel's commit_creds): re-arm both after every
+/// switch, or a process meant to die with its parent (`husk exec`'s command)
+/// outlives it, and one meant to be unptraceable becomes traceable. When a
+/// death signal was armed and the parent died in the window without one,
+/// leave now: `chan`'s other end is the parent's.
+pub(crate) fn rearm_after_id_switch(chan: &Channel, pdeathsig: Option<nix::sys::signal::Signal>, step: Step) -> R<()> {
+    prctl::set_dumpable(false).at(step)?;
+    if let Some(sig) = pdeathsig {
+        prctl::set_pdeathsig(sig).at(step)?;
+        if chan.peer_gone() {
+            exit_now(125);
+        }
+    }
+    Ok(())
 }
 
 /// execvp semantics over the pre-resolved candidates.

@@ -233,7 +233,7 @@ fn command(j: &Join<'_>, chan: &Channel, gate: OwnedFd, times: &mut [u64; MAX_TI
     if chan.peer_gone() {
         exit_now(125);
     }
-    if let Err(e) = confine(&j.confinement) {
+    if let Err(e) = confine(&j.confinement, chan) {
         fail(chan, e);
     }
     // As the command's user, like a shell's cd: the workdir must be

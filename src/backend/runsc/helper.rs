@@ -10,8 +10,9 @@
 //!   pid namespace of its own (see `reap`), so every process the command
 //!   starts stays there even after double forks and `setsid`; on
 //!   `KILL_TREE` (sent by husk exec with `runsc kill --pid` at its timeout)
-//!   it kills the namespace and exits. Other signals are forwarded to the
-//!   command. When the command ends on its own, the reaper ends with the
+//!   it kills the namespace and exits; on `KILL_COMMAND` (sent by the
+//!   supervisor when husk exec died without a word) it SIGKILLs the command
+//!   only. Other signals are forwarded to the command. When the command ends on its own, the reaper ends with the
 //!   same status and the namespace's init stays to reap what the command
 //!   left in the background, which keeps running, as after a native exec.
 //!
@@ -34,6 +35,12 @@ pub const SUBCOMMAND: &str = "gvisor-helper";
 /// it (only INT, TERM, HUP, QUIT are), so it cannot be confused with a
 /// signal meant for the command.
 pub const KILL_TREE: Signal = Signal::SIGPWR;
+/// Tells a reaper to SIGKILL its command only (its background processes
+/// live on): sent by the supervisor when husk exec died without a word, as
+/// a native exec's command dies with husk exec. Never forwarded by husk
+/// either; nothing else sends it (SIGURG comes of out-of-band socket data
+/// for an owner that asked, which the reaper never does).
+pub const KILL_COMMAND: Signal = Signal::SIGURG;
 
 /// The argv of an exec's reaper for `cmd`.
 /// `seccomp`: the compiled filter (`seccomp::Program::to_bytes`) the
@@ -91,7 +98,7 @@ pub fn hold() -> i32 {
 /// SIGALRM and SIGCONT (also forwarded) and KILL_TREE.
 fn handled() -> SigSet {
     let mut s = crate::spawn::child::init_signals();
-    for sig in [Signal::SIGALRM, Signal::SIGCONT, KILL_TREE] {
+    for sig in [Signal::SIGALRM, Signal::SIGCONT, KILL_TREE, KILL_COMMAND] {
         s.add(sig);
     }
     s
@@ -279,7 +286,7 @@ fn inner_init(
         };
         if sig != Signal::SIGCHLD {
             if status.is_some() {
-                let _ = kill(cmd, sig);
+                let _ = kill(cmd, if sig == KILL_COMMAND { Signal::SIGKILL } else { sig });
             }
             continue;
         }

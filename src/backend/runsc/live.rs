@@ -166,6 +166,29 @@ impl Live for RunscLive {
         &[]
     }
 
+    /// husk exec's `runsc exec` died with it (PDEATHSIG), but nothing
+    /// inside gVisor is tied to either, so the command would run on. If the
+    /// exec's files are still there (husk exec removes them before it lets
+    /// go of its connection), its reaper is told to SIGKILL the command
+    /// (`helper::KILL_COMMAND`); what the command left in the background
+    /// keeps running, as natively.
+    fn exec_abandoned(&self, exec_id: &str) {
+        let files = ExecFiles {
+            spec: self.dir.path.join(format!("exec-{exec_id}.json")),
+            pid: self.dir.path.join(format!("exec-{exec_id}.pid")),
+            log: self.dir.path.join(format!("exec-{exec_id}.log")),
+        };
+        if !files.spec.exists() {
+            return;
+        }
+        let ctl = Ctl { cfg: &self.cfg, network: self.network, id: &self.id };
+        let stop = ExecStop { ctl, pid_file: files.pid.clone() };
+        if let Some(p) = stop.pid() {
+            let sig = (helper::KILL_COMMAND as i32).to_string();
+            let _ = stop.ctl.runsc(&["kill", "--pid", &p, &self.id, &sig]);
+        }
+    }
+
     /// gVisor first (runsc kill --all, delete), while its sentry runs; then
     /// the cgroup, for whatever runsc left.
     fn stop(self: Box<Self>, kill_group: &dyn Fn()) {
@@ -268,7 +291,7 @@ impl Drop for ExecFiles {
 /// Runs one exec under `runsc exec` (see the module docs) and maps what
 /// runsc reports onto the same `Outcome` as a native exec.
 pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Executed {
-    let exec_id = crate::plan::new_id();
+    let exec_id = at.exec_id.map(str::to_string).unwrap_or_else(crate::plan::new_id);
     let outcome = exec_as(plan, &at, &exec_id);
     Executed { exec_id, outcome, backend: "runsc" }
 }
