@@ -248,6 +248,85 @@ mod rootless {
         assert!(record_files(&store).is_empty());
     }
 
+    fn tmp_entries(store: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(store.join("tmp"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Starts importing `src` and SIGKILLs the import once its layer build
+    /// directory exists; returns that directory's name.
+    fn kill_import_mid_build(store: &Path, src: &Path) -> String {
+        let before = tmp_entries(store);
+        let mut child = std::process::Command::new(husk_bin())
+            .args(["image", "import", "--json", src.to_str().unwrap()])
+            .env("HUSK_ROOT", store)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        loop {
+            if let Some(new) = std::fs::read_dir(store.join("tmp")).ok().and_then(|rd| {
+                rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).find(|n| !before.contains(n))
+            }) {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                return new;
+            }
+            assert!(child.try_wait().unwrap().is_none(), "the import ended before it could be killed");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn killed_import_leaves_no_partial_build_after_the_next_import_or_gc() {
+        let t = TempDir::new("killed-import");
+        let store = t.join("store");
+        // Many small files: the build lasts long enough to be killed in.
+        let mut tar = Tar::new();
+        for i in 0..40_000 {
+            tar.file(&format!("d{}/f{i}", i / 1000), b"x");
+        }
+        let mut big = Layout::new(&t.join("big"));
+        big.image(&[Layer::gzip(tar.finish())], json!({}), None);
+        let mut small = Layout::new(&t.join("small"));
+        small.image(&[base()], json!({}), None);
+        import_ok(&store, &small.dir, &[]);
+
+        // A build in progress (its layer lock held) is never swept.
+        let live_key = "ab".repeat(32);
+        std::fs::create_dir_all(store.join("tmp").join(format!("{live_key}.1.live")).join("usr")).unwrap();
+        let lock = std::fs::File::create(store.join("locks").join(format!("layer-{live_key}"))).unwrap();
+        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+        let live = format!("{live_key}.1.live");
+
+        let stale = kill_import_mid_build(&store, &big.dir);
+        assert_eq!(tmp_entries(&store), sorted(vec![live.clone(), stale]), "the kill left its build behind");
+        let state = t.join("state");
+        let gc = std::process::Command::new(husk_bin())
+            .args(["--state-dir", state.to_str().unwrap(), "gc", "--json"])
+            .env("HUSK_ROOT", &store)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&gc.stdout).unwrap_or_else(|_| panic!("{}", stderr(&gc)));
+        assert_eq!(report["images"]["partial_builds_removed"], 1, "{report}");
+        assert_eq!(tmp_entries(&store), [live.clone()]);
+
+        let stale = kill_import_mid_build(&store, &big.dir);
+        assert!(tmp_entries(&store).contains(&stale));
+        import_ok(&store, &small.dir, &[]);
+        assert_eq!(tmp_entries(&store), [live], "the next import sweeps what the killed one left");
+    }
+
+    fn sorted(mut v: Vec<String>) -> Vec<String> {
+        v.sort();
+        v
+    }
+
     #[test]
     fn parallel_imports_of_images_sharing_layers_keep_the_store_consistent() {
         let t = TempDir::new("parallel");

@@ -16,6 +16,33 @@ pub struct Report {
     pub cgroups: cgroup::gc::GcReport,
     pub runsc: RunscGcReport,
     pub sandboxes: crate::sandbox::gc::SandboxGcReport,
+    pub images: ImageGcReport,
+}
+
+/// Partial layer builds killed imports left in the image store's tmp/.
+#[derive(Serialize, Debug, Default)]
+pub struct ImageGcReport {
+    pub partial_builds_removed: usize,
+    pub errors: Vec<String>,
+}
+
+/// Sweeps the image store's stale builds (an import in progress keeps
+/// its own); a store that does not exist yet is left uncreated.
+pub fn gc_images(paths: &Result<crate::paths::Paths, crate::paths::PathsError>) -> ImageGcReport {
+    let Ok(paths) = paths else {
+        return ImageGcReport::default();
+    };
+    if !paths.root.join("tmp").is_dir() {
+        return ImageGcReport::default();
+    }
+    let swept = crate::image::Store::open(&paths.root).and_then(|s| {
+        let _shared = s.lock_store(false)?;
+        s.sweep_tmp()
+    });
+    match swept {
+        Ok(n) => ImageGcReport { partial_builds_removed: n, errors: vec![] },
+        Err(e) => ImageGcReport { partial_builds_removed: 0, errors: vec![e.to_string()] },
+    }
 }
 
 /// Stale run cgroups under husk's parents (and `--cgroup-parent`).
@@ -72,7 +99,7 @@ pub fn gc(
     // which the cgroup pass can then remove.
     let sandboxes = gc_sandboxes(&host, &args, paths);
     let runsc = gc_runsc(state_dir);
-    let report = Report { cgroups: gc_cgroups(&host, &args), runsc, sandboxes };
+    let report = Report { cgroups: gc_cgroups(&host, &args), runsc, sandboxes, images: gc_images(paths) };
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
@@ -100,14 +127,17 @@ pub fn gc(
         for d in &c.busy {
             crate::outln!("kept cgroup {d}: it still has processes");
         }
-        for e in r.errors.iter().chain(&c.errors).chain(&s.errors) {
+        for e in r.errors.iter().chain(&c.errors).chain(&s.errors).chain(&report.images.errors) {
             crate::errln!("husk: gc: {e}");
         }
         crate::outln!("sandboxes: {} removed ({} expired), {} live", s.removed.len(), s.expired.len(), s.live.len());
         crate::outln!("runsc: {} removed, {} still running", r.removed.len(), r.running.len());
         crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
+        crate::outln!("images: {} partial layer builds removed", report.images.partial_builds_removed);
     }
-    let clean =
-        report.runsc.errors.is_empty() && report.cgroups.errors.is_empty() && report.sandboxes.errors.is_empty();
+    let clean = report.runsc.errors.is_empty()
+        && report.cgroups.errors.is_empty()
+        && report.sandboxes.errors.is_empty()
+        && report.images.errors.is_empty();
     if clean { 0 } else { 1 }
 }

@@ -56,6 +56,9 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
     // Shared: other imports and runs go on; rm/prune wait for us, so a
     // layer we just published cannot be pruned before our record exists.
     let _store_lock = store.lock_store(false)?;
+    // Builds of killed imports would otherwise stay until `prune`; a sweep
+    // that fails leaves them for gc and never fails the import.
+    let _ = store.sweep_tmp();
     let r = source::resolve(reference)?;
     let name = match &opts.name {
         Some(n) => normalize_name(n)?,

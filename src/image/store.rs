@@ -269,6 +269,39 @@ impl Store {
         Ok(Some(report))
     }
 
+    /// Removes build directories in tmp/ that no import is working on. A
+    /// builder holds its layer's lock from before it creates its directory
+    /// until it has renamed or removed it, so a directory whose layer lock
+    /// is free was left by a killed import; one whose lock is held is
+    /// skipped. Returns how many were removed.
+    pub fn sweep_tmp(&self) -> Result<usize, ImageError> {
+        let tmp = self.root.join("tmp");
+        let tmp_fd = nix::fcntl::open(&tmp, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| store_err(&tmp, e))?;
+        let mut removed = 0;
+        for e in std::fs::read_dir(&tmp).map_err(|e| store_err(&tmp, e))?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // `<key>.<pid>.<id>`, as ensure_layer names them.
+            let mut parts = name.rsplitn(3, '.');
+            let (Some(_id), Some(_pid), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b".-".contains(&b)) {
+                continue;
+            }
+            let Some(_lock) = self.try_lock(&format!("layer-{key}"), true)? else {
+                continue;
+            };
+            let cname = fsutil::cname(name.as_bytes());
+            if fsutil::lstat_at(tmp_fd.as_fd(), &cname).is_err() {
+                continue;
+            }
+            remove_tree(tmp_fd.as_fd(), &cname).map_err(|err| store_err(&e.path(), err))?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
     pub fn layer_meta(&self, diff_id: &Digest, owners: &Owners) -> Option<LayerMeta> {
         let p = self.root.join("layers").join(format!("{}.json", Self::layer_key(diff_id, owners)));
         serde_json::from_slice(&std::fs::read(p).ok()?).ok()
