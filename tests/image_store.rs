@@ -314,7 +314,7 @@ mod rootless {
             .unwrap();
         let report: Value = serde_json::from_slice(&gc.stdout).unwrap_or_else(|_| panic!("{}", stderr(&gc)));
         assert_eq!(report["images"]["partial_builds_removed"], 1, "{report}");
-        assert_eq!(tmp_entries(&store), [live.clone()]);
+        assert_eq!(tmp_entries(&store), std::slice::from_ref(&live));
 
         let stale = kill_import_mid_build(&store, &big.dir);
         assert!(tmp_entries(&store).contains(&stale));
