@@ -193,6 +193,38 @@ mod rootless {
         assert_eq!(seen[0], seen[1], "the kept head and tail differ between backends");
     }
 
+    /// gVisor fills every /dev with the devices its kernel emulates
+    /// (/dev/fuse, /dev/net/tun); husk covers those, so the workload finds
+    /// the same device nodes under both backends.
+    #[test]
+    fn dev_holds_the_same_device_nodes_under_both_backends() {
+        require_runsc!();
+        let devices = |b: Backend| -> Vec<String> {
+            let run = probe_in(Root::Host, &refs(&with(b, &[])), &["ls", "/dev"]);
+            let r = run.report();
+            assert_eq!(r["ok"], true, "{b:?}: {r}");
+            let entries = r["entries"].as_array().unwrap();
+            entries
+                .iter()
+                .filter(|e| e["type"] == "char" || e["type"] == "block")
+                .map(|e| format!("{} {}:{}", e["name"].as_str().unwrap(), e["major"], e["minor"]))
+                .collect()
+        };
+        let native = devices(Backend::Native);
+        assert!(native.iter().any(|d| d == "null 1:3"), "{native:?}");
+        assert_eq!(devices(Backend::Runsc), native, "runsc's /dev differs from native's");
+        // What covers /dev/fuse is an empty read-only file.
+        let run =
+            script_in(Root::Host, &refs(&with(Backend::Runsc, &[])), "{probe} read /dev/fuse; {probe} write /dev/fuse");
+        assert_eq!(
+            (run.reports[0]["ok"].as_bool(), run.reports[0]["head"].as_str()),
+            (Some(true), Some("")),
+            "{:#}",
+            run.verdict
+        );
+        assert_eq!(run.reports[1]["ok"], false, "{}", run.reports[1]);
+    }
+
     #[test]
     fn verdicts_have_the_same_shape() {
         require_runsc!();

@@ -295,10 +295,13 @@ fn under_gvisor_the_sandbox_kernels_own_views_are_not_the_hosts() {
     assert_eq!(j(&gvisor(), sys, int80.clone()), Verdict::Contained);
     assert_eq!(j(&ctx(), sys, int80), Verdict::Error);
     assert_eq!(j(&gvisor(), sys, json!({"name": "i386-int80", "ok": true, "ret": 3})), Verdict::Escaped);
-    // gVisor's emulated /dev/fuse is not a host device; elsewhere it is.
-    let fuse = json!({"ok": true, "entries": [{"name": "fuse", "type": "char", "major": 10, "minor": 229}]});
-    assert_eq!(j(&gvisor(), Judge::DevNodes, fuse.clone()), Verdict::Contained);
-    assert_eq!(j(&ctx(), Judge::DevNodes, fuse), Verdict::Escaped);
+    // gVisor emulates /dev/fuse and /dev/net/tun itself, but each is kernel
+    // surface nobody asked for: the same minimal list holds under both.
+    for (name, minor) in [("fuse", 229), ("net/tun", 200)] {
+        let dev = json!({"ok": true, "entries": [{"name": name, "type": "char", "major": 10, "minor": minor}]});
+        assert_eq!(j(&gvisor(), Judge::DevNodes, dev.clone()), Verdict::Escaped, "{name}");
+        assert_eq!(j(&ctx(), Judge::DevNodes, dev), Verdict::Escaped, "{name}");
+    }
     // gVisor's statfs shows no nosuid: the flag is unreadable there, not absent.
     let usr = json!({"path": "/usr", "ok": true, "nosuid": false});
     assert_eq!(j(&gvisor(), Judge::NoSuid, usr.clone()), Verdict::NotApplicable);

@@ -37,6 +37,9 @@ pub struct Inputs<'a> {
     /// seccomp facility provides one; runsc then applies it to the command
     /// inside the sandbox (`--oci-seccomp`).
     pub seccomp: Option<&'a serde_json::Value>,
+    /// An empty, read-only host file (in the run dir) bound over a device
+    /// node gVisor adds to every /dev (see `mounts`).
+    pub masked_file: &'a str,
 }
 
 pub fn render(inp: &Inputs<'_>) -> Result<Spec, BundleError> {
@@ -88,7 +91,7 @@ pub fn render(inp: &Inputs<'_>) -> Result<Spec, BundleError> {
                 .map_err(oci("root"))?,
         )
         .hostname(plan.spec.hostname.clone())
-        .mounts(mounts(plan, inp.layout)?)
+        .mounts(mounts(plan, inp.layout, inp.masked_file)?)
         .process(process)
         .linux(linux)
         .build()
@@ -238,7 +241,7 @@ fn strs(v: &[&str]) -> Vec<String> {
 }
 
 /// The OCI mounts, in the plan's order (parents before children).
-fn mounts(plan: &Plan, layout: &Layout) -> Result<Vec<Mount>, BundleError> {
+fn mounts(plan: &Plan, layout: &Layout, masked_file: &str) -> Result<Vec<Mount>, BundleError> {
     let (uid, gid) = (plan.process.uid, plan.process.gid);
     let mut out = Vec::new();
     for (op, role) in plan.mounts.ops.iter().zip(&layout.roles) {
@@ -250,7 +253,23 @@ fn mounts(plan: &Plan, layout: &Layout) -> Result<Vec<Mount>, BundleError> {
                 KernelFs::Sysfs => mount(dest, "sysfs", "sysfs", strs(&["nosuid", "noexec", "nodev", "ro"]))?,
                 KernelFs::Dev { size } => {
                     let o = vec!["nosuid".into(), "noexec".into(), "mode=755".into(), format!("size={size}")];
-                    mount(dest, "tmpfs", "tmpfs", o)?
+                    out.push(mount(dest.clone(), "tmpfs", "tmpfs", o)?);
+                    // gVisor fills /dev with every device its kernel
+                    // emulates, whatever the OCI config says: /dev/fuse
+                    // (10:229) and /dev/net/tun (10:200) besides the minimal
+                    // set the native backend gives. Each is kernel surface
+                    // the workload could poke that nobody asked for, and
+                    // runsc has no switch to leave them out, so they are
+                    // covered: /dev/net by an empty read-only tmpfs,
+                    // /dev/fuse by an empty read-only file. The names stay;
+                    // no device is reachable behind them.
+                    let ro = strs(&["ro", "nosuid", "noexec", "nodev"]);
+                    let mut tmpfs = ro.clone();
+                    tmpfs.extend(["mode=755".into(), "size=4k".into()]);
+                    out.push(mount(format!("{dest}/net"), "tmpfs", "tmpfs", tmpfs)?);
+                    let mut bind = strs(&["bind"]);
+                    bind.extend(ro);
+                    mount(format!("{dest}/fuse"), "bind", masked_file, bind)?
                 }
                 KernelFs::Devpts { gid } => {
                     let mut o = strs(&["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]);
@@ -310,7 +329,8 @@ mod tests {
     fn config(spec: Spec) -> serde_json::Value {
         let plan = plan(spec);
         let layout = super::super::layout::layout(&plan.mounts);
-        let spec = render(&Inputs { plan: &plan, layout: &layout, seccomp: None }).expect("render");
+        let spec = render(&Inputs { plan: &plan, layout: &layout, seccomp: None, masked_file: "/run/husk/x/masked" })
+            .expect("render");
         serde_json::to_value(&spec).unwrap()
     }
 
@@ -401,6 +421,14 @@ mod tests {
         assert!(
             dests.iter().position(|d| *d == "/dev").unwrap() < dests.iter().position(|d| *d == "/dev/pts").unwrap()
         );
+        // gVisor's extra devices are covered, read-only, right after /dev.
+        let net = mount_at(&c, "/dev/net");
+        assert_eq!(net["type"], "tmpfs");
+        let fuse = mount_at(&c, "/dev/fuse");
+        assert_eq!((fuse["type"].as_str(), fuse["source"].as_str()), (Some("bind"), Some("/run/husk/x/masked")));
+        for m in [net, fuse] {
+            assert!(m["options"].as_array().unwrap().iter().any(|o| o == "ro"), "{m}");
+        }
     }
 
     #[test]

@@ -119,11 +119,24 @@ pub fn layout(plan: &MountPlan) -> Layout {
 /// where they must already exist (the root is read-only to it), while the
 /// sandbox sees them under gVisor's tmpfs as natively.
 pub fn scaffold_mount_points(plan: &mut MountPlan) {
-    let entries: Vec<Entry> = plan
+    let mut entries: Vec<Entry> = plan
         .ops
         .iter()
         .filter_map(|op| if let MountKind::Create(e) = &op.kind { Some(e.clone()) } else { None })
         .collect();
+    // The mount points of what covers gVisor's extra devices (`bundle`'s
+    // /dev mounts): runsc's gofer mounts a bind at its target in the root.
+    let dev = plan.ops.iter().find_map(|op| match op.kind {
+        MountKind::Devpts { .. } => {
+            op.target.to_str().ok().and_then(|t| t.rsplit_once('/')).map(|(d, _)| d.to_string())
+        }
+        _ => None,
+    });
+    if let Some(dev) = dev {
+        let path = |name: &str| CString::new(format!("{dev}/{name}")).unwrap_or_default();
+        entries.push(Entry::Dir { path: path("net"), mode: 0o755 });
+        entries.push(Entry::File { path: path("fuse"), mode: 0o444, data: Vec::new() });
+    }
     let scaffold = match &mut plan.root {
         RootPlan::Tmpfs { entries } => entries,
         RootPlan::Overlay(ov) => &mut ov.top,

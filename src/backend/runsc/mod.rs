@@ -161,6 +161,10 @@ impl RunDir {
     pub fn owner(&self) -> PathBuf {
         self.path.join("owner")
     }
+    /// Empty and read-only: what the sandbox sees at /dev/fuse.
+    pub fn masked_file(&self) -> PathBuf {
+        self.path.join("masked")
+    }
 }
 
 impl Drop for RunDir {

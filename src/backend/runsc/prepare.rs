@@ -67,8 +67,10 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
         ),
         None => None,
     };
-    let mut config = bundle::render(&bundle::Inputs { plan, layout: &layout, seccomp: profile.as_ref() })
-        .map_err(|e| err("bundle", e.to_string()))?;
+    let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
+    let masked_file = dir.masked_file().display().to_string();
+    let inputs = bundle::Inputs { plan, layout: &layout, seccomp: profile.as_ref(), masked_file: &masked_file };
+    let mut config = bundle::render(&inputs).map_err(|e| err("bundle", e.to_string()))?;
     if matches!(how, Invocation::Detach) {
         // Nothing from the image keeps the sandbox alive: husk's holder does.
         let mut process = config.process().clone().ok_or_else(|| err("bundle", "no process in the bundle".into()))?;
@@ -83,7 +85,6 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
         hint: Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()),
     };
     cfg.ensure_runsc_root().map_err(state_err)?;
-    let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
     config::ensure_dir(&dir.path).map_err(state_err)?;
     let write = |p: PathBuf, data: Vec<u8>| {
         std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
@@ -91,6 +92,9 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     // Who owns the run: `husk gc` leaves it alone while that process lives.
     write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
     write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
+    write(dir.masked_file(), Vec::new())?;
+    std::fs::set_permissions(dir.masked_file(), std::os::unix::fs::PermissionsExt::from_mode(0o444))
+        .map_err(|e| state_err(format!("chmod {}: {e}", dir.masked_file().display())))?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

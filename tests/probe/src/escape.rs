@@ -380,14 +380,11 @@ pub fn mknod_read(args: &[String]) -> Result<Report, Usage> {
 
 /// `ls PATH`: the entries of a directory with type, mode, owner and, for
 /// device nodes, major:minor. ok = listed.
-pub fn ls(args: &[String]) -> Result<Report, Usage> {
-    let [path] = args else { return Err(usage("ls PATH")) };
+/// Entries of `dir` and of its subdirectories (symlinks not followed, at
+/// most 3 levels deep), named by their path relative to the listed dir: a
+/// device in /dev/net is as much in /dev as one at its top.
+fn list_into(dir: std::fs::ReadDir, prefix: &str, depth: u32, entries: &mut Vec<serde_json::Value>) {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let dir = match std::fs::read_dir(path) {
-        Ok(d) => d,
-        Err(e) => return Ok(Report::new(false, crate::util::io_outcome(&Err::<(), _>(e)))),
-    };
-    let mut entries = Vec::new();
     for e in dir.flatten() {
         let Ok(md) = std::fs::symlink_metadata(e.path()) else { continue };
         let ft = md.file_type();
@@ -406,14 +403,31 @@ pub fn ls(args: &[String]) -> Result<Report, Usage> {
         } else {
             "socket"
         };
-        let mut v = json!({"name": e.file_name().to_string_lossy(), "type": kind,
+        let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+        let mut v = json!({"name": name, "type": kind,
                            "mode": format!("{:o}", md.mode() & 0o7777), "uid": md.uid(), "gid": md.gid()});
         if ft.is_char_device() || ft.is_block_device() {
             v["major"] = json!(libc::major(md.rdev()));
             v["minor"] = json!(libc::minor(md.rdev()));
         }
         entries.push(v);
+        if ft.is_dir()
+            && depth < 3
+            && let Ok(sub) = std::fs::read_dir(e.path())
+        {
+            list_into(sub, &format!("{name}/"), depth + 1, entries);
+        }
     }
+}
+
+pub fn ls(args: &[String]) -> Result<Report, Usage> {
+    let [path] = args else { return Err(usage("ls PATH")) };
+    let dir = match std::fs::read_dir(path) {
+        Ok(d) => d,
+        Err(e) => return Ok(Report::new(false, crate::util::io_outcome(&Err::<(), _>(e)))),
+    };
+    let mut entries = Vec::new();
+    list_into(dir, "", 0, &mut entries);
     entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     Ok(Report::new(true, json!({"path": path, "entries": entries})))
 }
