@@ -32,5 +32,6 @@ pub mod sync;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod units;
+pub mod userfile;
 pub mod userns;
 pub mod users;

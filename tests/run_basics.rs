@@ -90,3 +90,70 @@ fn image_path_that_does_not_exist_is_named_as_missing() {
         assert!(err.contains("no such file or directory") && !err.contains("invalid image name"), "{r}: {err}");
     }
 }
+
+/// `husk ARGS` under a 1 GiB address-space limit, so a husk that reads a
+/// file without a bound dies (allocation failure) instead of eating the
+/// host; a blocked one is killed after a minute. (status code, stderr)
+fn husk_bounded(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 1048576; exec \"$@\"")
+        .arg("sh")
+        .arg(husk_bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut status = None;
+    let ended = wait_until(std::time::Duration::from_secs(60), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("husk {args:?} blocked (reading a FIFO?)");
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.unwrap().code(), err)
+}
+
+/// Every file a user names goes through one bounded reader: a device
+/// (`/dev/zero` grew husk by GBs), a FIFO (blocked forever), a directory
+/// or a file over the bound is refused at once, saying which and why.
+#[test]
+fn user_named_files_that_are_devices_fifos_or_huge_are_refused() {
+    let dir = TempDir::new("userfile");
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = fifo.to_str().unwrap();
+    let big_env = dir.join("big.env");
+    std::fs::write(&big_env, format!("A={}\n", "x".repeat(1 << 20))).unwrap();
+    // A valid profile, padded in front past the 4 MiB bound.
+    let profile =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/seccomp/docker-style.json")).unwrap();
+    let big_profile = dir.join("big.json");
+    std::fs::write(&big_profile, format!("{}{profile}", " ".repeat(4 << 20))).unwrap();
+    let (big_env, big_profile) = (big_env.to_str().unwrap(), big_profile.to_str().unwrap());
+    let dirp = dir.path().to_str().unwrap();
+    for (args, needle) in [
+        (&["run", "--env-file", "/dev/zero", "--", "true"][..], "not a regular file (a character device)"),
+        (&["run", "--env-file", fifo, "--", "true"], "not a regular file (a FIFO)"),
+        (&["run", "--env-file", dirp, "--", "true"], "not a regular file (a directory)"),
+        (&["run", "--env-file", big_env, "--", "true"], "too large (1048579 bytes, limit 1048576)"),
+        (&["run", "--seccomp", "/dev/zero", "--", "true"], "not a regular file (a character device)"),
+        (&["run", "--seccomp", fifo, "--", "true"], "not a regular file (a FIFO)"),
+        (&["run", "--seccomp", big_profile, "--", "true"], "limit 4194304)"),
+        (&["seccomp", "check", "/dev/zero"], "not a regular file (a character device)"),
+        (&["seccomp", "check", fifo], "not a regular file (a FIFO)"),
+        (&["seccomp", "check", big_profile], "limit 4194304)"),
+        (&["create", "--env-file", "/dev/zero"], "not a regular file (a character device)"),
+    ] {
+        let (code, err) = husk_bounded(args);
+        assert_eq!(code, Some(125), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

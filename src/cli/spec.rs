@@ -49,6 +49,10 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
     Ok(())
 }
 
+/// Largest `--env-file` husk reads: far above what execve takes (128 KiB
+/// per variable, a few MiB in all), so only a wrong file hits it.
+pub const ENV_FILE_LIMIT: u64 = 1 << 20;
+
 /// Applies per-command flags (shared with `exec`).
 pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), String> {
     spec.timeout = p.timeout;
@@ -56,7 +60,7 @@ pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), String
     spec.output = if p.json { OutputSpec::Capture { limit: p.output_limit } } else { OutputSpec::Passthrough };
     spec.user = p.user.clone();
     for f in &p.env_file {
-        let text = std::fs::read_to_string(f).map_err(|e| format!("--env-file {}: {e}", f.display()))?;
+        let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT).map_err(|e| e.to_string())?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {

@@ -37,7 +37,9 @@ fn check(a: &SeccompCheckArgs) -> Result<String, String> {
         // when a file of that name is here (`./default` checks the file).
         Some(s) => (format!("{} (shipped)", s.name), s.json.to_string()),
         _ => {
-            let text = std::fs::read_to_string(&a.path).map_err(|e| format!("{}: {e}", a.path))?;
+            let path = std::path::Path::new(&a.path);
+            let text = crate::userfile::read_text("seccomp profile", path, crate::seccomp::MAX_PROFILE_BYTES)
+                .map_err(|e| e.to_string())?;
             (a.path.clone(), text)
         }
     };

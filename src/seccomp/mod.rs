@@ -94,12 +94,14 @@ pub fn shipped_names() -> Vec<&'static str> {
 }
 
 /// Largest profile file husk reads (Docker's own is ~20 KiB).
-const MAX_PROFILE_BYTES: u64 = 4 << 20;
+pub const MAX_PROFILE_BYTES: u64 = 4 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
     #[error("--seccomp {path}: {error}; give an OCI/Docker profile file or one of: default, strict, unconfined")]
     Read { path: PathBuf, error: std::io::Error },
+    #[error(transparent)]
+    File(crate::userfile::UserFileError),
     #[error("--seccomp {path}: the profile is not UTF-8 JSON")]
     NotUtf8 { path: PathBuf },
     #[error(transparent)]
@@ -163,7 +165,7 @@ impl Program {
     pub fn profile_json(&self) -> Option<serde_json::Value> {
         let text = match &self.source {
             Source::Shipped => shipped(&self.name)?.json.to_string(),
-            Source::File(path) => std::fs::read_to_string(path).ok()?,
+            Source::File(path) => crate::userfile::read_text("--seccomp", path, MAX_PROFILE_BYTES).ok()?,
         };
         serde_json::from_str(&text).ok()
     }
@@ -285,10 +287,11 @@ pub fn plan(
 
 /// Reads, hashes and (on a cache miss) compiles a user profile.
 pub fn from_file(path: &Path, caps_keep: u64, store_root: &Path) -> Result<Program, SeccompError> {
-    use std::io::Read;
-    let read_err = |error| SeccompError::Read { path: path.to_path_buf(), error };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path).and_then(|f| f.take(MAX_PROFILE_BYTES).read_to_end(&mut bytes)).map_err(read_err)?;
+    use crate::userfile::UserFileError;
+    let bytes = crate::userfile::read("--seccomp", path, MAX_PROFILE_BYTES).map_err(|e| match e {
+        UserFileError::Io { path, source, .. } => SeccompError::Read { path, error: source },
+        e => SeccompError::File(e),
+    })?;
     let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
     let kernel = kernel_version();
     let cache = cache::Cache::new(store_root);
