@@ -328,6 +328,28 @@ mod rootless {
     }
 
     #[test]
+    fn overwritten_blob_is_replaced_by_the_reimport_husk_advises() {
+        let t = TempDir::new("bad-blob");
+        let store = t.join("store");
+        let mut a = Layout::new(&t.join("a"));
+        a.image(&[base()], json!({"Env": ["K=V"]}), None);
+        let r = import_ok(&store, &a.dir, &[]);
+        let config = store.join("blobs").join(&r["config"].as_str().unwrap()[7..]);
+        let good = std::fs::read(&config).unwrap();
+        std::fs::write(&config, b"{\"garbage\": true}").unwrap();
+        let inspect = husk_in(&store, &["image", "inspect", "a"]);
+        assert!(stderr(&inspect).contains("re-import the image"), "{}", stderr(&inspect));
+
+        let again = import_ok(&store, &a.dir, &[]);
+        assert_eq!(again["blobs_replaced"], 1, "{again}");
+        assert_eq!(std::fs::read(&config).unwrap(), good);
+        let inspect = husk_in(&store, &["image", "inspect", "a"]);
+        assert!(inspect.status.success(), "{}", stderr(&inspect));
+        let v: Value = serde_json::from_slice(&inspect.stdout).unwrap();
+        assert_eq!(v["config"]["Env"], json!(["K=V"]));
+    }
+
+    #[test]
     fn parallel_imports_of_images_sharing_layers_keep_the_store_consistent() {
         let t = TempDir::new("parallel");
         let store = t.join("store");

@@ -151,6 +151,12 @@ fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(),
             report.reused,
             report.seconds
         );
+        if report.blobs_replaced > 0 {
+            crate::errln!(
+                "husk: note: {} stored manifest/config blobs did not match their digest and were replaced",
+                report.blobs_replaced
+            );
+        }
         let skipped: u64 = report.layers.iter().filter_map(|l| l.unpack.as_ref()).map(|u| u.skipped_count).sum();
         if skipped > 0 {
             crate::errln!(

@@ -47,6 +47,9 @@ pub struct ImportReport {
     pub layers: Vec<LayerOutcome>,
     pub extracted: usize,
     pub reused: usize,
+    /// Stored manifests/configs that no longer matched their digest and
+    /// were written again from the source.
+    pub blobs_replaced: usize,
     pub seconds: f64,
 }
 
@@ -77,10 +80,11 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
     }
     let results = build_layers(store, &r, &todo, opts, &name)?;
 
+    let mut blobs_replaced = 0;
     if let Some((d, bytes)) = &r.manifest {
-        store.put_blob(d, bytes)?;
+        blobs_replaced += usize::from(store.put_blob(d, bytes)?);
     }
-    store.put_blob(&r.config_digest, &r.config_bytes)?;
+    blobs_replaced += usize::from(store.put_blob(&r.config_digest, &r.config_bytes)?);
     let rec = Record {
         name: name.clone(),
         manifest: r.manifest.as_ref().map(|m| m.0.clone()),
@@ -130,6 +134,7 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
         reused: layers.len() - extracted,
         layers,
         extracted,
+        blobs_replaced,
         seconds: crate::outcome::round3(t0.elapsed().as_secs_f64()),
     })
 }
