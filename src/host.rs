@@ -1,6 +1,7 @@
 //! Facts about this host, probed once per command and then passed down, so
 //! no call site has to re-discover (or guess) what the kernel supports.
 
+use crate::files::read_text;
 use crate::spec::IdRange;
 use nix::unistd::{Gid, Uid};
 use std::path::{Path, PathBuf};
@@ -56,25 +57,6 @@ pub fn default_store_root() -> PathBuf {
         .unwrap_or_else(|_| PathBuf::from("/nonexistent"))
 }
 
-/// A small text file (/proc, /sys, cgroupfs, /etc), read into 16 KiB of
-/// room made up front: `read_to_string` knows no size for these files and
-/// starts with 32-byte reads (about eight syscalls for mountinfo).
-/// `read_to_end` reads into the room without zeroing it first (a zeroed
-/// buffer wrote, and faulted in, all four pages for a 100-byte file) and
-/// goes on until a read returns 0: a seq_file (procfs, cgroupfs) returns at
-/// most about a page per read however large the buffer, so a short read is
-/// not the end (a cgroup.procs of a thousand pids, a busy host's mountinfo).
-/// Through `take`, because `File`'s own `read_to_end` first asks statx and
-/// lseek for a size hint, which these files do not have (two syscalls per
-/// file, about ten files per run).
-pub fn read_text(path: impl AsRef<Path>) -> std::io::Result<String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path)?;
-    let mut buf = Vec::with_capacity(16 << 10);
-    f.take(u64::MAX).read_to_end(&mut buf)?;
-    String::from_utf8(buf).map_err(|_| std::io::Error::from_raw_os_error(libc::EILSEQ))
-}
-
 /// First `name:start:count` line for `name` in a subordinate-id file.
 pub fn read_subid(path: impl AsRef<Path>, name: &str) -> Option<IdRange> {
     let text = read_text(path).ok()?;
@@ -115,14 +97,6 @@ pub fn sysctl_int(path: &str) -> Option<i64> {
     std::fs::read_to_string(Path::new("/proc/sys").join(path)).ok()?.trim().parse().ok()
 }
 
-/// The running kernel's (major, minor): seccomp's `minKernel`, cgroup.kill (5.14).
-pub fn kernel_version() -> Option<(u32, u32)> {
-    let u = nix::sys::utsname::uname().ok()?;
-    let r = u.release().to_str()?;
-    let mut it = r.split(|c: char| !c.is_ascii_digit());
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,23 +108,5 @@ mod tests {
         assert_eq!(parse_subid(text, "bob"), None);
         assert_eq!(parse_subid("husk:1:0\n", "husk"), None);
         assert_eq!(parse_subid("husk:x:5\n", "husk"), None);
-    }
-
-    /// Files of exactly one buffer and of several are read whole, and so is
-    /// a seq_file whose reads each return about a page.
-    #[test]
-    fn read_text_reads_files_past_its_first_buffer() {
-        let dir = std::env::temp_dir().join(format!("husk-read-text-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for len in [0, 1, 16 << 10, (16 << 10) + 1, 100_000] {
-            let text: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
-            let f = dir.join(format!("f{len}"));
-            std::fs::write(&f, &text).unwrap();
-            assert_eq!(read_text(&f).unwrap(), text, "length {len}");
-        }
-        let whole = std::fs::read_to_string("/proc/kallsyms").unwrap();
-        assert!(whole.len() > 16 << 10, "kallsyms is expected to span many reads");
-        assert_eq!(read_text("/proc/kallsyms").unwrap().len(), whole.len());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,13 +9,17 @@
 
 pub mod backend;
 pub mod background;
+pub mod capability;
 pub mod capture;
 pub mod cgroup;
 pub mod cli;
 pub mod cmd;
+pub mod files;
 pub mod fuzz;
 pub mod host;
+pub mod ids;
 pub mod image;
+pub mod kernel;
 pub mod outcome;
 pub mod paths;
 pub mod plan;
@@ -27,6 +31,7 @@ pub mod seccomp;
 pub mod selftest;
 pub mod spawn;
 pub mod spec;
+pub mod step;
 pub mod supervise;
 pub mod sync;
 #[allow(unsafe_code)]

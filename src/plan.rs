@@ -8,7 +8,6 @@ use crate::spec::{NetworkMode, RlimitSpec, Spec};
 use crate::sys::fd::CStrArray;
 use crate::userns::{IdMap, IdMapError};
 use std::ffi::CString;
-use std::str::FromStr;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +98,7 @@ pub struct Plan {
 /// (arg_start, arg_end) and (env_start, env_end) of this process, from
 /// /proc/self/stat (fields 48-51; the comm field may contain spaces).
 pub fn arg_areas() -> Vec<(usize, usize)> {
-    let Ok(stat) = crate::host::read_text("/proc/self/stat") else { return Vec::new() };
+    let Ok(stat) = crate::files::read_text("/proc/self/stat") else { return Vec::new() };
     let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return Vec::new() };
     // After ") " the fields start at number 3 (state).
     let f: Vec<usize> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
@@ -115,25 +114,6 @@ const DEFAULT_RLIMITS: &[(&str, u64, u64)] = &[("core", 0, 0), ("nofile", 1024, 
 
 pub fn cstr(what: &'static str, s: &str) -> Result<CString, PlanError> {
     CString::new(s).map_err(|_| PlanError::Nul { what, value: s.to_string() })
-}
-
-/// A random 12-hex-digit id (run / sandbox names).
-pub fn new_id() -> String {
-    random_hex(6)
-}
-
-/// `bytes` random bytes in hex; without /dev/urandom, time and pid (unique
-/// enough for names, never secrets).
-pub fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).is_err() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let seed = (t.as_nanos() as u64 ^ std::process::id() as u64).to_le_bytes();
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = seed[i % 8].wrapping_add((i / 8) as u8);
-        }
-    }
-    hex::encode(b)
 }
 
 /// Parses `UID[:GID]` (numeric). Names are resolved by the caller against
@@ -166,9 +146,7 @@ pub fn home_of(text: &str, uid: u32) -> Option<String> {
 }
 
 pub fn parse_cap(name: &str) -> Result<u8, PlanError> {
-    let upper = name.trim().to_ascii_uppercase();
-    let full = if upper.starts_with("CAP_") { upper } else { format!("CAP_{upper}") };
-    caps::Capability::from_str(&full).map(|c| c.index()).map_err(|_| PlanError::BadCap { value: name.to_string() })
+    crate::capability::parse(name).ok_or_else(|| PlanError::BadCap { value: name.to_string() })
 }
 
 pub fn rlimit_resource(name: &str) -> Option<libc::__rlimit_resource_t> {
@@ -548,7 +526,7 @@ impl Plan {
         };
 
         Ok(Plan {
-            id: new_id(),
+            id: crate::ids::new_id(),
             hostname: cstr("--hostname", &spec.hostname)?,
             network: spec.network,
             ids,

@@ -3,7 +3,8 @@
 //! deadline as poll's timeout. No SIGALRM, no globals, no threads.
 
 use crate::capture::{Capture, Captured};
-use crate::spawn::step::StepError;
+use crate::cgroup::GroupKill;
+use crate::step::StepError;
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::process::{ExitStatus, pidfd_send_signal, wait_pidfd};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -27,12 +28,6 @@ pub fn signal_fd() -> Result<SignalFd, nix::errno::Errno> {
     let set = forwarded_signals();
     set.thread_block()?;
     SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-}
-
-/// Group kill of everything in the sandbox beyond its pid namespace (the
-/// cgroup facility provides it).
-pub trait GroupKill {
-    fn kill_all(&self);
 }
 
 /// How a watch reaches the command when signalling the watched pid is not

@@ -2,7 +2,7 @@
 //! is one atomic datagram and EOF means the other side is gone. Messages are
 //! fixed-size records encoded by hand (no allocation in the child).
 
-use crate::spawn::step::{Step, StepError};
+use crate::step::{Step, StepError};
 use nix::errno::Errno;
 use nix::sys::socket::MsgFlags;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, recv, send, socketpair};

@@ -11,7 +11,7 @@ pub mod runsc;
 use crate::cgroup::nested::Tree;
 use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::{ExecPlan, Plan};
-use crate::spawn::CgroupJoin;
+use crate::cgroup::CgroupJoin;
 use crate::spec::{RuntimeChoice, Spec};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};

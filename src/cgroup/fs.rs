@@ -24,15 +24,15 @@ pub fn write(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
         .map_err(|e| io("writing", path, Some(value), &e))
 }
 
-/// Reads a control file (`host::read_text`).
+/// Reads a control file (`crate::files::read_text`).
 pub fn read(dir: &Path, file: &str) -> Result<String, CgroupError> {
     let path = dir.join(file);
-    crate::host::read_text(&path).map_err(|e| io("reading", path, None, &e))
+    crate::files::read_text(&path).map_err(|e| io("reading", path, None, &e))
 }
 
 /// A file that may legitimately be absent (older kernels, controller off).
 pub fn read_opt(dir: &Path, file: &str) -> Option<String> {
-    crate::host::read_text(dir.join(file)).ok()
+    crate::files::read_text(dir.join(file)).ok()
 }
 
 /// Writes a limit and reads back (on the same open file) what the kernel

@@ -25,7 +25,7 @@ pub fn parents(host: &CgroupHost, custom: Option<&Path>, who: Caller) -> Vec<Pat
     host.unified.iter().chain(&host.v1).filter_map(|m| parent_in(m, custom, who, "gc").ok().map(|(_, p)| p)).collect()
 }
 
-/// Run ids are 12 lowercase hex digits (`plan::new_id`).
+/// Run ids are 12 lowercase hex digits (`ids::new_id`).
 pub fn is_run_id(name: &str) -> bool {
     name.len() == 12 && name.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }

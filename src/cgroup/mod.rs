@@ -20,6 +20,7 @@
 
 mod fs;
 pub mod gc;
+mod hooks;
 pub mod limits;
 pub mod nested;
 pub mod probe;
@@ -28,17 +29,28 @@ mod stats;
 mod v1;
 mod v2;
 
+pub use hooks::{CgroupJoin, GroupKill};
 pub use limits::{Limits, Source, Swap};
 pub use probe::{CgroupHost, CgroupMode, Controller};
 pub use report::{CgroupReport, LimitsReport, Usage, explain};
 
-use crate::spawn::CgroupJoin;
-use crate::supervise::GroupKill;
 use crate::sys::Errno;
 use nix::unistd::Pid;
 use std::cell::Cell;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+/// One hierarchy's directory of a cgroup, as a long-lived sandbox's state
+/// records it (`nested::Tree`).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Dir {
+    pub path: PathBuf,
+    /// The unified hierarchy (cgroup2): membership by CLONE_INTO_CGROUP,
+    /// kill by cgroup.kill. Otherwise a v1 hierarchy, joined by self-attach.
+    pub unified: bool,
+    /// v1: the controllers husk uses in this hierarchy.
+    pub controllers: Vec<String>,
+}
 
 /// husk's parent cgroup under each hierarchy (or delegated subtree).
 pub const DEFAULT_PARENT: &str = "husk";
@@ -354,7 +366,7 @@ trait Cgroup {
     fn usage(&self) -> Usage;
     fn remove(&mut self) -> Result<(), CgroupError>;
     /// Its directories, for a long-lived sandbox's state (`nested::Tree`).
-    fn dirs(&self) -> Vec<nested::Dir>;
+    fn dirs(&self) -> Vec<Dir>;
 }
 
 /// A run's live cgroup: the join hook for spawn, the group kill for the

@@ -14,9 +14,7 @@ use super::probe::Controller;
 use super::report::Usage;
 use super::stats::Stats;
 use super::v2::PATIENCE;
-use super::{CgroupError, KillMethod, SandboxCgroup};
-use crate::spawn::CgroupJoin;
-use crate::supervise::GroupKill;
+use super::{CgroupError, CgroupJoin, Dir, GroupKill, KillMethod, SandboxCgroup};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
@@ -26,17 +24,6 @@ use std::path::{Path, PathBuf};
 /// Prefix of a sandbox's cgroup under husk's parents (run cgroups are bare
 /// ids; `cgroup::gc` leaves these to the sandbox gc).
 pub const SANDBOX_PREFIX: &str = "sbx-";
-
-/// One hierarchy's directory of the sandbox.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Dir {
-    pub path: PathBuf,
-    /// The unified hierarchy (cgroup2): membership by CLONE_INTO_CGROUP,
-    /// kill by cgroup.kill. Otherwise a v1 hierarchy, joined by self-attach.
-    pub unified: bool,
-    /// v1: the controllers husk uses in this hierarchy.
-    pub controllers: Vec<String>,
-}
 
 /// A sandbox's cgroup layout.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -117,13 +117,13 @@ impl CgroupHost {
     /// Reads /proc/self/mountinfo, /proc/self/cgroup and the unified root's
     /// cgroup.controllers.
     pub fn probe() -> CgroupHost {
-        let mountinfo = crate::host::read_text("/proc/self/mountinfo").unwrap_or_default();
-        let own = crate::host::read_text("/proc/self/cgroup").unwrap_or_default();
+        let mountinfo = crate::files::read_text("/proc/self/mountinfo").unwrap_or_default();
+        let own = crate::files::read_text("/proc/self/cgroup").unwrap_or_default();
         // cgroup.kill: 5.14.
-        let kill = crate::host::kernel_version().is_some_and(|v| v >= (5, 14));
+        let kill = crate::kernel::kernel_version().is_some_and(|v| v >= (5, 14));
         let mut host = CgroupHost::from_texts(&mountinfo, &own, kill);
         if let Some(u) = &mut host.unified {
-            let text = crate::host::read_text(u.path.join("cgroup.controllers")).unwrap_or_default();
+            let text = crate::files::read_text(u.path.join("cgroup.controllers")).unwrap_or_default();
             u.controllers = text.split_whitespace().filter_map(Controller::from_name).collect();
         }
         host

@@ -324,17 +324,14 @@ impl Cgroup for V1Cgroup {
         self.stats.usage()
     }
 
-    fn dirs(&self) -> Vec<super::nested::Dir> {
-        let v1 = self.nodes.iter().map(|(cs, d)| super::nested::Dir {
+    fn dirs(&self) -> Vec<super::Dir> {
+        let v1 = self.nodes.iter().map(|(cs, d)| super::Dir {
             path: d.clone(),
             unified: false,
             controllers: cs.iter().map(|c| c.name().to_string()).collect(),
         });
-        let unified = self.unified.iter().map(|(d, _)| super::nested::Dir {
-            path: d.clone(),
-            unified: true,
-            controllers: vec![],
-        });
+        let unified =
+            self.unified.iter().map(|(d, _)| super::Dir { path: d.clone(), unified: true, controllers: vec![] });
         v1.chain(unified).collect()
     }
 

@@ -284,8 +284,8 @@ impl Cgroup for V2Cgroup {
         self.stats.usage()
     }
 
-    fn dirs(&self) -> Vec<super::nested::Dir> {
-        vec![super::nested::Dir { path: self.dir.clone(), unified: true, controllers: Vec::new() }]
+    fn dirs(&self) -> Vec<super::Dir> {
+        vec![super::Dir { path: self.dir.clone(), unified: true, controllers: Vec::new() }]
     }
 
     fn remove(&mut self) -> Result<(), CgroupError> {

@@ -49,7 +49,7 @@ fn check(a: &SeccompCheckArgs) -> Result<String, String> {
     }
     let raw = profile::parse(&origin, &text).map_err(|e| e.to_string())?;
     let has_cap = |name: &str| crate::plan::parse_cap(name).ok().map(|c| caps & (1u64 << c) != 0);
-    let kernel = crate::seccomp::kernel_version();
+    let kernel = crate::kernel::kernel_version();
     let policy = raw.lower(&origin, &profile::Context { has_cap: &has_cap, kernel }).map_err(|e| e.to_string())?;
     let program = crate::seccomp::compile::compile(&origin, &policy).map_err(|e| e.to_string())?;
     let sha = hex::encode(sha2::Sha256::digest(text.as_bytes()));

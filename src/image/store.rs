@@ -234,7 +234,7 @@ impl Store {
         if dest.is_dir() {
             return Ok(None);
         }
-        let tmp_name = format!("{key}.{}.{}", std::process::id(), crate::plan::new_id());
+        let tmp_name = format!("{key}.{}.{}", std::process::id(), crate::ids::new_id());
         let tmp_root = self.root.join("tmp");
         let tmp = tmp_root.join(&tmp_name);
         std::fs::DirBuilder::new().mode(0o700).create(&tmp).map_err(|e| store_err(&tmp, e))?;
@@ -384,7 +384,7 @@ impl Store {
         for e in std::fs::read_dir(&dir).map_err(|e| store_err(&dir, e))? {
             let e = e.map_err(|e| store_err(&dir, e))?;
             let name = e.file_name().to_string_lossy().into_owned();
-            // Dot files are write_atomic's temporaries.
+            // Dot files are write_durable's temporaries.
             let Some(key) = name.strip_suffix(".json").filter(|_| !name.starts_with('.')) else {
                 continue;
             };
@@ -563,7 +563,7 @@ fn sync_dir(dir: &Path, how: Sync) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `write_atomic` for the store: the file is fsynced before the rename
+/// `files::write_atomic` for the store: the file is fsynced before the rename
 /// and its directory after, so a power loss leaves the old content or the
 /// new, never a torn or empty file under the final name.
 pub fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
@@ -572,7 +572,7 @@ pub fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
         ".{}.{}.{}",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("tmp"),
         std::process::id(),
-        crate::plan::new_id()
+        crate::ids::new_id()
     ));
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
@@ -580,25 +580,6 @@ pub fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
         sync_dir(dir, Sync::Dir)
-    };
-    write().inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
-/// Writes `data` to a unique temp file beside `path`, then renames it over.
-pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.{}.{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("tmp"),
-        std::process::id(),
-        crate::plan::new_id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-        std::io::Write::write_all(&mut f, data)?;
-        std::fs::rename(&tmp, path)
     };
     write().inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);

@@ -4,7 +4,7 @@
 //! nor a path swapped after planning can redirect a mount to the host.
 
 use super::{Entry, MountKind, MountOp, MountPlan, OverlayPlan, RootPlan};
-use crate::spawn::step::{AtStep, Step, StepError};
+use crate::step::{AtStep, Step, StepError};
 use crate::sys::Errno;
 use crate::sys::mount::{
     FsContext, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, OPEN_TREE_CLOEXEC,

@@ -68,7 +68,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     let client = Client::connect(&dir, rec.supervisor)?;
     // A gVisor exec names itself to the supervisor (it has no cgroup leaf
     // to be named by), so the supervisor can find its files if it dies.
-    let runsc_exec = (rec.backend == "runsc").then(crate::plan::new_id);
+    let runsc_exec = (rec.backend == "runsc").then(crate::ids::new_id);
     let (reply, fds) = client.call(&Request::Exec { wait: req.wait, runsc_exec: runsc_exec.clone() })?;
     if reply.busy {
         return Err(SandboxError::Busy { id: rec.id.clone() });

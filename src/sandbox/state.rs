@@ -111,7 +111,7 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// Ids are `plan::new_id`'s 12 lowercase hex digits.
+/// Ids are `ids::new_id`'s 12 lowercase hex digits.
 pub fn is_id(s: &str) -> bool {
     crate::cgroup::gc::is_run_id(s)
 }

@@ -23,7 +23,7 @@ use crate::cgroup::nested::{Leaf, SANDBOX_PREFIX, Tree};
 use crate::cgroup::{CgroupPlan, SandboxCgroup};
 use crate::image::store::Lease;
 use crate::plan::{InitRole, Plan, RootInput};
-use crate::spawn::CgroupJoin;
+use crate::cgroup::CgroupJoin;
 use crate::sys::process::{Forked, exit_now, wait_pidfd};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
@@ -557,7 +557,7 @@ impl Supervisor {
             return None;
         }
         let tree = self.rec.cgroup.as_ref()?;
-        let name = format!("exec-{}", crate::plan::new_id());
+        let name = format!("exec-{}", crate::ids::new_id());
         match tree.make_leaf(&name) {
             Ok(()) => Some(name),
             Err(e) => {

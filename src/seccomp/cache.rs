@@ -65,7 +65,7 @@ impl Cache {
     pub fn store(&self, key: &str, c: &Compiled) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir)?;
-        crate::image::store::write_atomic(&self.path(key), &encode(c))
+        crate::files::write_atomic(&self.path(key), &encode(c))
     }
 }
 

@@ -62,8 +62,8 @@ pub const DENIED_EPERM: &[&str] = &[
     "open_by_handle_at",
 ];
 
-use crate::spawn::step::{AtStep, Step, StepError};
 use crate::spec::SeccompSpec;
+use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, Msg};
 use compile::{CompileError, SockFilter, insn};
 use profile::ProfileError;
@@ -250,7 +250,7 @@ impl Program {
     }
 }
 
-pub use crate::host::kernel_version;
+use crate::kernel::kernel_version;
 
 /// Builds the program for a run. `caps_keep` (bit N = capability N) feeds
 /// Docker's `includes.caps`; compiled user profiles are cached under
@@ -330,7 +330,7 @@ pub fn compile_text(
     kernel: Option<(u32, u32)>,
 ) -> Result<cache::Compiled, SeccompError> {
     let raw = profile::parse(origin, text)?;
-    let has_cap = |name: &str| crate::plan::parse_cap(name).ok().map(|c| caps_keep & (1u64 << c) != 0);
+    let has_cap = |name: &str| crate::capability::parse(name).map(|c| caps_keep & (1u64 << c) != 0);
     let policy = raw.lower(origin, &profile::Context { has_cap: &has_cap, kernel })?;
     let filter = compile::compile(origin, &policy)?;
     Ok(cache::Compiled {

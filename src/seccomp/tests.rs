@@ -200,7 +200,7 @@ fn docker_format_extensions_are_honoured() {
     assert_eq!(verdict(p, "mmap", &[0, 4096, 7, 2]), ENOSYS);
     assert_eq!(verdict(p, "mmap", &[0, 4096, 3, 0x22]), ENOSYS);
 
-    let with_cap = 1u64 << crate::plan::parse_cap("CAP_SYS_CHROOT").unwrap();
+    let with_cap = 1u64 << crate::capability::parse("CAP_SYS_CHROOT").unwrap();
     let c = compile_text("docker.json", text, with_cap, Some((6, 18))).unwrap();
     assert_eq!(verdict(&c.filter, "chroot", &[]), RET_ALLOW, "with the capability: the includes entry");
 }

@@ -121,13 +121,13 @@ impl Fixtures {
     /// Sets up every fixture. `base` is the host directory the marker goes
     /// in (world-readable, so only isolation keeps the sandbox from it).
     pub fn create(base: &Path, probe_host: &Path, defaults: &Defaults) -> Result<Fixtures, FixtureError> {
-        let run_id = crate::plan::random_hex(6);
+        let run_id = crate::ids::random_hex(6);
         let dir_path = base.join(format!("husk-selftest-{run_id}"));
         std::fs::create_dir(&dir_path).map_err(io("directory", &dir_path))?;
         let dir = Dir(dir_path.clone());
         std::fs::set_permissions(&dir_path, std::fs::Permissions::from_mode(0o755))
             .map_err(io("directory", &dir_path))?;
-        let marker_token = format!("husk-selftest-secret-{}", crate::plan::random_hex(16));
+        let marker_token = format!("husk-selftest-secret-{}", crate::ids::random_hex(16));
         let marker_path = dir_path.join("marker");
         std::fs::write(&marker_path, format!("{marker_token}\n")).map_err(io("marker", &marker_path))?;
         std::fs::set_permissions(&marker_path, std::fs::Permissions::from_mode(0o644))
@@ -179,7 +179,7 @@ impl Fixtures {
         );
 
         // A random key; IPC_EXCL makes sure the queue is ours.
-        let key = i32::from_str_radix(&crate::plan::random_hex(3), 16).unwrap_or(0x5e1f7e) | 0x4000_0000;
+        let key = i32::from_str_radix(&crate::ids::random_hex(3), 16).unwrap_or(0x5e1f7e) | 0x4000_0000;
         let sysv = MsgQueue::create(key).ok();
 
         let (dev, nums) = host_block_device();

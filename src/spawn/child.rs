@@ -4,38 +4,20 @@
 //! data it needs was built into the `Plan` before clone.
 
 use super::netns::PendingNetns;
-use super::step::{AtStep, Step, StepError};
 use super::{ChildStdio, fail, now_ns, phase};
 use crate::plan::{InitRole, Plan};
 use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
+use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::process::{Forked, exit_now, fork, fork_with_pid};
 use nix::fcntl::OFlag;
 use nix::sys::prctl;
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::Signal;
 use nix::sys::stat::{Mode, umask};
 use nix::unistd::{Gid, Uid};
 
 type R<T> = Result<T, StepError>;
-
-/// Signals the init forwards to the command (and SIGCHLD, which it handles).
-pub fn init_signals() -> SigSet {
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-        Signal::SIGWINCH,
-    ] {
-        set.add(s);
-    }
-    set
-}
 
 pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio, deferred_cgroup: bool) -> ! {
     let mut times = [0u64; MAX_TIMES];
@@ -257,7 +239,7 @@ pub(super) fn redirect_stdio(stdio: ChildStdio) -> R<()> {
 /// success, so a refused block would pass unnoticed.
 pub(super) fn block_signals() -> R<()> {
     use nix::sys::signal::{SigmaskHow, sigprocmask};
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&init_signals()), None).at(Step::BlockSignals)
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&super::init::init_signals()), None).at(Step::BlockSignals)
 }
 
 /// The init keeps no privilege once the command runs: it takes the

@@ -3,9 +3,9 @@
 //! filter also covers the execve itself, and after no_new_privs, which
 //! loading a filter without CAP_SYS_ADMIN requires.
 
-use super::step::{AtStep, Step, StepError};
 use super::{fail, now_ns, phase};
 use crate::plan::{Plan, ProcessPlan};
+use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::fd::{CloseRange, close_from};

@@ -2,11 +2,28 @@
 //! to the command, report the command's end to husk, then exit (which makes
 //! the kernel kill everything left in the pid namespace).
 
-use super::child::init_signals;
 use crate::sync::{Channel, Msg};
 use crate::sys::process::{ExitStatus, decode_wait_status, exit_now, reap_any_nohang};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{SigSet, Signal, kill};
 use nix::unistd::Pid;
+
+/// Signals the init forwards to the command (and SIGCHLD, which it handles).
+pub fn init_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGWINCH,
+    ] {
+        set.add(s);
+    }
+    set
+}
 
 /// A held sandbox's init (`husk create`): no command of its own. It reaps
 /// what is reparented to it (the orphans of execs) and ignores every other

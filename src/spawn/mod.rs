@@ -6,16 +6,16 @@ pub mod child;
 pub mod command;
 pub mod init;
 pub mod netns;
-pub mod step;
 #[cfg(test)]
 mod tests;
 
+use crate::cgroup::CgroupJoin;
 use crate::plan::Plan;
 use crate::sync::{Channel, Msg};
 use crate::sys::Errno;
 use crate::sys::process::{Forked, clone_legacy, clone3, exit_now};
 use nix::unistd::Pid;
-use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 
 /// Indexes into the child's timestamp array (CLOCK_MONOTONIC ns).
 pub mod phase {
@@ -63,24 +63,6 @@ pub struct Spawned {
     pub chan: Channel,
     /// Monotonic ns just before clone.
     pub t_clone: u64,
-}
-
-/// Hook for the cgroup facility: the fd to clone into; `join_self`, run by
-/// the child first thing after clone (unless `deferred`),
-/// for hierarchies it cannot be born into (v1); and `attach`, run by the
-/// parent before release. `born_inside` says the child was cloned into
-/// `clone_into()`'s cgroup (false after the clone(2) fallback).
-pub trait CgroupJoin {
-    fn clone_into(&self) -> Option<BorrowedFd<'_>>;
-    /// In the child: must not allocate.
-    fn join_self(&self) -> Result<(), Errno>;
-    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String>;
-    /// The parent finishes the cgroup after clone: the child skips
-    /// `join_self` and instead waits for `Msg::CgroupReady` (with the
-    /// files to join) before anything of the sandbox runs.
-    fn deferred(&self) -> bool {
-        false
-    }
 }
 
 /// Privileged runs clone every host tree here, as host root (see
@@ -143,7 +125,7 @@ pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) ->
                 && !deferred
                 && let Err(errno) = cg.join_self()
             {
-                fail(&child_end, step::StepError::new(step::Step::JoinCgroup, errno));
+                fail(&child_end, crate::step::StepError::new(crate::step::Step::JoinCgroup, errno));
             }
             child::run(plan, &child_end, stdio, deferred)
         }
@@ -175,7 +157,7 @@ pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) ->
 }
 
 /// The child's last word on a failed step; never returns.
-pub(crate) fn fail(chan: &Channel, err: step::StepError) -> ! {
+pub(crate) fn fail(chan: &Channel, err: crate::step::StepError) -> ! {
     let _ = chan.send(Msg::Failed(err));
     exit_now(125)
 }

@@ -12,8 +12,8 @@
 //! network devices and refuses a netns the mounter does not own) and before
 //! anything of the sandbox runs. No /proc is needed for it (SIOCGSKNS).
 
-use super::step::{AtStep, Step, StepError};
 use crate::background::Background;
+use crate::step::{AtStep, Step, StepError};
 use crate::sys::Errno;
 use std::os::fd::{AsFd, OwnedFd};
 

@@ -1,7 +1,7 @@
 //! Each setup step reports its own name when it fails: a failure blamed on
 //! the wrong step sends whoever debugs a host to the wrong syscall.
 
-use super::step::{Step, StepError};
+use crate::step::{Step, StepError};
 use super::{ChildStdio, child, command};
 use crate::sys::Errno;
 

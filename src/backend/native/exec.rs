@@ -16,8 +16,10 @@ use crate::cgroup::nested::{Leaf, Tree};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ExecPlan, ProcessPlan};
 use crate::spawn::command::Confinement;
-use crate::spawn::{CgroupJoin, ChildStdio, now_ns, phase};
-use crate::supervise::{GroupKill, Watch, Watched, signal_fd};
+use crate::cgroup::CgroupJoin;
+use crate::spawn::{ChildStdio, now_ns, phase};
+use crate::cgroup::GroupKill;
+use crate::supervise::{Watch, Watched, signal_fd};
 use crate::sys::process::ExitStatus;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
@@ -59,7 +61,7 @@ pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> 
             (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
         }
         (Some(_), None) => return Err(supervisor_err("the supervisor sent no cgroup leaf")),
-        (None, _) => (crate::plan::new_id(), None),
+        (None, _) => (crate::ids::new_id(), None),
     };
     let cgroup_setup = ms(t_cg, now_ns());
     let run = Run { plan, cgroup, limits, exec_id: &exec_id, cgroup_setup };
@@ -189,7 +191,7 @@ impl Run<'_> {
         }
         o.stdout = w.stdout;
         o.stderr = w.stderr;
-        let filtered = w.failed.is_none_or(|e| e.step == crate::spawn::step::Step::Exec);
+        let filtered = w.failed.is_none_or(|e| e.step == crate::step::Step::Exec);
         if let Some(e) = w.failed {
             o.termination = Termination::SetupFailed;
             o.error = Some(describe(process, &e));
@@ -238,8 +240,8 @@ fn step_of(e: &JoinError) -> &'static str {
 }
 
 /// A failed step of the command, in the words `run` uses.
-fn describe(process: &ProcessPlan, e: &crate::spawn::step::StepError) -> ErrorReport {
-    use crate::spawn::step::Step;
+fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
+    use crate::step::Step;
     let cmd = process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
     let (message, hint) = match (e.step, e.errno) {
         (Step::Exec, nix::errno::Errno::ENOENT) if cmd.contains('/') => {

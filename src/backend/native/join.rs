@@ -29,9 +29,10 @@
 //! - the bounding set is cut to --cap-add's before the command exists, so
 //!   nothing the sandbox can reach ever holds more.
 
+use crate::cgroup::CgroupJoin;
 use crate::spawn::command::{Confinement, confine, finish};
-use crate::spawn::step::{AtStep, Step, StepError};
-use crate::spawn::{CgroupJoin, ChildStdio, fail, now_ns, phase};
+use crate::spawn::{ChildStdio, fail, now_ns, phase};
+use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::process::{Forked, clone_legacy, clone_sibling, clone3, exit_now, wait_pidfd};

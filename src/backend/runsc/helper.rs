@@ -97,7 +97,7 @@ pub fn hold() -> i32 {
 /// Signals the reaper handles itself: those husk's init forwards, plus
 /// SIGALRM and SIGCONT (also forwarded) and KILL_TREE.
 fn handled() -> SigSet {
-    let mut s = crate::spawn::child::init_signals();
+    let mut s = crate::spawn::init::init_signals();
     for sig in [Signal::SIGALRM, Signal::SIGCONT, KILL_TREE, KILL_COMMAND] {
         s.add(sig);
     }

@@ -9,11 +9,12 @@
 //! running `runsc kill` where the caller expects.
 
 use super::layout::{Layout, Role};
+use crate::cgroup::CgroupJoin;
 use crate::plan::Plan;
 use crate::rootfs::mount::{Assembled, create_entry, prepare, seal_root, stage};
 use crate::rootfs::{Entry, Source};
-use crate::spawn::step::{AtStep, Step, StepError};
-use crate::spawn::{CgroupJoin, ChildStdio, now_ns, phase};
+use crate::spawn::{ChildStdio, now_ns, phase};
+use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::fd::{CStrArray, CloseRange, close_from, dup_onto};

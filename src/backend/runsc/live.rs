@@ -32,7 +32,8 @@ use crate::backend::{Attached, Executed, Live};
 use crate::cgroup::nested::Tree;
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ExecPlan, Plan};
-use crate::spawn::{CgroupJoin, ChildStdio, now_ns};
+use crate::cgroup::CgroupJoin;
+use crate::spawn::{ChildStdio, now_ns};
 use crate::spec::NetworkMode;
 use crate::supervise::{Stop, Watch, signal_fd};
 use crate::sync::Msg;
@@ -291,7 +292,7 @@ impl Drop for ExecFiles {
 /// Runs one exec under `runsc exec` (see the module docs) and maps what
 /// runsc reports onto the same `Outcome` as a native exec.
 pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Executed {
-    let exec_id = at.exec_id.map(str::to_string).unwrap_or_else(crate::plan::new_id);
+    let exec_id = at.exec_id.map(str::to_string).unwrap_or_else(crate::ids::new_id);
     let outcome = exec_as(plan, &at, &exec_id);
     Executed { exec_id, outcome, backend: "runsc" }
 }

@@ -93,7 +93,7 @@ impl Backend for Runsc {
     fn create(
         &self,
         plan: &mut Plan,
-        cgroup: Option<&dyn crate::spawn::CgroupJoin>,
+        cgroup: Option<&dyn crate::cgroup::CgroupJoin>,
     ) -> Result<Box<dyn Live>, ErrorReport> {
         Ok(Box::new(live::start(plan, self.cfg.clone(), cgroup)?))
     }
@@ -322,14 +322,15 @@ impl Runsc {
             hint: None,
         })?;
         let cg_setup_ms = crate::outcome::round3(now_ns().saturating_sub(t_cg) as f64 / 1e6);
-        let launched = launch::spawn(&l, cgroup.as_ref().map(|c| c as &dyn crate::spawn::CgroupJoin)).map_err(|e| {
-            ErrorReport {
-                step: e.step().into(),
-                errno: e.errno().map(|e| format!("{e:?}")),
-                message: e.to_string(),
-                hint: None,
-            }
-        })?;
+        let launched =
+            launch::spawn(&l, cgroup.as_ref().map(|c| c as &dyn crate::cgroup::CgroupJoin)).map_err(|e| {
+                ErrorReport {
+                    step: e.step().into(),
+                    errno: e.errno().map(|e| format!("{e:?}")),
+                    message: e.to_string(),
+                    hint: None,
+                }
+            })?;
         drop(l);
         let limit = io.capture.unwrap_or(0);
         let ctl = Ctl { cfg, network: plan.network, id: &plan.id };
@@ -341,7 +342,7 @@ impl Runsc {
             stderr: err.map(|(r, _w)| (r, limit)),
             timeout: plan.timeout,
             kill_grace: plan.kill_grace,
-            group: cgroup.as_ref().map(|c| c as &dyn crate::supervise::GroupKill),
+            group: cgroup.as_ref().map(|c| c as &dyn crate::cgroup::GroupKill),
             seccomp: None,
             stop: Some(&ctl),
         }

@@ -1,0 +1,67 @@
+//! Small files read and written the same way everywhere: kernel text files
+//! (/proc, /sys, cgroupfs) and /etc files read whole in one buffer, records
+//! replaced atomically.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// A small text file (/proc, /sys, cgroupfs, /etc), read into 16 KiB of
+/// room made up front: `read_to_string` knows no size for these files and
+/// starts with 32-byte reads (about eight syscalls for mountinfo).
+/// `read_to_end` reads into the room without zeroing it first (a zeroed
+/// buffer wrote, and faulted in, all four pages for a 100-byte file) and
+/// goes on until a read returns 0: a seq_file (procfs, cgroupfs) returns at
+/// most about a page per read however large the buffer, so a short read is
+/// not the end (a cgroup.procs of a thousand pids, a busy host's mountinfo).
+/// Through `take`, because `File`'s own `read_to_end` first asks statx and
+/// lseek for a size hint, which these files do not have (two syscalls per
+/// file, about ten files per run).
+pub fn read_text(path: impl AsRef<Path>) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(16 << 10);
+    f.take(u64::MAX).read_to_end(&mut buf)?;
+    String::from_utf8(buf).map_err(|_| std::io::Error::from_raw_os_error(libc::EILSEQ))
+}
+
+/// Writes `data` to a unique temp file beside `path`, then renames it over.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.{}.{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("tmp"),
+        std::process::id(),
+        crate::ids::new_id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        std::io::Write::write_all(&mut f, data)?;
+        std::fs::rename(&tmp, path)
+    };
+    write().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files of exactly one buffer and of several are read whole, and so is
+    /// a seq_file whose reads each return about a page.
+    #[test]
+    fn read_text_reads_files_past_its_first_buffer() {
+        let dir = std::env::temp_dir().join(format!("husk-read-text-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for len in [0, 1, 16 << 10, (16 << 10) + 1, 100_000] {
+            let text: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+            let f = dir.join(format!("f{len}"));
+            std::fs::write(&f, &text).unwrap();
+            assert_eq!(read_text(&f).unwrap(), text, "length {len}");
+        }
+        let whole = std::fs::read_to_string("/proc/kallsyms").unwrap();
+        assert!(whole.len() > 16 << 10, "kallsyms is expected to span many reads");
+        assert_eq!(read_text("/proc/kallsyms").unwrap().len(), whole.len());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
