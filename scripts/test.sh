@@ -57,6 +57,10 @@ step "cargo fmt --check"
 cargo fmt --all --check || fail_step "cargo fmt --check"
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings || fail_step "cargo clippy"
+step "import graph"
+# src/'s files import downward only: no circle, nothing reaching up into
+# cmd/, sandbox/ or backend/ (docs/architecture.md, "Layers").
+python3 scripts/import-graph.py || fail_step "import graph (scripts/import-graph.py)"
 
 # ------------------------------------------------------------------- build --
 step "build"
