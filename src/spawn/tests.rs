@@ -1,8 +1,8 @@
 //! Each setup step reports its own name when it fails: a failure blamed on
 //! the wrong step sends whoever debugs a host to the wrong syscall.
 
-use crate::step::{Step, StepError};
 use super::{ChildStdio, child, command};
+use crate::step::{Step, StepError};
 use crate::sys::Errno;
 
 /// Runs `f` on a thread of its own whose `rt_sigprocmask` fails with EPERM
