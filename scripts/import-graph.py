@@ -20,9 +20,10 @@ Layers, top down: cmd/ (leaves nothing imports), sandbox/, backend/, and
 everything else below. An arrow from a lower layer to a higher one is an
 arrow up. main.rs and lib.rs only declare and dispatch, and are not nodes.
 
-scripts/import-graph.allow lists arrows still being removed (one
-`from -> to` a line, `#` comments): they are left out of both checks, and a
-line that no longer matches an arrow is reported so it can be deleted.
+An optional scripts/import-graph.allow lists arrows a reshaping is still
+removing (one `from -> to` a line, `#` comments): they are left out of both
+checks, and a line that no longer matches an arrow is reported so it can
+be deleted. Today there is none.
 """
 
 import os
