@@ -8,10 +8,10 @@ pub mod auto;
 pub mod native;
 pub mod runsc;
 
+use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::Tree;
 use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::{ExecPlan, Plan};
-use crate::cgroup::CgroupJoin;
 use crate::spec::{RuntimeChoice, Spec};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};

@@ -12,13 +12,13 @@
 
 use super::join::{self, Join, JoinError};
 use crate::backend::{Attached, Executed};
+use crate::cgroup::CgroupJoin;
+use crate::cgroup::GroupKill;
 use crate::cgroup::nested::{Leaf, Tree};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ExecPlan, ProcessPlan};
 use crate::spawn::command::Confinement;
-use crate::cgroup::CgroupJoin;
 use crate::spawn::{ChildStdio, now_ns, phase};
-use crate::cgroup::GroupKill;
 use crate::supervise::{Watch, Watched, signal_fd};
 use crate::sys::process::ExitStatus;
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -5,9 +5,9 @@
 
 use super::describe;
 use crate::backend::Live;
+use crate::cgroup::CgroupJoin;
 use crate::outcome::ErrorReport;
 use crate::plan::Plan;
-use crate::cgroup::CgroupJoin;
 use crate::spawn::{ChildStdio, Spawned};
 use crate::sync::Msg;
 use crate::sys::process::{pidfd_send_signal, wait_pidfd};

@@ -7,14 +7,14 @@ pub mod join;
 pub mod live;
 
 use super::{Backend, Live, RunIo};
+use crate::cgroup::CgroupJoin;
+use crate::cgroup::GroupKill;
 use crate::cgroup::{CgroupError, CgroupReport};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::Plan;
 use crate::rootfs::MountKind;
-use crate::cgroup::CgroupJoin;
-use crate::step::{Step, StepError};
 use crate::spawn::{ChildStdio, SpawnError, now_ns, open_sources, phase, spawn};
-use crate::cgroup::GroupKill;
+use crate::step::{Step, StepError};
 use crate::supervise::{Watch, Watched, signal_fd};
 use crate::sys::process::ExitStatus;
 use serde_json::json;

@@ -29,10 +29,10 @@
 use super::config::{self, RunscConfig};
 use super::{self as rb, Ctl, RunDir, bundle, gc, helper, launch, layout, outcome as rout, prepare};
 use crate::backend::{Attached, Executed, Live};
+use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::Tree;
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ExecPlan, Plan};
-use crate::cgroup::CgroupJoin;
 use crate::spawn::{ChildStdio, now_ns};
 use crate::spec::NetworkMode;
 use crate::supervise::{Stop, Watch, signal_fd};
