@@ -24,6 +24,8 @@ pub enum PlanError {
     BadCap { value: String },
     #[error("invalid --rlimit {value:?}: {why}")]
     BadRlimit { value: String, why: String },
+    #[error("invalid --rlimit {value:?}: the hard limit is above husk's own ({caller}), which a sandbox cannot exceed")]
+    RlimitAboveCaller { value: String, caller: String },
     #[error("invalid --hostname: {0}")]
     BadHostname(String),
     #[error(transparent)]
@@ -38,12 +40,47 @@ pub enum PlanError {
     Other(String),
 }
 
+impl PlanError {
+    /// The remedy, for the verdict's `error.hint`.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            PlanError::RlimitAboveCaller { caller, .. } => Some(format!(
+                "raise husk's own hard limit first (`ulimit -H -n N` in a root shell, or `prlimit`), or ask for at most {caller}"
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// One resource limit, ready for setrlimit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rlimit {
     pub resource: libc::__rlimit_resource_t,
     pub soft: u64,
     pub hard: u64,
+    /// `--rlimit` gave it; else husk's default.
+    pub from_flag: bool,
+    /// The default's hard limit when husk's caller has a lower one: the
+    /// default was lowered to the caller's (a user namespace cannot raise it).
+    pub clamped_from: Option<u64>,
+}
+
+impl Rlimit {
+    /// The verdict's `isolation.rlimits` entry.
+    pub fn report(&self) -> serde_json::Value {
+        let show = |v: u64| if v == libc::RLIM_INFINITY { serde_json::json!("unlimited") } else { v.into() };
+        let mut v = serde_json::json!({
+            "name": rlimit_name(self.resource),
+            "soft": show(self.soft),
+            "hard": show(self.hard),
+            "source": if self.from_flag { "flag" } else { "default" },
+        });
+        if let Some(from) = self.clamped_from {
+            v["clamped_from"] = show(from);
+            v["why"] = "husk's caller has a lower hard limit, which a sandbox cannot exceed".into();
+        }
+        v
+    }
 }
 
 /// How the command itself is started (pid 2 in the sandbox).
@@ -149,26 +186,33 @@ pub fn parse_cap(name: &str) -> Result<u8, PlanError> {
     crate::capability::parse(name).ok_or_else(|| PlanError::BadCap { value: name.to_string() })
 }
 
+const RLIMIT_NAMES: &[(&str, libc::__rlimit_resource_t)] = &[
+    ("as", libc::RLIMIT_AS),
+    ("core", libc::RLIMIT_CORE),
+    ("cpu", libc::RLIMIT_CPU),
+    ("data", libc::RLIMIT_DATA),
+    ("fsize", libc::RLIMIT_FSIZE),
+    ("locks", libc::RLIMIT_LOCKS),
+    ("memlock", libc::RLIMIT_MEMLOCK),
+    ("msgqueue", libc::RLIMIT_MSGQUEUE),
+    ("nice", libc::RLIMIT_NICE),
+    ("nofile", libc::RLIMIT_NOFILE),
+    ("nproc", libc::RLIMIT_NPROC),
+    ("rss", libc::RLIMIT_RSS),
+    ("rtprio", libc::RLIMIT_RTPRIO),
+    ("rttime", libc::RLIMIT_RTTIME),
+    ("sigpending", libc::RLIMIT_SIGPENDING),
+    ("stack", libc::RLIMIT_STACK),
+];
+
 pub fn rlimit_resource(name: &str) -> Option<libc::__rlimit_resource_t> {
-    Some(match name.to_ascii_lowercase().trim_start_matches("rlimit_") {
-        "as" => libc::RLIMIT_AS,
-        "core" => libc::RLIMIT_CORE,
-        "cpu" => libc::RLIMIT_CPU,
-        "data" => libc::RLIMIT_DATA,
-        "fsize" => libc::RLIMIT_FSIZE,
-        "locks" => libc::RLIMIT_LOCKS,
-        "memlock" => libc::RLIMIT_MEMLOCK,
-        "msgqueue" => libc::RLIMIT_MSGQUEUE,
-        "nice" => libc::RLIMIT_NICE,
-        "nofile" => libc::RLIMIT_NOFILE,
-        "nproc" => libc::RLIMIT_NPROC,
-        "rss" => libc::RLIMIT_RSS,
-        "rtprio" => libc::RLIMIT_RTPRIO,
-        "rttime" => libc::RLIMIT_RTTIME,
-        "sigpending" => libc::RLIMIT_SIGPENDING,
-        "stack" => libc::RLIMIT_STACK,
-        _ => return None,
-    })
+    let name = name.to_ascii_lowercase();
+    let name = name.trim_start_matches("rlimit_");
+    RLIMIT_NAMES.iter().find(|(n, _)| *n == name).map(|(_, r)| *r)
+}
+
+fn rlimit_name(resource: libc::__rlimit_resource_t) -> &'static str {
+    RLIMIT_NAMES.iter().find(|(_, r)| *r == resource).map_or("?", |(n, _)| n)
 }
 
 /// Parses `NAME=SOFT[:HARD]` ("unlimited" allowed; HARD defaults to SOFT).
@@ -201,21 +245,38 @@ fn check_rlimit(r: &Rlimit, name: &str) -> Result<(), PlanError> {
     let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     if crate::sys::process::get_rlimit(r.resource, &mut cur).is_ok() && r.hard > cur.rlim_max {
         let show = |v: u64| if v == libc::RLIM_INFINITY { "unlimited".to_string() } else { v.to_string() };
-        return Err(PlanError::BadRlimit {
+        return Err(PlanError::RlimitAboveCaller {
             value: format!("{name}={}:{}", show(r.soft), show(r.hard)),
-            why: format!(
-                "the hard limit is above husk's own ({}), which a sandbox cannot exceed; raise husk's limit first (e.g. `ulimit -H`) or ask for less",
-                show(cur.rlim_max)
-            ),
+            caller: show(cur.rlim_max),
         });
     }
     Ok(())
 }
 
+/// husk's own hard limit for `resource` (the most a sandbox can have).
+fn caller_hard(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    crate::sys::process::get_rlimit(resource, &mut cur).ok().map(|_| cur.rlim_max)
+}
+
+/// A default fitted under the caller's hard limit: `prlimit --nofile=512
+/// husk run` must run (with 512), not fail at set_rlimits with EPERM.
+fn default_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64, caller: Option<u64>) -> Rlimit {
+    match caller {
+        Some(max) if hard > max => {
+            Rlimit { resource, soft: soft.min(max), hard: max, from_flag: false, clamped_from: Some(hard) }
+        }
+        _ => Rlimit { resource, soft, hard, from_flag: false, clamped_from: None },
+    }
+}
+
 fn rlimits(specs: &[RlimitSpec]) -> Result<Vec<Rlimit>, PlanError> {
     let mut out: Vec<Rlimit> = DEFAULT_RLIMITS
         .iter()
-        .filter_map(|(n, s, h)| Some(Rlimit { resource: rlimit_resource(n)?, soft: *s, hard: *h }))
+        .filter_map(|(n, s, h)| {
+            let resource = rlimit_resource(n)?;
+            Some(default_rlimit(resource, *s, *h, caller_hard(resource)))
+        })
         .collect();
     for s in specs {
         let Some(resource) = rlimit_resource(&s.name) else {
@@ -225,6 +286,8 @@ fn rlimits(specs: &[RlimitSpec]) -> Result<Vec<Rlimit>, PlanError> {
             resource,
             soft: s.soft.unwrap_or(libc::RLIM_INFINITY),
             hard: s.hard.unwrap_or(libc::RLIM_INFINITY),
+            from_flag: true,
+            clamped_from: None,
         };
         check_rlimit(&r, &s.name)?;
         match out.iter_mut().find(|x| x.resource == resource) {
@@ -579,6 +642,20 @@ mod tests {
         let huge = parse_rlimit("nofile=unlimited").unwrap();
         assert!(rlimits(&[huge]).is_err(), "an unlimited nofile hard limit cannot be granted");
         assert!(all.iter().any(|x| x.resource == libc::RLIMIT_CORE && x.hard == 0));
+    }
+
+    #[test]
+    fn default_rlimit_above_the_callers_hard_limit_is_clamped_and_says_so() {
+        let r = default_rlimit(libc::RLIMIT_NOFILE, 1024, 1024, Some(512));
+        assert_eq!((r.soft, r.hard, r.clamped_from), (512, 512, Some(1024)));
+        let v = r.report();
+        assert_eq!(
+            (v["name"].as_str(), v["source"].as_str(), v["clamped_from"].as_u64()),
+            (Some("nofile"), Some("default"), Some(1024))
+        );
+        let r = default_rlimit(libc::RLIMIT_NOFILE, 1024, 1024, Some(4096));
+        assert_eq!((r.soft, r.hard, r.clamped_from), (1024, 1024, None));
+        assert!(r.report().get("clamped_from").is_none());
     }
 
     fn rootless_ids() -> IdMap {

@@ -157,3 +157,29 @@ fn user_named_files_that_are_devices_fifos_or_huge_are_refused() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `husk run ARGS` started with a hard nofile limit of 512 (`prlimit`).
+fn with_nofile_512(args: &[&str]) -> std::process::Output {
+    let husk = husk_bin();
+    let mut c = std::process::Command::new("prlimit");
+    c.arg("--nofile=512").arg(&husk).args(args);
+    c.output().expect("prlimit (util-linux)")
+}
+
+#[test]
+fn default_nofile_above_the_callers_hard_limit_is_clamped_not_a_setup_failure() {
+    let out = with_nofile_512(&["run", "--json", "--", "sh", "-c", "ulimit -n; ulimit -Hn"]);
+    let v = verdict_of(&out);
+    assert_eq!(v["exit_code"], 0, "{v:#}");
+    assert_eq!(stdout_of(&v), "512\n512\n");
+    let rl = v["isolation"]["rlimits"].as_array().unwrap_or_else(|| panic!("no isolation.rlimits: {v:#}"));
+    let nofile = rl.iter().find(|r| r["name"] == "nofile").unwrap();
+    assert_eq!((nofile["hard"].as_u64(), nofile["clamped_from"].as_u64()), (Some(512), Some(1024)), "{nofile}");
+    assert_eq!(nofile["source"], "default");
+    // An explicit value above it is still refused, with a hint.
+    let out = with_nofile_512(&["run", "--json", "--rlimit", "nofile=1000", "--", "true"]);
+    let v = verdict_of(&out);
+    assert_eq!(v["exit_code"], 125, "{v:#}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("above husk's own (512)"), "{v:#}");
+    assert!(v["error"]["hint"].as_str().unwrap_or("").contains("at most 512"), "{v:#}");
+}

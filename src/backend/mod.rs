@@ -195,5 +195,6 @@ pub fn isolation_report(plan: &Plan, namespaces: &[&str], user_mapping: serde_js
         "no_new_privs": true,
         "seccomp": crate::seccomp::isolation(plan.seccomp.as_ref()),
         "downgrades": plan.cgroup.downgrades(),
+        "rlimits": plan.process.rlimits.iter().map(crate::plan::Rlimit::report).collect::<Vec<_>>(),
     })
 }

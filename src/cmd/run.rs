@@ -48,7 +48,10 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     };
     let plan = match Plan::build(spec, &host, root) {
         Ok(p) => p,
-        Err(e) => return fail("plan", e.to_string()),
+        Err(e) => {
+            let o = early_failure("plan", e.to_string(), e.hint());
+            return report(&o, "", "none", &serde_json::Value::Null, &p);
+        }
     };
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
