@@ -228,6 +228,23 @@ mod rootless {
         s.rm(&id);
     }
 
+    /// A `husk create` killed after its sandbox was READY but before the id
+    /// reached its caller (a harness's timeout, a cancelled task) leaves a
+    /// sandbox nobody can name: it must go at once, not at the lease's end.
+    #[test]
+    fn create_killed_before_handover_leaves_no_sandbox() {
+        let s = Sbx::new();
+        let (marker, tmpfs) = marker_mount("unclaimed");
+        let rec = create_killed_before_handover(&s, &["--name", "unclaimed", "--tmpfs", &tmpfs]);
+        assert!(
+            wait_until(Duration::from_secs(15), || !s.dir(rec["id"].as_str().unwrap()).exists()),
+            "the sandbox nobody received is still there: {}",
+            s.inspect(rec["id"].as_str().unwrap())["state"]
+        );
+        assert_gone(&s, &rec, Some(&marker));
+        assert!(s.ids().is_empty(), "{:?}", s.ids());
+    }
+
     /// What Python's `subprocess.run(timeout=...)` and asyncio cancellation
     /// do to a `husk exec`: the command must not run on without it.
     #[test]

@@ -176,6 +176,24 @@ fn runsc_exec_killed_by_sigkill_leaves_no_process() {
     assert_gvisor_gone(&s, &rec);
 }
 
+/// A `husk create --runtime runsc` killed between READY and handing the
+/// id over leaves no gVisor sandbox nobody can name.
+#[test]
+fn runsc_create_killed_before_handover_leaves_no_sandbox() {
+    require_root!();
+    require_runsc!();
+    let s = Sbx::new();
+    let root = busybox_rootfs().display().to_string();
+    let rec = create_killed_before_handover(&s, &["--runtime", "runsc", "--rootfs", &root]);
+    let id = rec["id"].as_str().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || !s.dir(id).exists()),
+        "the gVisor sandbox nobody received is still there: {}",
+        s.inspect(id)["state"]
+    );
+    assert_gvisor_gone(&s, &rec);
+}
+
 #[test]
 fn runsc_ttl_expiry_destroys_gvisor_sandbox() {
     require_root!();

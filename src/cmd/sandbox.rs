@@ -38,13 +38,16 @@ fn fail(e: &SandboxError, json: bool) -> i32 {
 pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let json = args.json;
     match create_inner(args, paths) {
-        Ok(rec) => {
+        Ok((rec, handover)) => {
             if json {
                 crate::outln!("{}", summary(&rec));
             } else {
                 crate::outln!("{}", rec.id);
             }
-            if !crate::print::stdout_ok() {
+            if crate::print::stdout_ok() {
+                handover.confirm();
+            } else {
+                drop(handover);
                 // Nobody learned the id: the sandbox would idle, unreachable,
                 // until its lease ran out.
                 let removed = store_of(paths).and_then(|s| destroy(&s, &rec.id, true));
@@ -61,7 +64,10 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
     }
 }
 
-fn create_inner(args: CreateArgs, paths: &Result<Paths, PathsError>) -> Result<Record, SandboxError> {
+fn create_inner(
+    args: CreateArgs,
+    paths: &Result<Paths, PathsError>,
+) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
     let usage = SandboxError::Usage;
     if args.ttl.is_zero() {
         return Err(usage("--ttl must be longer than 0 (e.g. 30s, 10m, 2h)".into()));

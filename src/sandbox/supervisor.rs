@@ -28,6 +28,7 @@ use crate::sys::process::{Forked, exit_now, wait_pidfd};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, send, socketpair};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -51,16 +52,18 @@ fn setup_err(step: &str, message: impl std::fmt::Display) -> SandboxError {
     SandboxError::Setup { step: step.into(), message: message.to_string(), hint: None }
 }
 
-/// Creates the sandbox; returns its record once it is READY. The image
-/// lease (if any) moves to the supervisor, which holds it while the sandbox
-/// lives.
+/// Creates the sandbox; returns its record once it is READY, with the
+/// handover the caller confirms once it has given the id to whoever asked
+/// (until then, and if the caller dies first, the supervisor tears the
+/// sandbox down: nobody could reach it). The image lease (if any) moves to
+/// the supervisor, which holds it while the sandbox lives.
 pub fn create(
     store: &Store,
     plan: Plan,
     inputs: HoldInputs,
     req: CreateRequest,
     lease: Option<Lease>,
-) -> Result<Record, SandboxError> {
+) -> Result<(Record, Handover), SandboxError> {
     debug_assert_eq!(plan.role, InitRole::Hold);
     let id = plan.id.clone();
     if let Some(name) = &req.name {
@@ -108,8 +111,10 @@ pub fn create(
             return Err(release(e));
         }
     };
-    let (ready_r, ready_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| release(setup_err("pipe", e)))?;
+    // Both ways: READY (or the failure) to husk create, then its
+    // confirmation that the id was handed over.
+    let (ready_r, ready_w) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)
+        .map_err(|e| release(setup_err("socketpair", e)))?;
     match crate::sys::process::fork() {
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);
@@ -210,12 +215,26 @@ struct Ready {
     hint: Option<String>,
 }
 
-fn await_ready(r: OwnedFd, id: &str) -> Result<Record, SandboxError> {
+/// husk create's end of the channel to a READY sandbox's supervisor.
+/// Dropped unconfirmed (or with husk create killed), it tells the
+/// supervisor that nobody received the sandbox, which then destroys it.
+pub struct Handover(std::fs::File);
+
+impl Handover {
+    /// The id reached the caller (it was printed): the sandbox is theirs.
+    pub fn confirm(self) {
+        let _ = send(self.0.as_raw_fd(), b"k", MsgFlags::MSG_NOSIGNAL);
+    }
+}
+
+fn await_ready(r: OwnedFd, id: &str) -> Result<(Record, Handover), SandboxError> {
     use std::io::BufRead;
+    let file = std::fs::File::from(r);
     let mut line = String::new();
-    let _ = std::io::BufReader::new(std::fs::File::from(r)).read_line(&mut line);
+    // The supervisor sends one line and then waits: nothing is read past it.
+    let _ = std::io::BufReader::new(&file).read_line(&mut line);
     match serde_json::from_str::<Ready>(line.trim()) {
-        Ok(Ready { ok: true, record: Some(rec), .. }) => Ok(*rec),
+        Ok(Ready { ok: true, record: Some(rec), .. }) => Ok((*rec, Handover(file))),
         Ok(r) => Err(SandboxError::Setup {
             step: r.step.unwrap_or_else(|| "setup".into()),
             message: r.error.unwrap_or_else(|| "sandbox setup failed".into()),
@@ -270,6 +289,8 @@ struct Conn {
 
 /// Why a sandbox ends.
 enum End {
+    /// husk create ended before the id reached its caller.
+    Unclaimed,
     Removed,
     Expired,
     Signal(i32),
@@ -292,8 +313,7 @@ impl Supervisor {
                     &ready,
                     Ready { ok: true, record: Some(Box::new(self.rec.clone())), step: None, error: None, hint: None },
                 );
-                drop(ready);
-                let end = self.hold(&signals, &listener, &spawned);
+                let end = self.hold(&signals, &listener, &spawned, Some(ready));
                 drop(listener);
                 self.destroy(end, Some(spawned), cgroup)
             }
@@ -318,7 +338,7 @@ impl Supervisor {
     fn report(&self, ready: &OwnedFd, r: Ready) {
         let mut line = serde_json::to_vec(&r).unwrap_or_default();
         line.push(b'\n');
-        let _ = nix::unistd::write(ready, &line);
+        let _ = send(ready.as_raw_fd(), &line, MsgFlags::MSG_NOSIGNAL);
     }
 
     /// Cgroup, init, namespaces, socket: everything up to READY.
@@ -383,7 +403,9 @@ impl Supervisor {
     }
 
     /// The lease: serves the socket until the sandbox is to end.
-    fn hold(&mut self, signals: &SignalFd, listener: &OwnedFd, init: &Init) -> End {
+    /// `handover`: husk create's end, until it confirms that the id reached
+    /// its caller; its hang-up before that ends the sandbox.
+    fn hold(&mut self, signals: &SignalFd, listener: &OwnedFd, init: &Init, mut handover: Option<OwnedFd>) -> End {
         let mut conns: Vec<Conn> = Vec::new();
         loop {
             let active = conns.iter().filter(|c| c.exec.is_some()).count();
@@ -402,6 +424,8 @@ impl Supervisor {
                 PollFd::new(signals.as_fd(), PollFlags::POLLIN),
                 PollFd::new(listener.as_fd(), PollFlags::POLLIN),
             ];
+            fds.extend(handover.as_ref().map(|h| PollFd::new(h.as_fd(), PollFlags::POLLIN)));
+            let base = fds.len();
             fds.extend(conns.iter().map(|c| PollFd::new(c.fd.as_fd(), PollFlags::POLLIN)));
             if let Err(e) = poll(&mut fds, timeout)
                 && e != nix::errno::Errno::EINTR
@@ -419,6 +443,14 @@ impl Supervisor {
             {
                 return End::Signal(info.ssi_signo as i32);
             }
+            if base > 3 && ready[3] {
+                let mut byte = [0u8; 1];
+                match handover.as_ref().map(|h| nix::unistd::read(h, &mut byte)) {
+                    Some(Ok(1)) => handover = None,
+                    Some(Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN)) => {}
+                    _ => return End::Unclaimed,
+                }
+            }
             if ready[2] {
                 while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
                     conns.push(Conn { fd, exec: None, leaf: None, waiting: false, runsc_exec: None });
@@ -427,9 +459,9 @@ impl Supervisor {
             let mut changed = false;
             let mut keep = vec![true; conns.len()];
             // Connections accepted just now were not polled yet.
-            let polled = conns.len().min(ready.len() - 3);
+            let polled = conns.len().min(ready.len() - base);
             for i in 0..polled {
-                if !ready[3 + i] {
+                if !ready[base + i] {
                     continue;
                 }
                 changed = true;
@@ -606,6 +638,9 @@ impl Supervisor {
     /// references, the cgroups, the name, the directory.
     fn destroy(mut self, end: End, init: Option<Init>, cgroup: Option<(SandboxCgroup, Leaf)>) -> ! {
         let (st, why) = match end {
+            End::Unclaimed => {
+                (State::Destroyed, Some("husk create ended before it handed the sandbox's id over".to_string()))
+            }
             End::Removed => (State::Destroyed, None),
             End::Expired => (State::Destroyed, Some("lease expired".to_string())),
             End::Signal(s) => (State::Destroyed, Some(format!("supervisor got {}", crate::outcome::signal_name(s)))),

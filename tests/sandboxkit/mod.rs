@@ -207,3 +207,47 @@ pub fn marker_mount(tag: &str) -> (String, String) {
     let marker = format!("/{}", unique(tag));
     (marker.clone(), format!("{marker}:1M"))
 }
+
+/// Runs `husk create <args>` with stdout on a pipe that is already full, so
+/// it blocks printing the id of a READY sandbox, and SIGKILLs it there: the
+/// moment between READY and the id reaching anyone. Returns the record of
+/// the sandbox it made, read from its state directory.
+pub fn create_killed_before_handover(sbx: &Sbx, args: &[&str]) -> Value {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::os::fd::AsFd;
+    let (_r, w) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).unwrap();
+    let chunk = [b'x'; 4096];
+    while nix::unistd::write(&w, &chunk).is_ok() {}
+    while nix::unistd::write(&w, &chunk[..1]).is_ok() {}
+    // The pipe stays full and husk create's write blocks in it.
+    fcntl(w.as_fd(), FcntlArg::F_SETFL(OFlag::empty())).unwrap();
+    let mut all = vec!["create"];
+    all.extend_from_slice(args);
+    let mut child = sbx.husk(&all).stdout(std::process::Stdio::from(w)).spawn().unwrap();
+    let ready = || -> Option<Value> {
+        let dirs = std::fs::read_dir(sbx.state.join("sandboxes")).ok()?;
+        dirs.flatten().find_map(|d| {
+            let v: Value = serde_json::from_slice(&std::fs::read(d.path().join("state.json")).ok()?).ok()?;
+            (v["state"] == "ready").then_some(v)
+        })
+    };
+    let mut rec = None;
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            rec = ready();
+            rec.is_some()
+        }),
+        "husk create {args:?} made no READY sandbox"
+    );
+    // READY is recorded before it is reported: let husk create get to its
+    // (blocked) print, which it reaches only after the report.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            std::fs::read_to_string(format!("/proc/{}/wchan", child.id())).is_ok_and(|w| w.contains("pipe_write"))
+        }),
+        "husk create never blocked printing the id"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+    rec.unwrap()
+}
