@@ -16,7 +16,7 @@ pub trait CgroupJoin {
     fn clone_into(&self) -> Option<BorrowedFd<'_>>;
     /// In the child: must not allocate.
     fn join_self(&self) -> Result<(), Errno>;
-    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String>;
+    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), super::CgroupError>;
     /// The parent finishes the cgroup after clone: the child skips
     /// `join_self` and instead waits for `Msg::CgroupReady` (with the
     /// files to join) before anything of the sandbox runs.

@@ -265,9 +265,9 @@ impl CgroupJoin for PendingCgroup {
         Ok(())
     }
 
-    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String> {
+    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), CgroupError> {
         match &self.clone_dir {
-            Some((d, _)) => v2::attach(d, pid, born_inside).map_err(|e| e.to_string()),
+            Some((d, _)) => v2::attach(d, pid, born_inside),
             None => Ok(()),
         }
     }
@@ -406,8 +406,8 @@ impl CgroupJoin for SandboxCgroup {
         self.cg.join_self()
     }
 
-    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String> {
-        self.cg.attach(pid, born_inside).map_err(|e| e.to_string())
+    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), CgroupError> {
+        self.cg.attach(pid, born_inside)
     }
 }
 

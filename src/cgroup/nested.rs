@@ -221,9 +221,9 @@ impl CgroupJoin for Leaf {
         super::v1::join_self(&self.tasks)
     }
 
-    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), String> {
+    fn attach(&self, pid: Pid, born_inside: bool) -> Result<(), CgroupError> {
         match &self.unified {
-            Some((d, _)) => super::v2::attach(d, pid, born_inside).map_err(|e| e.to_string()),
+            Some((d, _)) => super::v2::attach(d, pid, born_inside),
             None => Ok(()),
         }
     }

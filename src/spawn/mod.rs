@@ -53,7 +53,7 @@ pub enum SpawnError {
     #[error(transparent)]
     IdMap(#[from] crate::userns::IdMapError),
     #[error("attaching the sandbox to its cgroup: {0}")]
-    Cgroup(String),
+    Cgroup(crate::cgroup::CgroupError),
 }
 
 /// A started sandbox, released and running its setup.

@@ -85,10 +85,10 @@ impl Run<'_> {
     fn go(&self, namespaces: Vec<(libc::c_int, OwnedFd)>, leaf: Option<Leaf>) -> Outcome {
         let (process, workdir, seccomp) =
             (&self.plan.process, self.plan.workdir_c.as_c_str(), self.plan.seccomp.as_ref());
-        let failed = |step: &str, e: &dyn std::fmt::Display| {
+        let failed = |step: &str, e: &dyn std::fmt::Display, errno: Option<nix::errno::Errno>| {
             let mut o = Outcome::setup_failed(ErrorReport {
                 step: step.into(),
-                errno: None,
+                errno: errno.map(|e| format!("{e:?}")),
                 message: e.to_string(),
                 hint: None,
             });
@@ -97,13 +97,13 @@ impl Run<'_> {
         };
         let signals = match signal_fd() {
             Ok(s) => s,
-            Err(e) => return failed("signals", &e),
+            Err(e) => return failed("signals", &e, Some(e)),
         };
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
         let (out, err) = match self.plan.capture {
             Some(_) => match (pipe(), pipe()) {
                 (Ok(o), Ok(e)) => (Some(o), Some(e)),
-                (Err(e), _) | (_, Err(e)) => return failed("stdio", &e),
+                (Err(e), _) | (_, Err(e)) => return failed("stdio", &e, Some(e)),
             },
             None => (None, None),
         };
@@ -118,11 +118,13 @@ impl Run<'_> {
         let joined = match join::spawn(join) {
             Ok(j) => j,
             Err(e) => {
-                let mut o = failed(step_of(&e), &e);
-                if let JoinError::Step(s) = &e {
-                    o.error.as_mut().expect("setup_failed has an error").errno = Some(format!("{:?}", s.errno));
-                }
-                return o;
+                let errno = match &e {
+                    JoinError::Clone(errno) | JoinError::Channel(errno) => Some(*errno),
+                    JoinError::Cgroup(c) => c.errno(),
+                    JoinError::Step(s) => Some(s.errno),
+                    JoinError::Vanished => None,
+                };
+                return failed(step_of(&e), &e, errno);
             }
         };
         let limit = self.plan.capture.unwrap_or(0);

@@ -67,7 +67,7 @@ pub enum JoinError {
     #[error("sync channel: {0}")]
     Channel(Errno),
     #[error("attaching the joiner to the exec's cgroup: {0}")]
-    Cgroup(String),
+    Cgroup(crate::cgroup::CgroupError),
     #[error("joining the sandbox failed at {}: {:?} ({})", .0.step.name(), .0.errno, .0.errno.desc())]
     Step(StepError),
     #[error("the joiner ended without starting the command")]

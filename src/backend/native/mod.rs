@@ -73,7 +73,7 @@ fn spawn_error(e: SpawnError) -> ErrorReport {
         SpawnError::Source { errno, .. } => ("open_sources", Some(*errno), None),
         SpawnError::Channel(errno) => ("sync_channel", Some(*errno), None),
         SpawnError::IdMap(_) => ("write_id_maps", None, None),
-        SpawnError::Cgroup(_) => ("join_cgroup", None, None),
+        SpawnError::Cgroup(e) => ("join_cgroup", e.errno(), None),
     };
     ErrorReport { step: step.into(), errno: errno.map(|e| format!("{e:?}")), message: e.to_string(), hint }
 }
@@ -302,4 +302,26 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
         outcome.seccomp = Some(crate::seccomp::verdict(plan.seccomp.as_ref(), &w.seccomp_denied, outcome.signal));
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cgroup the kernel refused to attach the sandbox to (EBUSY, ENOENT
+    /// of a vanished cgroup...) names its errno in the verdict, not only in
+    /// the message text, so a consumer can tell the causes apart.
+    #[test]
+    fn cgroup_attach_failure_keeps_its_errno_in_the_verdict() {
+        let e = CgroupError::Io {
+            op: "writing",
+            path: "/sys/fs/cgroup/husk/x/cgroup.procs".into(),
+            value: Some("1234".into()),
+            errno: nix::errno::Errno::EBUSY,
+        };
+        let r = spawn_error(SpawnError::Cgroup(e));
+        assert_eq!(r.step, "join_cgroup");
+        assert_eq!(r.errno.as_deref(), Some("EBUSY"));
+        assert!(r.message.contains("cgroup.procs"), "{}", r.message);
+    }
 }

@@ -38,7 +38,7 @@ pub enum LaunchError {
     #[error("writing {file} for pid {pid}: {source}")]
     IdMap { file: &'static str, pid: i32, source: std::io::Error },
     #[error("attaching runsc to the run's cgroup: {0}")]
-    Cgroup(String),
+    Cgroup(crate::cgroup::CgroupError),
 }
 
 impl LaunchError {
@@ -55,7 +55,7 @@ impl LaunchError {
         match self {
             LaunchError::Clone { errno, .. } | LaunchError::Channel(errno) => Some(*errno),
             LaunchError::IdMap { source, .. } => source.raw_os_error().map(Errno::from_raw),
-            LaunchError::Cgroup(_) => None,
+            LaunchError::Cgroup(e) => e.errno(),
         }
     }
 }
