@@ -100,6 +100,9 @@ impl Outcome {
             Termination::OomKilled => 128 + libc::SIGKILL,
             Termination::SetupFailed => match &self.error {
                 Some(e) if e.step == "exec" && e.errno.as_deref() == Some("ENOENT") => EXIT_NOT_FOUND,
+                // Too much argv + environment in all: the command is fine,
+                // what husk was asked to hand it is not.
+                Some(e) if e.step == "exec" && e.errno.as_deref() == Some("E2BIG") => EXIT_HUSK_FAILED,
                 Some(e) if e.step == "exec" => EXIT_NOT_EXECUTABLE,
                 _ => EXIT_HUSK_FAILED,
             },
@@ -210,6 +213,7 @@ mod tests {
         assert_eq!(Outcome::setup_failed(err("pivot_root", Some("EINVAL"))).exit_code(), 125);
         assert_eq!(Outcome::setup_failed(err("exec", Some("ENOENT"))).exit_code(), 127);
         assert_eq!(Outcome::setup_failed(err("exec", Some("EACCES"))).exit_code(), 126);
+        assert_eq!(Outcome::setup_failed(err("exec", Some("E2BIG"))).exit_code(), 125);
     }
 
     #[test]

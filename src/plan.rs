@@ -18,6 +18,11 @@ pub enum PlanError {
     Nul { what: &'static str, value: String },
     #[error("invalid --env {value:?}: the name must be non-empty and contain no '='")]
     BadEnv { value: String },
+    #[error(
+        "{what} {name} is {len} bytes: execve refuses any one argument or environment string over \
+         {MAX_ARG_STRLEN} bytes (E2BIG); pass big data in a file (--bind) or on stdin"
+    )]
+    TooLong { what: &'static str, name: String, len: usize },
     #[error("invalid --user {value:?}: {why}")]
     BadUser { value: String, why: String },
     #[error("unknown capability {value:?} in --cap-add (e.g. CAP_NET_BIND_SERVICE; see capabilities(7))")]
@@ -51,6 +56,15 @@ impl PlanError {
         }
     }
 }
+
+/// Linux's bound on one argv or envp string, NUL included (MAX_ARG_STRLEN,
+/// 32 pages).
+pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+/// An execve that failed with E2BIG: a setup failure (125), not the
+/// command's.
+pub const E2BIG_MESSAGE: &str = "setup failed at exec: E2BIG: the command's arguments and environment \
+     together are more than execve takes (a quarter of the stack limit); pass big data in a file or on stdin";
 
 /// One resource limit, ready for setrlimit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -390,6 +404,19 @@ impl ProcessPlan {
                 return Err(PlanError::BadEnv { value: format!("{k}={v}") });
             }
             set(k, v);
+        }
+        // The kernel's per-string bound, checked here so the failure is
+        // husk's (125, naming the variable) and not the command's "not
+        // executable" (126) at execve.
+        if let Some((k, v)) = env.iter().find(|(k, v)| k.len() + v.len() + 2 > MAX_ARG_STRLEN) {
+            return Err(PlanError::TooLong {
+                what: "environment variable",
+                name: k.clone(),
+                len: k.len() + v.len() + 1,
+            });
+        }
+        if let Some((i, a)) = argv.iter().enumerate().find(|(_, a)| a.len() + 1 > MAX_ARG_STRLEN) {
+            return Err(PlanError::TooLong { what: "argument", name: format!("#{i}"), len: a.len() });
         }
         let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
         let envp = env.iter().map(|(k, v)| cstr("--env", &format!("{k}={v}"))).collect::<Result<Vec<_>, _>>()?;

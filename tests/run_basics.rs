@@ -183,3 +183,32 @@ fn default_nofile_above_the_callers_hard_limit_is_clamped_not_a_setup_failure() 
     assert!(v["error"]["message"].as_str().unwrap().contains("above husk's own (512)"), "{v:#}");
     assert!(v["error"]["hint"].as_str().unwrap_or("").contains("at most 512"), "{v:#}");
 }
+
+/// An environment execve cannot take is husk's failure (125, saying why),
+/// not the command's "not executable" (126): one variable over the
+/// kernel's 128 KiB per string is refused before the sandbox; too much in
+/// all (here under a small stack limit) fails at exec as E2BIG.
+#[test]
+fn environment_too_big_for_execve_is_husks_failure_not_the_commands() {
+    let dir = TempDir::new("e2big");
+    let one = dir.join("one.env");
+    std::fs::write(&one, format!("BIG={}\n", "x".repeat(200_000))).unwrap();
+    let err = refused(&["--env-file", one.to_str().unwrap()]);
+    assert!(err.contains("environment variable BIG") && err.contains("E2BIG"), "{err}");
+    let many = dir.join("many.env");
+    let text: String = (0..8).map(|i| format!("V{i}={}\n", "x".repeat(100_000))).collect();
+    std::fs::write(&many, text).unwrap();
+    let (v, code) = run_json(&["--rlimit", "stack=256K", "--env-file", many.to_str().unwrap()], &["true"]);
+    assert_eq!(code, 125, "{v:#}");
+    assert_eq!(v["error"]["errno"], "E2BIG", "{v:#}");
+}
+
+/// `husk gc --cgroup-parent ..` is a usage error like `run`'s: 125, and
+/// nothing is collected.
+#[test]
+fn gc_with_an_invalid_cgroup_parent_is_refused_as_a_usage_error() {
+    let out = husk(&["gc", "--cgroup-parent", ".."]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("--cgroup-parent") && out.stdout.is_empty(), "{err}");
+}

@@ -94,6 +94,13 @@ pub fn gc(
     state_dir: Option<&Path>,
     paths: &Result<crate::paths::Paths, crate::paths::PathsError>,
 ) -> i32 {
+    // A usage error: refused before anything is removed.
+    if let Some(p) = &args.cgroup_parent
+        && let Err(e) = cgroup::parse_parent(p)
+    {
+        crate::errln!("husk: gc: {e}");
+        return crate::outcome::EXIT_HUSK_FAILED;
+    }
     let host = HostFacts::probe();
     // Sandboxes and runsc first: killing what is left empties cgroups,
     // which the cgroup pass can then remove.
@@ -139,5 +146,5 @@ pub fn gc(
         && report.cgroups.errors.is_empty()
         && report.sandboxes.errors.is_empty()
         && report.images.errors.is_empty();
-    if clean { 0 } else { 1 }
+    if clean { 0 } else { crate::outcome::EXIT_HUSK_FAILED }
 }

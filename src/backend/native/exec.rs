@@ -252,6 +252,7 @@ fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
         (Step::Exec, nix::errno::Errno::ENOENT) => {
             (format!("command not found: {cmd} (searched PATH inside the sandbox)"), None)
         }
+        (Step::Exec, nix::errno::Errno::E2BIG) => (crate::plan::E2BIG_MESSAGE.into(), None),
         (Step::Exec, errno) => (format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()), None),
         (Step::Chdir, errno) => (
             format!("cannot enter the workdir: {errno:?} ({})", errno.desc()),

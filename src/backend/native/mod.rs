@@ -219,6 +219,7 @@ pub(crate) fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
             nix::errno::Errno::ENOENT => {
                 format!("command not found: {cmd} (searched PATH inside the sandbox)")
             }
+            nix::errno::Errno::E2BIG => crate::plan::E2BIG_MESSAGE.into(),
             errno => format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()),
         };
     }
