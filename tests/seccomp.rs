@@ -404,3 +404,20 @@ fn a_filter_the_kernel_refuses_fails_the_run_instead_of_running_unfiltered() {
     assert_eq!(stdout_of(&v), "", "the command never ran");
     assert!(v["seccomp"].is_null(), "no claim of a filter that was not loaded: {v}");
 }
+
+#[test]
+fn profile_naming_a_misspelled_syscall_is_warned_about_not_silently_accepted() {
+    // `readx` matches nothing: the profile allows less than its author
+    // meant. `check` says so on stderr; a run's verdict counts such names.
+    let dir = TempDir::new("seccomp-typo");
+    let path = dir.path().join("typo.json");
+    let profile = r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["readx"],"action":"SCMP_ACT_ERRNO"}]}"#;
+    std::fs::write(&path, profile).unwrap();
+    let path = path.to_str().unwrap();
+    let out = husk(&["seccomp", "check", path]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning") && err.contains("readx"), "no warning: {err}");
+    let (v, code) = run_json(&["--seccomp", path], &["true"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["isolation"]["seccomp"]["ignored_name_count"], 1, "{v:#}");
+}

@@ -52,6 +52,15 @@ fn check(a: &SeccompCheckArgs) -> Result<String, String> {
     let kernel = crate::kernel::kernel_version();
     let policy = raw.lower(&origin, &profile::Context { has_cap: &has_cap, kernel }).map_err(|e| e.to_string())?;
     let program = crate::seccomp::compile::compile(&origin, &policy).map_err(|e| e.to_string())?;
+    // A typo ("readx") matches nothing and so silently allows or denies
+    // less than the author meant: say it where a person looks.
+    if !policy.ignored_names.is_empty() {
+        crate::errln!(
+            "husk: warning: {} name(s) in {origin} are not x86_64 syscalls and match nothing (a typo, or another architecture's call): {}",
+            policy.ignored_names.len(),
+            policy.ignored_names.join(" ")
+        );
+    }
     let sha = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     let header = explain::Header { profile: &origin, sha256: &sha, instructions: program.len() };
     Ok(if a.json { format!("{}\n", explain::json(&header, &policy)) } else { explain::text(&header, &policy) })

@@ -370,6 +370,7 @@ pub fn isolation(p: Option<&Program>) -> serde_json::Value {
             "instructions": p.installed().len(),
             "cache": p.cache,
             "ignored_names": p.ignored_names,
+            "ignored_name_count": p.ignored_names.len(),
             "ignored_arches": p.foreign_arches,
         }),
     }
