@@ -36,6 +36,9 @@ PACKAGES=(busybox-static util-linux passwd)
 PACKAGES+=(qemu-system-x86 linux-image-amd64 file cpio)
 # runsc: gVisor, for the runsc backend and tests/parity.rs.
 PACKAGES+=(runsc)
+# Podman's seccomp profile (/usr/share/containers/seccomp.json): tests/seccomp.rs
+# compiles and runs it as a user profile.
+PACKAGES+=(golang-github-containers-common)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
