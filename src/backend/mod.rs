@@ -101,6 +101,14 @@ pub fn exec(backend: &str, plan: &ExecPlan, at: Attached<'_>) -> Result<Executed
     }
 }
 
+/// The id an exec of `backend` announces to the supervisor before it
+/// starts, if it needs one: a gVisor exec has no cgroup leaf to be named
+/// by, so this id is how the supervisor finds its files when husk exec
+/// dies (`Live::exec_abandoned`); a native exec is named by its leaf.
+pub fn announced_exec_id(backend: &str) -> Option<String> {
+    (backend == "runsc").then(crate::ids::new_id)
+}
+
 /// What a sandbox of `backend` keeps running once its supervisor died
 /// without cleaning up, killed: the pids, and what could not be done. A
 /// native sandbox has nothing (its init dies with its supervisor); a gVisor

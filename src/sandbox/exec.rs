@@ -66,9 +66,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     plan.seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
-    // A gVisor exec names itself to the supervisor (it has no cgroup leaf
-    // to be named by), so the supervisor can find its files if it dies.
-    let runsc_exec = (rec.backend == "runsc").then(crate::ids::new_id);
+    let runsc_exec = crate::backend::announced_exec_id(&rec.backend);
     let (reply, fds) = client.call(&Request::Exec { wait: req.wait, runsc_exec: runsc_exec.clone() })?;
     if reply.busy {
         return Err(SandboxError::Busy { id: rec.id.clone() });
