@@ -1,6 +1,8 @@
 //! Facts about this host, probed once per command and then passed down, so
 //! no call site has to re-discover (or guess) what the kernel supports.
 
+pub mod blockers;
+
 use crate::files::read_text;
 use crate::spec::IdRange;
 use nix::unistd::{Gid, Uid};
@@ -27,6 +29,9 @@ pub struct HostFacts {
     /// cgroup layout (v2 / v1 / hybrid, mounts, controllers, own cgroup),
     /// probed on first use: a run with --no-cgroup never reads it.
     pub(crate) cgroup: std::sync::OnceLock<crate::cgroup::CgroupHost>,
+    /// What the backends need of the kernel (`blockers::ROWS` reads it),
+    /// probed on first use: a native run never reads it.
+    pub(crate) view: std::sync::OnceLock<HostView>,
 }
 
 impl HostFacts {
@@ -39,14 +44,79 @@ impl HostFacts {
             (Some(u), Some(g)) => Some((u, g)),
             _ => None,
         };
-        let cgroup = std::sync::OnceLock::new();
-        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(), cgroup }
+        let (cgroup, view) = (std::sync::OnceLock::new(), std::sync::OnceLock::new());
+        HostFacts { uid, gid, privileged: uid == 0, last_cap, subid, store_root: default_store_root(), cgroup, view }
+    }
+
+    /// What the backends need of the kernel (read from /proc on the first call).
+    pub fn view(&self) -> &HostView {
+        self.view.get_or_init(HostView::probe)
     }
 
     /// The cgroup layout (read from /proc on the first call).
     pub fn cgroup(&self) -> &crate::cgroup::CgroupHost {
         self.cgroup.get_or_init(crate::cgroup::CgroupHost::probe)
     }
+}
+
+/// The host facts the backends' needs are judged by (`blockers::ROWS`);
+/// a value, so tests can set them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostView {
+    /// husk's effective uid is 0.
+    pub root: bool,
+    /// husk runs in the host's (initial) user namespace.
+    pub initial_userns: bool,
+    pub max_user_namespaces: Option<i64>,
+    pub apparmor_restrict_unprivileged_userns: Option<i64>,
+    pub unprivileged_userns_clone: Option<i64>,
+    /// As root in a nested user namespace: whether that namespace maps the
+    /// id range native runs map the sandbox onto.
+    pub id_range_mapped: bool,
+    pub overlayfs: bool,
+    /// The kernel offers seccomp (a Seccomp field in /proc/self/status).
+    pub seccomp: bool,
+    pub pidfd: bool,
+    pub ptrace_scope: Option<i64>,
+}
+
+impl HostView {
+    pub fn probe() -> HostView {
+        let root = Uid::effective().is_root();
+        let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+        let initial_userns = is_initial_uid_map(&uid_map);
+        let range = read_subid("/etc/subuid", "husk").unwrap_or(DEFAULT_ID_RANGE);
+        HostView {
+            root,
+            initial_userns,
+            max_user_namespaces: sysctl_int("user/max_user_namespaces"),
+            apparmor_restrict_unprivileged_userns: sysctl_int("kernel/apparmor_restrict_unprivileged_userns"),
+            unprivileged_userns_clone: sysctl_int("kernel/unprivileged_userns_clone"),
+            id_range_mapped: initial_userns || covers(&uid_map, range),
+            overlayfs: std::fs::read_to_string("/proc/filesystems").unwrap_or_default().contains("\toverlay\n"),
+            seccomp: std::fs::read_to_string("/proc/self/status").unwrap_or_default().contains("Seccomp:"),
+            pidfd: crate::sys::process::pidfd_open(nix::unistd::getpid()).is_ok(),
+            ptrace_scope: sysctl_int("kernel/yama/ptrace_scope"),
+        }
+    }
+}
+
+/// The initial user namespace maps every id onto itself.
+pub fn initial_user_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|m| is_initial_uid_map(&m))
+}
+
+fn is_initial_uid_map(uid_map: &str) -> bool {
+    uid_map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]
+}
+
+/// Whether a uid_map (inner outer count lines) maps every id of `range`.
+pub fn covers(uid_map: &str, range: IdRange) -> bool {
+    let (lo, hi) = (range.base as u64, range.base as u64 + range.count as u64);
+    uid_map.lines().any(|l| {
+        let f: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        f.len() == 3 && f[0] <= lo && hi <= f[0] + f[2]
+    })
 }
 
 /// The store directory when `--root` is not given (the rules of

@@ -124,6 +124,7 @@ mod tests {
             subid: None,
             store_root: "/nonexistent".into(),
             cgroup: Default::default(),
+            view: Default::default(),
         }
     }
 

@@ -10,6 +10,7 @@ pub mod runsc;
 
 use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::Tree;
+use crate::host::HostFacts;
 use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::{ExecPlan, Plan};
 use crate::spec::{RuntimeChoice, Spec};
@@ -135,14 +136,18 @@ pub struct Selected {
 /// runsc the profile is enforced inside gVisor, where husk cannot see them.
 const REPORT_NATIVE_ONLY: &str = "--seccomp-report needs the native backend (under runsc, gVisor enforces the profile inside its own kernel); drop --seccomp-report or use --runtime native";
 
-pub fn select(spec: &Spec, state: Option<&Path>) -> Result<Selected, String> {
-    select_in(spec, || runsc::config::state_dir(state))
+pub fn select(spec: &Spec, host: &HostFacts, state: Option<&Path>) -> Result<Selected, String> {
+    select_in(spec, host, || runsc::config::state_dir(state))
 }
 
 /// `select`, with husk's state directory given (asked only when runsc may
 /// be used).
-pub fn select_in(spec: &Spec, state_dir: impl FnOnce() -> Result<PathBuf, String>) -> Result<Selected, String> {
-    let (runsc, note) = choose_runsc(spec, state_dir)?;
+pub fn select_in(
+    spec: &Spec,
+    host: &HostFacts,
+    state_dir: impl FnOnce() -> Result<PathBuf, String>,
+) -> Result<Selected, String> {
+    let (runsc, note) = choose_runsc(spec, host, state_dir)?;
     let backend: Box<dyn Backend> = match runsc {
         Some(cfg) => Box::new(runsc::Runsc::new(cfg)),
         None => Box::new(native::Native),
@@ -153,9 +158,10 @@ pub fn select_in(spec: &Spec, state_dir: impl FnOnce() -> Result<PathBuf, String
 /// The runsc to use, or None for native, and (for `--runtime auto`) why:
 /// the one rule for `husk run` and `husk create`. `state_dir` (husk's
 /// state directory, where runsc keeps its own) is asked only when runsc
-/// may be used.
+/// may be used, and so is what the host offers (`host.view()`).
 fn choose_runsc(
     spec: &Spec,
+    host: &HostFacts,
     state_dir: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<(Option<runsc::config::RunscConfig>, Option<serde_json::Value>), String> {
     let runsc_cfg = || runsc::config::RunscConfig::resolve(&spec.runsc, &state_dir()?);
@@ -166,14 +172,14 @@ fn choose_runsc(
                 return Err(REPORT_NATIVE_ONLY.into());
             }
             let cfg = runsc_cfg().map_err(|e| format!("--runtime runsc: {e}"))?;
-            let blockers = auto::runsc_blockers(&auto::HostView::probe(), &cfg.platform);
+            let blockers = crate::host::blockers::runsc(host.view(), &cfg.platform);
             if !blockers.is_empty() {
                 return Err(format!("--runtime runsc cannot work on this host: {}", blockers.join("; ")));
             }
             Ok((Some(cfg), None))
         }
         RuntimeChoice::Auto => {
-            let (pick, note) = auto::choose(auto::Facts::probe(&auto::HostView::probe(), runsc_cfg))?;
+            let (pick, note) = auto::choose(auto::Facts::probe(host.view(), runsc_cfg))?;
             match pick {
                 auto::Pick::Native => Ok((None, Some(note))),
                 auto::Pick::Runsc(_) if spec.seccomp_report => {

@@ -1,9 +1,10 @@
 //! `husk doctor`: what this host supports, and the exact fix for what it
 //! does not. The decisive check runs a real sandbox with husk's defaults.
 
+use crate::backend::runsc::{Runsc, config::RunscConfig};
 use crate::backend::{Backend, RunIo, native::Native};
 use crate::cli::DoctorArgs;
-use crate::host::{HostFacts, no_cgroup_opt_out, sysctl_int};
+use crate::host::{HostFacts, blockers, no_cgroup_opt_out};
 use crate::outcome::Termination;
 use crate::plan::{Plan, RootInput};
 use crate::spec::{OutputSpec, Spec};
@@ -53,35 +54,77 @@ fn split_fix(c: &mut Check) {
     }
 }
 
-/// Runs `/bin/true`-like work in a real sandbox to prove the whole chain.
-/// `no_cgroup`: the host cannot give limits (or the user opted out), so the
-/// check proves the isolation that `--no-cgroup` runs get.
-fn sandbox_check(host: &HostFacts, no_cgroup: bool) -> Check {
+/// Runs `sh -c 'exit 0'` in a real sandbox with husk's defaults (without
+/// a cgroup when `no_cgroup`) to prove the whole chain. Ok: how long it
+/// took; Err: (what failed, how to fix).
+fn trial(host: &HostFacts, no_cgroup: bool, backend: &dyn Backend) -> Result<f64, (String, Option<String>)> {
     let mut spec = Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = OutputSpec::Capture { limit: 4096 };
     spec.limits.no_cgroup = no_cgroup;
-    let root = match crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None)) {
-        Ok((r, _)) => r,
-        Err(e) => return check("sandbox", true, false, e, None),
-    };
-    let plan = match Plan::build(spec, host, RootInput { ..root }) {
-        Ok(p) => p,
-        Err(e) => {
-            return check("sandbox", true, false, format!("planning a sandbox: {e}"), None);
-        }
-    };
-    let o = Native.run(plan, RunIo { capture: Some(4096), t_start: crate::spawn::now_ns() });
+    let (root, _lease) = crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
+        .map_err(|e| (e, None))?;
+    let plan = Plan::build(spec, host, RootInput { ..root }).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
+    let o = backend.run(plan, RunIo { capture: Some(4096), t_start: crate::spawn::now_ns() });
     match o.termination {
-        Termination::Exited if o.status == Some(0) => {
-            check("sandbox", true, true, format!("a default sandbox ran in {:.1} ms", o.duration_ms), None)
-        }
+        Termination::Exited if o.status == Some(0) => Ok(o.duration_ms),
         _ => {
             let e = o.error.as_ref();
             let detail = e.map(|e| e.message.clone()).unwrap_or_else(|| format!("{:?}", o.termination));
-            let fix = e.and_then(|e| e.hint.clone());
-            Check { name: "sandbox", ok: false, required: true, detail, fix }
+            Err((detail, e.and_then(|e| e.hint.clone())))
         }
     }
+}
+
+/// The native backend's trial run.
+fn sandbox_check(host: &HostFacts, no_cgroup: bool) -> Check {
+    match trial(host, no_cgroup, &Native) {
+        Ok(ms) => check("sandbox", true, true, format!("a default sandbox ran in {ms:.1} ms"), None),
+        Err((detail, fix)) => Check { name: "sandbox", ok: false, required: true, detail, fix },
+    }
+}
+
+/// Not required for native isolation; proves `--runtime runsc` works: the
+/// host offers what runsc needs, and runsc's trial run succeeds.
+fn runsc_check(host: &HostFacts, no_cgroup: bool) -> Check {
+    let fail = |detail, fix| Check { name: "runsc", ok: false, required: false, detail, fix };
+    let fix = Some("apt-get install runsc (for --runtime runsc), or pass --runsc-path".to_string());
+    let dir = match crate::backend::runsc::config::state_dir(None) {
+        Ok(dir) => dir,
+        Err(e) => return fail(e, None),
+    };
+    let cfg = match RunscConfig::resolve(&crate::spec::RunscSpec::default(), &dir) {
+        Ok(cfg) => cfg,
+        Err(e) => return fail(e, fix),
+    };
+    let blocked = blockers::runsc(host.view(), &cfg.platform);
+    if !blocked.is_empty() {
+        return fail(blocked.join("; "), None);
+    }
+    let (version, platform, bin) = (cfg.info.version.clone(), cfg.platform.clone(), cfg.bin.clone());
+    let rootless = if cfg.mode.rootless() { ", rootless" } else { "" };
+    match trial(host, no_cgroup, &Runsc::new(cfg)) {
+        Ok(ms) => check(
+            "runsc",
+            false,
+            true,
+            format!("runsc {version} ({}) ran a sandbox on platform {platform}{rootless} in {ms:.0} ms", bin.display()),
+            None,
+        ),
+        Err((detail, fix)) => {
+            fail(format!("runsc {version} on platform {platform} could not run a sandbox: {detail}"), fix)
+        }
+    }
+}
+
+/// The host facts of `blockers::ROWS` that native isolation needs, as
+/// checks (a row this host has nothing to say about is left out).
+fn host_checks(host: &HostFacts) -> impl Iterator<Item = Check> + '_ {
+    let v = host.view();
+    let root = v.root && v.initial_userns;
+    blockers::ROWS.iter().filter(|r| r.needs != blockers::Needs::RunscPtrace).filter_map(move |r| {
+        let seen = (r.seen)(v)?;
+        Some(check(r.check, r.binds_root || !root, !(r.blocks)(v, root), seen, r.fix))
+    })
 }
 
 pub fn collect() -> Report {
@@ -89,50 +132,7 @@ pub fn collect() -> Report {
     let mut checks = Vec::new();
     checks.push(check("kernel", false, true, kernel_release(), None));
 
-    let max_userns = sysctl_int("user/max_user_namespaces");
-    checks.push(check(
-        "user_namespaces",
-        true,
-        max_userns != Some(0),
-        format!("user.max_user_namespaces = {}", max_userns.map(|v| v.to_string()).unwrap_or("unknown".into())),
-        Some("sysctl -w user.max_user_namespaces=15000"),
-    ));
-    if let Some(v) = sysctl_int("kernel/apparmor_restrict_unprivileged_userns") {
-        checks.push(check(
-            "apparmor_userns",
-            !host.privileged,
-            v == 0 || host.privileged,
-            format!("kernel.apparmor_restrict_unprivileged_userns = {v}"),
-            Some("sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (or run husk as root)"),
-        ));
-    }
-    if let Some(v) = sysctl_int("kernel/unprivileged_userns_clone") {
-        checks.push(check(
-            "unprivileged_userns_clone",
-            !host.privileged,
-            v == 1 || host.privileged,
-            format!("kernel.unprivileged_userns_clone = {v}"),
-            Some("sysctl -w kernel.unprivileged_userns_clone=1"),
-        ));
-    }
-    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    checks.push(check(
-        "overlayfs",
-        true,
-        fs.contains("\toverlay\n"),
-        "overlay in /proc/filesystems".into(),
-        Some("modprobe overlay"),
-    ));
-    let seccomp = std::fs::read_to_string("/proc/self/status").unwrap_or_default().contains("Seccomp:");
-    checks.push(check(
-        "seccomp",
-        true,
-        seccomp,
-        "Seccomp field in /proc/self/status".into(),
-        Some("a kernel built with CONFIG_SECCOMP_FILTER"),
-    ));
-    let pidfd = crate::sys::process::pidfd_open(nix::unistd::getpid()).is_ok();
-    checks.push(check("pidfd", true, pidfd, "pidfd_open(2)".into(), Some("Linux 5.3 or newer")));
+    checks.extend(host_checks(&host));
     let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
     let (ok, detail, fix) = crate::cgroup::doctor(host.cgroup(), who);
     // With the explicit opt-out (HUSK_NO_CGROUP=1, what --no-cgroup reads),
@@ -144,10 +144,7 @@ pub fn collect() -> Report {
     let limits_ok = ok || opt_out;
     checks.push(Check { name: "cgroups", ok, required: !opt_out, detail, fix });
     // Not required for native isolation; proves `--runtime runsc` works.
-    checks.push(match crate::backend::runsc::check(&host, None, !limits_ok || opt_out) {
-        Ok(detail) => check("runsc", false, true, detail, None),
-        Err((detail, fix)) => Check { name: "runsc", ok: false, required: false, detail, fix },
-    });
+    checks.push(runsc_check(&host, !limits_ok || opt_out));
     let mut sandbox = sandbox_check(&host, !limits_ok || opt_out);
     if sandbox.ok && !limits_ok {
         sandbox.detail.push_str(" with --no-cgroup (no cgroup for limits here)");

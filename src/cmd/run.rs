@@ -37,7 +37,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
         Ok(r) => r,
         Err(e) => return fail("root", e),
     };
-    let selected = match backend::select(&spec, state_dir) {
+    let selected = match backend::select(&spec, &host, state_dir) {
         Ok(b) => b,
         Err(e) => return fail("backend", e),
     };

@@ -87,13 +87,13 @@ fn create_inner(
     let store = store_of(paths)?;
     // The same choice as `husk run`.
     let state = store.state_dir();
-    let selected = crate::backend::select_in(&spec, || Ok(state)).map_err(usage)?;
-    selected.backend.prepare_hold(&mut spec).map_err(usage)?;
-    let _ = crate::sandbox::gc::sweep(&store);
     let mut host = HostFacts::probe();
     if let Ok(p) = paths {
         host.store_root = p.root.clone();
     }
+    let selected = crate::backend::select_in(&spec, &host, || Ok(state)).map_err(usage)?;
+    selected.backend.prepare_hold(&mut spec).map_err(usage)?;
+    let _ = crate::sandbox::gc::sweep(&store);
     let (root, lease) = crate::image::root::root_input(&spec, &host, paths).map_err(|e| SandboxError::Setup {
         step: "root".into(),
         message: e,

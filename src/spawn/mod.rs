@@ -77,28 +77,10 @@ pub fn open_sources(plan: &Plan) -> Result<(), SpawnError> {
     Ok(())
 }
 
-/// Explains a clone failure in terms of the host setting that causes it.
+/// Explains a clone failure in terms of the host setting that causes it
+/// (the host is probed only now, on the failure path).
 fn clone_hint(errno: Errno) -> Option<String> {
-    let max_userns = crate::host::sysctl_int("user/max_user_namespaces");
-    if max_userns == Some(0) {
-        return Some("user namespaces are disabled: set `sysctl -w user.max_user_namespaces=15000`".into());
-    }
-    if crate::host::sysctl_int("kernel/apparmor_restrict_unprivileged_userns") == Some(1) && errno == Errno::EACCES {
-        return Some(
-            "AppArmor restricts unprivileged user namespaces: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or run as root"
-                .into(),
-        );
-    }
-    if crate::host::sysctl_int("kernel/unprivileged_userns_clone") == Some(0) {
-        return Some("unprivileged user namespaces are off: `sysctl -w kernel.unprivileged_userns_clone=1`".into());
-    }
-    match errno {
-        Errno::ENOSPC => Some("namespace limit reached (user.max_user_namespaces or similar); raise it or wait".into()),
-        Errno::EPERM => {
-            Some("not permitted to create namespaces here (nested container or seccomp?); run `husk doctor`".into())
-        }
-        _ => None,
-    }
+    crate::host::blockers::clone_hint(&crate::host::HostView::probe(), errno)
 }
 
 /// clone3 into the plan's namespaces, write the id maps, attach to the

@@ -36,7 +36,7 @@ impl Mode {
         let uid = nix::unistd::Uid::effective().as_raw();
         let gid = nix::unistd::Gid::effective().as_raw();
         match uid {
-            0 if initial_user_namespace() => Mode::Root,
+            0 if crate::host::initial_user_namespace() => Mode::Root,
             0 => Mode::NamespaceRoot,
             _ => Mode::Rootless { uid, gid },
         }
@@ -45,13 +45,6 @@ impl Mode {
     pub fn rootless(self) -> bool {
         self != Mode::Root
     }
-}
-
-/// The initial user namespace maps every id onto itself.
-pub fn initial_user_namespace() -> bool {
-    std::fs::read_to_string("/proc/self/uid_map")
-        .map(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
-        .unwrap_or(false)
 }
 
 /// husk's state directory (the `--state-dir` rule of the store/state

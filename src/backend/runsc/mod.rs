@@ -23,7 +23,7 @@ use crate::supervise::{Stop, Watch, signal_fd};
 use config::{Mode, RunscConfig};
 use serde_json::json;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 pub struct Runsc {
@@ -382,48 +382,5 @@ impl Runsc {
             e.message.push_str(&format!(" (cleanup: {})", cleanup_errors.join("; ")));
         }
         Ok(o)
-    }
-}
-
-/// `husk doctor`'s runsc check: runs one trivial sandbox under runsc with
-/// husk's defaults (without a cgroup when `no_cgroup`). Ok: what ran where;
-/// Err: (what failed, how to fix).
-pub fn check(
-    host: &crate::host::HostFacts,
-    state: Option<&Path>,
-    no_cgroup: bool,
-) -> Result<String, (String, Option<String>)> {
-    let fix = Some("apt-get install runsc (for --runtime runsc), or pass --runsc-path".to_string());
-    let dir = config::state_dir(state).map_err(|e| (e, None))?;
-    let cfg = RunscConfig::resolve(&crate::spec::RunscSpec::default(), &dir).map_err(|e| (e, fix))?;
-    let blockers = super::auto::runsc_blockers(&super::auto::HostView::probe(), &cfg.platform);
-    if !blockers.is_empty() {
-        return Err((blockers.join("; "), None));
-    }
-    let mut spec = crate::spec::Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
-    spec.output = crate::spec::OutputSpec::Capture { limit: 4096 };
-    spec.limits.no_cgroup = no_cgroup;
-    let root = crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
-        .map(|(root, _)| root)
-        .map_err(|e| (e, None))?;
-    let plan = Plan::build(spec, host, root).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
-    let (version, platform, bin) = (cfg.info.version.clone(), cfg.platform.clone(), cfg.bin.clone());
-    let rootless = cfg.mode.rootless();
-    let o = Runsc::new(cfg).run(plan, RunIo { capture: Some(4096), t_start: now_ns() });
-    match (o.termination, o.status) {
-        (crate::outcome::Termination::Exited, Some(0)) => Ok(format!(
-            "runsc {version} ({}) ran a sandbox on platform {platform}{} in {:.0} ms",
-            bin.display(),
-            if rootless { ", rootless" } else { "" },
-            o.duration_ms
-        )),
-        _ => {
-            let e = o.error.as_ref();
-            let detail = e.map(|e| e.message.clone()).unwrap_or_else(|| format!("{:?}", o.termination));
-            Err((
-                format!("runsc {version} on platform {platform} could not run a sandbox: {detail}"),
-                e.and_then(|e| e.hint.clone()),
-            ))
-        }
     }
 }
