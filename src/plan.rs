@@ -136,7 +136,7 @@ pub struct Plan {
     pub timeout: Option<Duration>,
     pub kill_grace: Option<Duration>,
     /// husk's own argv and environment areas, scrubbed by the init.
-    pub arg_areas: Vec<(usize, usize)>,
+    pub arg_areas: crate::sys::process::ArgAreas,
     /// The compiled filter, loaded last before execve; `None` only with
     /// `--seccomp unconfined`.
     pub seccomp: Option<crate::seccomp::Program>,
@@ -144,17 +144,6 @@ pub struct Plan {
     pub cgroup: crate::cgroup::CgroupPlan,
     /// Whether the init starts the command (`run`) or waits for execs.
     pub role: InitRole,
-}
-
-/// (arg_start, arg_end) and (env_start, env_end) of this process, from
-/// /proc/self/stat (fields 48-51; the comm field may contain spaces).
-pub fn arg_areas() -> Vec<(usize, usize)> {
-    let Ok(stat) = crate::files::read_text("/proc/self/stat") else { return Vec::new() };
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return Vec::new() };
-    // After ") " the fields start at number 3 (state).
-    let f: Vec<usize> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-    let get = |n: usize| f.get(n - 3).copied().unwrap_or(0);
-    vec![(get(48), get(49)), (get(50), get(51))]
 }
 
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -626,7 +615,7 @@ impl Plan {
             last_cap: host.last_cap,
             timeout: spec.timeout,
             kill_grace: spec.kill_grace,
-            arg_areas: arg_areas(),
+            arg_areas: crate::sys::process::ArgAreas::of_self(),
             seccomp,
             cgroup,
             role,

@@ -242,22 +242,53 @@ pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> 
     check(ret as libc::c_long).map(|_| ())
 }
 
-/// Overwrites this process's argv and environment areas (what
-/// /proc/<pid>/cmdline and /environ show) with `title` and NULs. The
-/// sandbox init is a fork of husk: without this, anything in the sandbox
-/// could read husk's host command line (host paths, --env values) from
-/// /proc/1/cmdline. `areas` are (start, end) address pairs from
-/// /proc/self/stat (fields arg_start, arg_end, env_start, env_end).
-pub fn scrub_cmdline(areas: &[(usize, usize)], title: &[u8]) {
-    for (i, &(start, end)) in areas.iter().enumerate() {
+/// This process's argv and environment areas (what /proc/<pid>/cmdline
+/// and /environ show), as the kernel reports them in /proc/self/stat
+/// (fields arg_start, arg_end, env_start, env_end). Only `of_self` makes
+/// one, so `scrub_cmdline` can zero nothing but these areas (in this
+/// process, or in a fork of it: the same addresses, its own copy).
+#[derive(Clone, Debug, Default)]
+pub struct ArgAreas([(usize, usize); 2]);
+
+impl ArgAreas {
+    /// Read on the host side, before clone (the child must not allocate);
+    /// empty (nothing to scrub) if /proc/self/stat cannot be read.
+    pub fn of_self() -> ArgAreas {
+        use std::io::Read;
+        let mut stat = String::with_capacity(1024);
+        let read = std::fs::File::open("/proc/self/stat").and_then(|f| f.take(u64::MAX).read_to_string(&mut stat));
+        if read.is_err() {
+            return ArgAreas::default();
+        }
+        ArgAreas::parse(&stat)
+    }
+
+    /// Fields 48-51 of a /proc/<pid>/stat line; the comm field (2) may
+    /// contain spaces and parentheses, so fields are counted from the last ')'.
+    fn parse(stat: &str) -> ArgAreas {
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return ArgAreas::default() };
+        // After ") " the fields start at number 3 (state).
+        let field = |n: usize| rest.split_whitespace().nth(n - 3).and_then(|x| x.parse().ok()).unwrap_or(0);
+        ArgAreas([(field(48), field(49)), (field(50), field(51))])
+    }
+}
+
+/// Overwrites this process's argv and environment areas with `title` and
+/// NULs. The sandbox init is a fork of husk: without this, anything in the
+/// sandbox could read husk's host command line (host paths, --env values)
+/// from /proc/1/cmdline.
+pub fn scrub_cmdline(areas: &ArgAreas, title: &[u8]) {
+    for (i, &(start, end)) in areas.0.iter().enumerate() {
         if start == 0 || end <= start || end - start > (1 << 20) {
             continue;
         }
         let len = end - start;
         // SAFETY: [start, end) is this process's own argv/envp block on its
-        // initial stack, as the kernel reports it; it is mapped read-write
-        // and, after fork, private to this process. Nothing in husk holds a
-        // reference into it (std copied argv/env into its own Strings).
+        // initial stack, as the kernel reported it (`ArgAreas::of_self`, the
+        // only constructor, in this process or the one it was forked from:
+        // the same address space layout); it is mapped read-write and, after
+        // fork, private to this process. Nothing in husk holds a reference
+        // into it (std copied argv/env into its own Strings).
         unsafe {
             std::ptr::write_bytes(start as *mut u8, 0, len);
             if i == 0 {
@@ -293,4 +324,21 @@ pub fn pin_to_other_cpu(thread: libc::pthread_t) -> bool {
     // SAFETY: `thread` is a live, unjoined thread of this process (the
     // caller holds its JoinHandle); the set is valid for its size.
     unsafe { libc::pthread_setaffinity_np(thread, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process named to look like more fields (comm may hold spaces and
+    /// ')') cannot move the areas husk scrubs.
+    #[test]
+    fn arg_areas_are_counted_from_the_last_paren_of_comm() {
+        let tail: Vec<String> = (3..=52).map(|n| n.to_string()).collect();
+        let stat = format!("42 (a) 1 2 (b) {}\n", tail.join(" "));
+        assert_eq!(ArgAreas::parse(&stat).0, [(48, 49), (50, 51)]);
+        assert_eq!(ArgAreas::parse("garbage").0, [(0, 0), (0, 0)]);
+        let own = ArgAreas::of_self().0;
+        assert!(own[0].0 != 0 && own[0].0 < own[0].1, "{own:?}");
+    }
 }
