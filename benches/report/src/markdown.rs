@@ -92,6 +92,9 @@ pub fn page(meta: &Meta, groups: &[Group<'_>], svg: &str) -> String {
             let _ = writeln!(s, "- {n}");
         }
     }
+    // What was measured and dropped: history, kept here rather than in the
+    // code it did not change (tried.md, edited by hand).
+    let _ = write!(s, "\n{}", include_str!("../tried.md"));
     s
 }
 

@@ -145,10 +145,6 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
     }
     .run();
     let t_end = now_ns();
-    // Tried and not kept: holding /proc/<init>/ns/mnt and closing it on
-    // another cpu moved the mount namespace's teardown (0.37 ms) out of the
-    // `teardown` phase, but husk must still wait for it before it exits:
-    // 0.06 ms less wall time over 600 interleaved runs, within the noise.
     let report = cgroup.map(|c| (c.finish(), setup_ms, ms(t_end, now_ns())));
     Ok((watched, spawned.t_clone, report))
 }
