@@ -15,7 +15,6 @@ pub mod cgroup;
 pub mod cli;
 pub mod cmd;
 pub mod files;
-pub mod fuzz;
 pub mod host;
 pub mod ids;
 pub mod image;

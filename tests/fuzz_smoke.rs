@@ -1,6 +1,6 @@
 //! Fuzz smoke, with stable Rust: every seed in fuzz/corpus/<target>/ and a
 //! bounded number of deterministic mutations of each go through the same
-//! harness cargo-fuzz runs (husk::fuzz), invariants included. The long runs
+//! harness cargo-fuzz runs (tests/fuzz-harness), invariants included. The long runs
 //! are cargo-fuzz's (fuzz/README.md); this keeps every harness exercised by
 //! a plain `cargo test`, on any machine.
 //!
@@ -9,7 +9,7 @@
 //! written to target/fuzz-smoke-failures/<target> for `cargo fuzz run
 //! <target> FILE` or a regression test.
 
-use husk::fuzz::{Mutator, TARGETS};
+use husk_fuzz::{Mutator, TARGETS};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -1,3 +1,3 @@
 #![no_main]
-// Harness and invariants: husk::fuzz::image::json (src/fuzz/).
-libfuzzer_sys::fuzz_target!(|data: &[u8]| husk::fuzz::image::json(data));
+// Harness and invariants: husk_fuzz::image::json (tests/fuzz-harness/).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| husk_fuzz::image::json(data));

@@ -1,3 +1,3 @@
 #![no_main]
-// Harness and invariants: husk::fuzz::image::unpack (src/fuzz/).
-libfuzzer_sys::fuzz_target!(|data: &[u8]| husk::fuzz::image::unpack(data));
+// Harness and invariants: husk_fuzz::image::unpack (tests/fuzz-harness/).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| husk_fuzz::image::unpack(data));

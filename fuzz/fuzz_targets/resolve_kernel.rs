@@ -1,3 +1,3 @@
 #![no_main]
-// Harness and invariants: husk::fuzz::resolve::against_kernel (src/fuzz/).
-libfuzzer_sys::fuzz_target!(|data: &[u8]| husk::fuzz::resolve::against_kernel(data));
+// Harness and invariants: husk_fuzz::resolve::against_kernel (tests/fuzz-harness/).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| husk_fuzz::resolve::against_kernel(data));

@@ -1,3 +1,3 @@
 #![no_main]
-// Harness and invariants: husk::fuzz::seccomp::generated_policy (src/fuzz/).
-libfuzzer_sys::fuzz_target!(|data: &[u8]| husk::fuzz::seccomp::generated_policy(data));
+// Harness and invariants: husk_fuzz::seccomp::generated_policy (tests/fuzz-harness/).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| husk_fuzz::seccomp::generated_policy(data));

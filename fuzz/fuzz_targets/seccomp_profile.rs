@@ -1,3 +1,3 @@
 #![no_main]
-// Harness and invariants: husk::fuzz::seccomp::profile_json (src/fuzz/).
-libfuzzer_sys::fuzz_target!(|data: &[u8]| husk::fuzz::seccomp::profile_json(data));
+// Harness and invariants: husk_fuzz::seccomp::profile_json (tests/fuzz-harness/).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| husk_fuzz::seccomp::profile_json(data));

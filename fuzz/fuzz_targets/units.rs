@@ -1,3 +1,3 @@
 #![no_main]
-// Harness and invariants: husk::fuzz::units::units (src/fuzz/).
-libfuzzer_sys::fuzz_target!(|data: &[u8]| husk::fuzz::units::units(data));
+// Harness and invariants: husk_fuzz::units::units (tests/fuzz-harness/).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| husk_fuzz::units::units(data));

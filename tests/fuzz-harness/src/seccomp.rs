@@ -9,10 +9,10 @@
 //! bit) must be killed whatever the profile says.
 
 use super::Bytes;
-use crate::seccomp::compile::{self, MAX_INSNS, RET_KILL_PROCESS, X32_SYSCALL_BIT, ret_value};
-use crate::seccomp::eval::{self, Data};
-use crate::seccomp::profile::{self, Cond, Context, Op, Policy};
-use crate::seccomp::syscalls::X86_64;
+use husk::seccomp::compile::{self, MAX_INSNS, RET_KILL_PROCESS, X32_SYSCALL_BIT, ret_value};
+use husk::seccomp::eval::{self, Data};
+use husk::seccomp::profile::{self, Cond, Context, Op, Policy};
+use husk::seccomp::syscalls::X86_64;
 use serde_json::{Value, json};
 
 const AUDIT_ARCH_I386: u32 = 0x4000_0003;
@@ -241,11 +241,11 @@ pub fn generate(b: &mut Bytes<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seccomp::profile::Act;
+    use husk::seccomp::profile::Act;
 
     #[test]
     fn the_shipped_profiles_agree_with_their_programs() {
-        for name in crate::seccomp::shipped_names() {
+        for name in husk::seccomp::shipped_names() {
             let path = format!("{}/seccomp/{name}.json", env!("CARGO_MANIFEST_DIR"));
             check(&std::fs::read_to_string(path).unwrap());
         }

@@ -17,11 +17,11 @@
 //! no NUL anywhere).
 
 use super::Bytes;
-use crate::image::Limits;
-use crate::image::digest::Digest;
-use crate::image::layer::Owners;
-use crate::image::oci::{self, DockerSaveEntry, ImageConfig, Index, Manifest};
-use crate::image::unpack::{LayerJob, unpack_layer};
+use husk::image::Limits;
+use husk::image::digest::Digest;
+use husk::image::layer::Owners;
+use husk::image::oci::{self, DockerSaveEntry, ImageConfig, Index, Manifest};
+use husk::image::unpack::{LayerJob, unpack_layer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -259,7 +259,7 @@ pub fn json(data: &[u8]) {
     let _ = oci::parse::<Manifest>("manifest", data);
     let _ = oci::parse::<Vec<DockerSaveEntry>>("manifest.json", data);
     if let Ok(config) = oci::parse::<ImageConfig>("config", data)
-        && let Ok(d) = crate::image::config::defaults(&config)
+        && let Ok(d) = husk::image::config::defaults(&config)
     {
         if let Some(w) = &d.workdir {
             assert!(w.starts_with('/') && w != "/", "workdir {w:?}");

@@ -6,7 +6,7 @@
 //! digits, times the unit, truncated; anything above u64 must be refused.
 //! Printed sizes must read back to themselves when exact.
 
-use crate::units::{format_size, parse_duration, parse_size};
+use husk::units::{format_size, parse_duration, parse_size};
 
 pub fn units(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };

@@ -16,7 +16,7 @@
 //! created outside its directory (parents are always real directories).
 
 use super::Bytes;
-use crate::rootfs::resolve::{DirView, Kind, ResolveError, Resolved, RootView, normalize_target, resolve};
+use husk::rootfs::resolve::{DirView, Kind, ResolveError, Resolved, RootView, normalize_target, resolve};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
