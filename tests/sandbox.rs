@@ -245,6 +245,30 @@ mod rootless {
         assert!(s.ids().is_empty(), "{:?}", s.ids());
     }
 
+    /// `create --env API_KEY=...` must not end up in a log through
+    /// `husk inspect`, nor be readable by other users from the state files.
+    #[test]
+    fn inspect_does_not_reveal_env_secrets() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = Sbx::new();
+        let secret = unique("s3cret");
+        let id = s.create(&["--env", &format!("API_KEY={secret}")]);
+        let shown = s.out(&["inspect", &id]);
+        let text = String::from_utf8_lossy(&shown.stdout);
+        assert!(shown.status.success() && text.contains("API_KEY"), "{text}");
+        assert!(!text.contains(&secret), "inspect printed the env value:\n{text}");
+        let asked = s.out(&["inspect", "--show-env", &id]);
+        assert!(String::from_utf8_lossy(&asked.stdout).contains(&secret), "--show-env hides the value");
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for d in [s.state.path().to_path_buf(), s.state.join("sandboxes"), s.dir(&id)] {
+            assert_eq!(mode(&d), 0o700, "{}", d.display());
+        }
+        assert_eq!(mode(&s.dir(&id).join("state.json")), 0o600);
+        let (out, _) = s.sh(&id, "echo $API_KEY");
+        assert_eq!(out.trim(), secret, "the exec still gets the value");
+        s.rm(&id);
+    }
+
     /// What Python's `subprocess.run(timeout=...)` and asyncio cancellation
     /// do to a `husk exec`: the command must not run on without it.
     #[test]

@@ -399,6 +399,10 @@ pub struct LsArgs {
 pub struct InspectArgs {
     #[arg(value_name = "SANDBOX")]
     pub sandbox: String,
+    /// Show the values of the sandbox's environment (--env of create, the
+    /// image's): hidden by default, as they often hold secrets.
+    #[arg(long)]
+    pub show_env: bool,
 }
 
 #[derive(Args, Debug)]

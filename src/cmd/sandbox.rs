@@ -250,6 +250,9 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
         let id = store.resolve(&args.sandbox)?;
         let rec = crate::sandbox::registry::current(&store, &id)?;
         let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
+        if !args.show_env {
+            hide_env_values(&mut v);
+        }
         v["supervisor_alive"] = json!(state::supervised(&store.dir(&id)));
         v["lease_remaining_ms"] = json!(rec.expires_ms.saturating_sub(now_ms()));
         Ok(v)
@@ -262,6 +265,28 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Err(e) => fail(&e, true),
     }
 }
+
+/// Environment values (`create --env API_KEY=...`, the image's) become
+/// `HIDDEN_VALUE`: `inspect` output lands in logs and CI transcripts. The
+/// names stay, so the record still says what is set.
+fn hide_env_values(record: &mut serde_json::Value) {
+    for part in ["spec", "image"] {
+        for pair in record[part]["env"].as_array_mut().into_iter().flatten() {
+            match pair {
+                serde_json::Value::Array(kv) if kv.len() == 2 => kv[1] = json!(HIDDEN_VALUE),
+                serde_json::Value::String(s) => {
+                    if let Some((k, _)) = s.split_once('=') {
+                        *s = format!("{k}={HIDDEN_VALUE}");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// What `inspect` shows instead of an environment value.
+pub const HIDDEN_VALUE: &str = "<hidden: husk inspect --show-env>";
 
 /// Destroys one sandbox and waits until nothing of it remains.
 pub fn destroy(store: &Store, id: &str, force: bool) -> Result<(), SandboxError> {
