@@ -24,8 +24,27 @@ pub fn read_text(path: impl AsRef<Path>) -> std::io::Result<String> {
     String::from_utf8(buf).map_err(|_| std::io::Error::from_raw_os_error(libc::EILSEQ))
 }
 
+/// How far a replaced file must survive: `Rename` is atomic for readers
+/// (the old content or the new, never a torn file) but may be lost or empty
+/// after a power loss; `Synced` also fsyncs the file before the rename and
+/// its directory after, for records nothing else can rebuild (the store).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    Rename,
+    Synced,
+}
+
 /// Writes `data` to a unique temp file beside `path`, then renames it over.
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    replace(path, data, Durability::Rename)
+}
+
+/// `write_atomic` that survives a power loss (see `Durability::Synced`).
+pub fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    replace(path, data, Durability::Synced)
+}
+
+fn replace(path: &Path, data: &[u8], durability: Durability) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.{}.{}",
@@ -36,7 +55,14 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         std::io::Write::write_all(&mut f, data)?;
-        std::fs::rename(&tmp, path)
+        if durability == Durability::Synced {
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)?;
+        if durability == Durability::Synced {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     };
     write().inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);

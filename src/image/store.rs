@@ -19,6 +19,7 @@ use super::digest::Digest;
 use super::fsutil::{self, remove_tree};
 use super::layer::{Owners, UnpackReport};
 use super::{ImageError, normalize_name};
+pub use crate::files::write_durable;
 use nix::fcntl::{Flock, FlockArg, OFlag, RenameFlags, renameat2};
 use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
@@ -561,27 +562,4 @@ fn sync_dir(dir: &Path, how: Sync) -> std::io::Result<()> {
         Sync::Filesystem => nix::unistd::syncfs(&fd)?,
     }
     Ok(())
-}
-
-/// `files::write_atomic` for the store: the file is fsynced before the rename
-/// and its directory after, so a power loss leaves the old content or the
-/// new, never a torn or empty file under the final name.
-pub fn write_durable(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.{}.{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("tmp"),
-        std::process::id(),
-        crate::ids::new_id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-        std::io::Write::write_all(&mut f, data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        sync_dir(dir, Sync::Dir)
-    };
-    write().inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
