@@ -156,6 +156,28 @@ fn strict_denies_ptrace_foreign_socket_families_and_personality_changes() {
     assert_eq!(v["seccomp"]["denied"], serde_json::json!({}), "default denies none of these");
 }
 
+/// personality(ADDR_NO_RANDOMIZE | READ_IMPLIES_EXEC | MMAP_PAGE_ZERO) turns
+/// off the process's own ASLR or NX for what it execs next: both shipped
+/// profiles refuse every value outside Docker's short list.
+#[test]
+fn personality_cannot_weaken_aslr_or_nx() {
+    let calls = vec![
+        call("ADDR_NO_RANDOMIZE", "personality", &[0x0040000]),
+        call("READ_IMPLIES_EXEC", "personality", &[0x0400000]),
+        call("MMAP_PAGE_ZERO", "personality", &[0x0100000]),
+        call("PER_LINUX", "personality", &[0]),
+        call("query", "personality", &[0xffff_ffff]),
+    ];
+    for profile in ["default", "strict"] {
+        let (got, _) = probe(&["--seccomp", profile], &calls);
+        for label in ["ADDR_NO_RANDOMIZE", "READ_IMPLIES_EXEC", "MMAP_PAGE_ZERO"] {
+            assert_eq!(got[label], "EPERM", "{profile}: personality({label})");
+        }
+        assert_eq!(got["PER_LINUX"], "ok", "{profile}");
+        assert_eq!(got["query"], "ok", "{profile}");
+    }
+}
+
 /// i386 `int 0x80` and the x32 table reach syscalls by other numbers than
 /// the rules name: the filter kills the process.
 #[test]

@@ -118,8 +118,13 @@ fn strict_adds_ptrace_socket_family_and_personality_denials() {
     for persona in [0u64, 0xffff_ffff, u64::MAX] {
         assert_eq!(verdict(strict, "personality", &[persona]), RET_ALLOW, "strict: personality({persona:#x})");
     }
-    for persona in [8u64, 0x0040_0000, 0x0002_0000] {
-        assert_eq!(verdict(default, "personality", &[persona]), RET_ALLOW);
+    for persona in [8u64, 0x0002_0000] {
+        assert_eq!(verdict(default, "personality", &[persona]), RET_ALLOW, "default: personality({persona:#x})");
+        assert_eq!(verdict(strict, "personality", &[persona]), EPERM, "strict: personality({persona:#x})");
+    }
+    // READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO: refused by both.
+    for persona in [0x0040_0000u64, 0x0004_0000, 0x0010_0000] {
+        assert_eq!(verdict(default, "personality", &[persona]), EPERM, "default: personality({persona:#x})");
         assert_eq!(verdict(strict, "personality", &[persona]), EPERM, "strict: personality({persona:#x})");
     }
 }

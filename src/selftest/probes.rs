@@ -182,6 +182,12 @@ pub const PROBES: &[Probe] = &[
         Marker,
     ),
     sys("ptrace-init", "ptrace the sandbox's pid 1 (husk's init)", &["{probe}", "try-syscall", "ptrace-attach-1"], &[]),
+    sys(
+        "personality-aslr",
+        "turn off ASLR for what it execs next (personality ADDR_NO_RANDOMIZE)",
+        &["{probe}", "try-syscall", "personality"],
+        &[],
+    ),
     sys("nested-userns", "create a nested user namespace", &["{probe}", "try-syscall", "clone-newuser"], &[]),
     sys("unshare", "unshare a new mount namespace", &["{probe}", "try-syscall", "unshare"], &[]),
     // ENOENT: the sandbox kernel has no /proc/self/ns to join (gVisor).
