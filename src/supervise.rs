@@ -26,7 +26,7 @@ pub fn forwarded_signals() -> SigSet {
 /// called before clone so no signal is lost in between.
 pub fn signal_fd() -> Result<SignalFd, nix::errno::Errno> {
     let set = forwarded_signals();
-    set.thread_block()?;
+    crate::sys::signal::block(&set)?;
     SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
 }
 

@@ -345,7 +345,7 @@ impl Supervisor {
     #[allow(clippy::type_complexity)]
     fn start(&mut self) -> Result<(SignalFd, OwnedFd, Init, Option<(SandboxCgroup, Leaf)>), SandboxError> {
         let set = signals();
-        set.thread_block().map_err(|e| setup_err("signals", e))?;
+        crate::sys::signal::block(&set).map_err(|e| setup_err("signals", e))?;
         let signals = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
             .map_err(|e| setup_err("signals", e))?;
         let listener = proto::listen_at(&self.dir)?;

@@ -234,12 +234,10 @@ pub(super) fn redirect_stdio(stdio: ChildStdio) -> R<()> {
 }
 
 /// Forwarded signals are blocked from here on and collected with sigwait
-/// by the reaper: no handler ever runs in the init. Through sigprocmask:
-/// nix's `thread_block` reads pthread_sigmask's returned error number as
-/// success, so a refused block would pass unnoticed.
+/// by the reaper: no handler ever runs in the init (`sys::signal::block`
+/// says why not nix's `thread_block`).
 pub(super) fn block_signals() -> R<()> {
-    use nix::sys::signal::{SigmaskHow, sigprocmask};
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&super::init::init_signals()), None).at(Step::BlockSignals)
+    crate::sys::signal::block(&super::init::init_signals()).at(Step::BlockSignals)
 }
 
 /// The init keeps no privilege once the command runs: it takes the

@@ -94,12 +94,11 @@ pub fn confine(c: &Confinement<'_>, chan: &Channel) -> R<()> {
 
 /// The command starts as under a shell: default dispositions and no signal
 /// blocked (the init blocked the ones it forwards before forking it).
-/// sigprocmask, not nix's `thread_set_mask`, which cannot report a failure
-/// (see `child::block_signals`).
+/// `sys::signal::set_mask`, not nix's `thread_set_mask`, which cannot
+/// report a failure.
 pub(super) fn reset_signals() -> R<()> {
-    use nix::sys::signal::{SigmaskHow, sigprocmask};
     crate::sys::signal::reset_dispositions().at(Step::ResetSignals)?;
-    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).at(Step::ResetSignals)
+    crate::sys::signal::set_mask(&SigSet::empty()).at(Step::ResetSignals)
 }
 
 fn set_identity(c: &Confinement<'_>, chan: &Channel) -> R<()> {

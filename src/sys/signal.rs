@@ -4,6 +4,21 @@
 use super::{Errno, SysResult};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Adds `set` to this thread's blocked signals. Through sigprocmask, not
+/// nix's `SigSet::thread_block`: pthread_sigmask returns its error number
+/// instead of -1, and nix's wrapper takes any return but -1 for success, so
+/// a refused block (e.g. under a seccomp filter) went unreported. husk's
+/// processes are single-threaded where they change masks, and on Linux
+/// sigprocmask acts on the calling thread.
+pub fn block(set: &nix::sys::signal::SigSet) -> SysResult<()> {
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(set), None)
+}
+
+/// Replaces this thread's blocked signals with `set` (see `block`).
+pub fn set_mask(set: &nix::sys::signal::SigSet) -> SysResult<()> {
+    nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_SETMASK, Some(set), None)
+}
+
 /// Resets every catchable signal to SIG_DFL. Ignored dispositions survive
 /// execve (Rust's runtime ignores SIGPIPE, for one), so the command would
 /// otherwise start with a different signal setup than under a shell.

@@ -79,7 +79,7 @@ pub fn hold() -> i32 {
     // sandbox's own processes of the same uid.
     let _ = nix::sys::prctl::set_dumpable(false);
     let all = SigSet::all();
-    let _ = all.thread_block();
+    let _ = crate::sys::signal::block(&all);
     let mut chld = SigSet::empty();
     chld.add(Signal::SIGCHLD);
     loop {
@@ -169,8 +169,7 @@ pub fn reap(cmd: &[String]) -> i32 {
         return fail("dropping capabilities", e);
     }
     let set = handled();
-    let signals = match set
-        .thread_block()
+    let signals = match crate::sys::signal::block(&set)
         .and_then(|()| nix::sys::signalfd::SignalFd::with_flags(&set, nix::sys::signalfd::SfdFlags::SFD_CLOEXEC))
     {
         Ok(s) => s,

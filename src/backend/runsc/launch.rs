@@ -252,7 +252,7 @@ fn setup(l: &Launch<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> Result
     // (runsc run does not forward them, it dies of them).
     nix::unistd::setsid().at(Step::ExecRunsc)?;
     crate::sys::signal::reset_dispositions().at(Step::ExecRunsc)?;
-    SigSet::empty().thread_set_mask().at(Step::ExecRunsc)?;
+    crate::sys::signal::set_mask(&SigSet::empty()).at(Step::ExecRunsc)?;
     close_from(3, CloseRange::Cloexec).at(Step::ExecRunsc)?;
     if chan.peer_gone() {
         exit_now(125);
