@@ -13,6 +13,9 @@ use std::path::Path;
 /// before its own cleanup runs.
 #[derive(Serialize, Debug, Default)]
 pub struct Report {
+    /// The state directory whose sandboxes and runsc state were swept
+    /// (another one's are never touched).
+    pub state_dir: Option<String>,
     pub cgroups: cgroup::gc::GcReport,
     pub runsc: RunscGcReport,
     pub sandboxes: crate::sandbox::gc::SandboxGcReport,
@@ -106,7 +109,13 @@ pub fn gc(
     // which the cgroup pass can then remove.
     let sandboxes = gc_sandboxes(&host, &args, paths);
     let runsc = gc_runsc(state_dir);
-    let report = Report { cgroups: gc_cgroups(&host, &args), runsc, sandboxes, images: gc_images(paths) };
+    let report = Report {
+        state_dir: paths.as_ref().ok().map(|p| p.state.display().to_string()),
+        cgroups: gc_cgroups(&host, &args),
+        runsc,
+        sandboxes,
+        images: gc_images(paths),
+    };
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
@@ -137,7 +146,13 @@ pub fn gc(
         for e in r.errors.iter().chain(&c.errors).chain(&s.errors).chain(&report.images.errors) {
             crate::errln!("husk: gc: {e}");
         }
-        crate::outln!("sandboxes: {} removed ({} expired), {} live", s.removed.len(), s.expired.len(), s.live.len());
+        crate::outln!(
+            "sandboxes of state dir {}: {} removed ({} expired), {} live",
+            report.state_dir.as_deref().unwrap_or("(none)"),
+            s.removed.len(),
+            s.expired.len(),
+            s.live.len()
+        );
         crate::outln!("runsc: {} removed, {} still running", r.removed.len(), r.running.len());
         crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
         crate::outln!("images: {} partial layer builds removed", report.images.partial_builds_removed);

@@ -209,6 +209,9 @@ pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
         let store = store_of(paths)?;
         let recs: Vec<Record> =
             crate::sandbox::registry::records(&store).into_iter().filter(|r| state::matches(r, &want)).collect();
+        // Two tools on one host keep apart by state directory: say which
+        // one this listing is of (stderr: stdout stays the table / array).
+        crate::errln!("husk: sandboxes of state dir {}", store.state_dir().display());
         if args.json {
             crate::outln!("{}", serde_json::Value::Array(recs.iter().map(summary).collect()));
             return Ok(());
@@ -347,7 +350,7 @@ fn wait_gone(store: &Store, id: &str, sup: Option<state::ProcRef>, limit: Durati
 }
 
 pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
-    let run = || -> Result<(Vec<String>, Vec<String>), SandboxError> {
+    let run = || -> Result<(Vec<String>, Vec<String>, std::path::PathBuf), SandboxError> {
         let store = store_of(paths)?;
         let want = labels_of(&args.label)?;
         if args.sandboxes.is_empty() && want.is_empty() && !args.all {
@@ -380,13 +383,21 @@ pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
                 Err(e) => errors.push(e.to_string()),
             }
         }
-        Ok((removed, errors))
+        Ok((removed, errors, store.state_dir()))
     };
     match run() {
-        Ok((removed, errors)) => {
+        Ok((removed, errors, state_dir)) => {
             if args.json {
-                crate::outln!("{}", json!({"removed": removed, "errors": errors}));
+                crate::outln!(
+                    "{}",
+                    json!({"removed": removed, "errors": errors, "state_dir": state_dir.display().to_string()})
+                );
             } else {
+                if args.all || !args.label.is_empty() {
+                    // --all / --label act on every sandbox of one state
+                    // directory: name it, so a wrong one is noticed.
+                    crate::errln!("husk: removed {} sandbox(es) of state dir {}", removed.len(), state_dir.display());
+                }
                 for id in &removed {
                     crate::outln!("{id}");
                 }
