@@ -9,8 +9,10 @@
 //! state refers to.
 
 use super::state::{self, ProcRef, Store, now_ms};
+use super::supervisor::COMM;
 use crate::cgroup::nested;
 use serde::Serialize;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 /// A supervisor whose lease ran out this long ago without it acting is
@@ -33,6 +35,10 @@ pub struct SandboxGcReport {
     pub live: Vec<String>,
     /// Sandbox cgroups no state refers to, removed.
     pub cgroups: Vec<String>,
+    /// Sandboxes of this state directory whose supervisor still ran while
+    /// their record was gone (deleted under them): ended, and also in
+    /// `removed`.
+    pub unrecorded: Vec<String>,
     pub errors: Vec<String>,
 }
 
@@ -83,12 +89,87 @@ pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
 /// SIGKILLs exactly this process (if it still exists) and waits up to 5 s
 /// for it to go; true if it was there.
 fn kill_and_wait(p: ProcRef) -> bool {
+    signal_and_wait(p, libc::SIGKILL, 5000).is_some()
+}
+
+/// Sends `sig` to exactly this process and waits up to `ms` for it to end:
+/// `None` if it was not there, else whether it ended in time.
+fn signal_and_wait(p: ProcRef, sig: i32, ms: u16) -> Option<bool> {
     use std::os::fd::AsFd;
-    let Some(fd) = p.pidfd() else { return false };
-    let _ = crate::sys::process::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
+    let fd = p.pidfd()?;
+    let _ = crate::sys::process::pidfd_send_signal(fd.as_fd(), sig);
     let mut pfd = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
-    let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(5000u16));
-    true
+    Some(nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(ms)).is_ok_and(|n| n > 0))
+}
+
+/// Supervisors of this store's sandboxes whose record is gone (someone
+/// deleted `<state>/sandboxes/<id>`, or the whole state directory, under a
+/// live sandbox), found by what exists on the host rather than by state:
+/// a process named `COMM` that holds `<store>/<id>/lock` open. Every
+/// supervisor holds its lock for its whole life, and `/proc/<pid>/fd`
+/// names the file by the path it had (`... (deleted)` once unlinked), so
+/// the lock ties a supervisor to its state directory: another state
+/// directory's supervisors hold another path and are never touched.
+pub fn unrecorded(store: &Store) -> Vec<(String, ProcRef)> {
+    let mut found = Vec::new();
+    // The kernel prints the resolved path: compare with the resolved root.
+    let root = std::fs::canonicalize(&store.root).unwrap_or_else(|_| store.root.clone());
+    let comm = COMM.to_string_lossy();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return found };
+    for e in procs.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if !std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == comm) {
+            continue;
+        }
+        let Some(id) = locked_sandbox(pid, &root) else { continue };
+        if store.read(&id).is_ok() {
+            continue;
+        }
+        if let Some(p) = ProcRef::of(pid) {
+            found.push((id, p));
+        }
+    }
+    found
+}
+
+/// The id of the sandbox under `root` whose lock `pid` holds open.
+fn locked_sandbox(pid: i32, root: &Path) -> Option<String> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    fds.flatten().find_map(|fd| {
+        let link = std::fs::read_link(fd.path()).ok()?;
+        let text = link.to_str()?;
+        let path = Path::new(text.strip_suffix(" (deleted)").unwrap_or(text));
+        let dir = path.parent().filter(|_| path.file_name() == Some("lock".as_ref()))?;
+        let id = dir.file_name()?.to_str()?;
+        (dir.parent() == Some(root) && state::is_id(id)).then(|| id.to_string())
+    })
+}
+
+/// Ends a sandbox whose record is gone. Its supervisor still knows the
+/// init, the cgroups and the mounts: SIGTERM has it destroy them as for
+/// `husk rm`. One that does not end in time (stopped, say) is SIGKILLed,
+/// which takes its init (PDEATHSIG) and with it the sandbox's processes;
+/// its cgroups, known here by the id only, are then removed once empty.
+fn end_unrecorded(id: &str, sup: ProcRef, cgroup_parents: &[std::path::PathBuf], r: &mut SandboxGcReport) {
+    let ended = match signal_and_wait(sup, libc::SIGTERM, 10_000) {
+        Some(false) => signal_and_wait(sup, libc::SIGKILL, 5000).unwrap_or(true),
+        _ => true,
+    };
+    r.killed.push(sup.pid);
+    if !ended {
+        r.errors.push(format!("sandbox {id}: its supervisor (pid {}) did not end after SIGKILL", sup.pid));
+        return;
+    }
+    for (path, cg) in nested::sandbox_dirs(cgroup_parents) {
+        if cg != id || !path.exists() {
+            continue;
+        }
+        if let Err(e) = nested::remove_empty(&path) {
+            r.errors.push(format!("sandbox {id}: {e}"));
+        }
+    }
+    r.unrecorded.push(id.to_string());
+    r.removed.push(id.to_string());
 }
 
 /// Removes every sandbox whose supervisor is gone (quietly: errors are
@@ -112,6 +193,9 @@ pub fn sweep(store: &Store) -> SandboxGcReport {
 /// creations, stale names, and sandbox cgroups without a sandbox.
 pub fn gc(store: &Store, cgroup_parents: &[std::path::PathBuf], min_age: Duration) -> SandboxGcReport {
     let mut r = SandboxGcReport::default();
+    for (id, sup) in unrecorded(store) {
+        end_unrecorded(&id, sup, cgroup_parents, &mut r);
+    }
     for id in store.ids() {
         let dir = store.dir(&id);
         if state::supervised(&dir)
@@ -127,7 +211,7 @@ pub fn gc(store: &Store, cgroup_parents: &[std::path::PathBuf], min_age: Duratio
         }
     }
     let swept = sweep(store);
-    r.removed = swept.removed;
+    r.removed.extend(swept.removed);
     r.live = swept.live;
     r.killed.extend(swept.killed);
     r.errors.extend(swept.errors);

@@ -36,6 +36,10 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The supervisor's process name (`comm`), by which `husk gc` finds
+/// supervisors on the host whose record is gone (`gc::unrecorded`).
+pub const COMM: &std::ffi::CStr = c"husk:[sandbox]";
+
 /// What `husk create` was asked for, beyond the spec.
 pub struct CreateRequest {
     pub name: Option<String>,
@@ -303,7 +307,7 @@ impl Supervisor {
         // reads husk create's output to EOF must not wait for the sandbox.
         let _ = nix::unistd::setsid();
         detach_stdio();
-        let _ = nix::sys::prctl::set_name(c"husk:[sandbox]");
+        let _ = nix::sys::prctl::set_name(COMM);
         let title = format!("husk: sandbox {}", self.rec.id);
         crate::sys::process::scrub_cmdline(&self.plan.arg_areas, title.as_bytes());
         self.rec.supervisor = ProcRef::of(std::process::id() as i32);
