@@ -1,10 +1,34 @@
 //! Bounded capture of a stream: the first and last halves of `limit` bytes
 //! are kept, the middle is counted and dropped. Memory stays at `limit`
-//! whatever the command writes.
+//! whatever the command writes, and `limit` itself is bounded by
+//! `MAX_LIMIT`: capture lives in husk's own memory, outside the sandbox's
+//! cgroup, so `--memory` does not bound it.
 
 use base64::Engine;
 use serde::Serialize;
 use std::collections::VecDeque;
+
+/// The most one captured stream may hold (`--output-limit`'s ceiling).
+/// Kept bytes end up in one JSON verdict that husk builds and prints (up to
+/// 6 bytes per kept byte once escaped), so output beyond this is not
+/// spilled to a file either: a caller who wants more runs without `--json`,
+/// redirects the streams to files and takes the verdict from
+/// `--verdict-file`.
+pub const MAX_LIMIT: u64 = 16 << 20;
+
+/// `--output-limit`'s check: over `MAX_LIMIT` is refused, not clamped, so a
+/// caller never gets less than it asked for without being told.
+pub fn check_limit(limit: u64) -> Result<u64, String> {
+    if limit > MAX_LIMIT {
+        return Err(format!(
+            "{limit} bytes is above husk's bound of {} MiB per captured stream (captured output is held in husk's \
+             own memory, outside the sandbox's cgroup, and printed in one JSON verdict); for more output, run \
+             without --json, redirect stdout/stderr to files and take the verdict from --verdict-file",
+            MAX_LIMIT >> 20
+        ));
+    }
+    Ok(limit)
+}
 
 #[derive(Debug)]
 pub struct Capture {
@@ -28,8 +52,10 @@ pub struct Captured {
 }
 
 impl Capture {
+    /// A capture of at most `limit` bytes, and never more than `MAX_LIMIT`
+    /// whoever the caller is (the CLI refuses more; this is the backstop).
     pub fn new(limit: u64) -> Self {
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX / 2);
+        let limit = usize::try_from(limit.min(MAX_LIMIT)).unwrap_or(0);
         let head_cap = limit.div_ceil(2);
         Capture { head_cap, tail_cap: limit - head_cap, head: Vec::new(), tail: VecDeque::new(), total: 0 }
     }
@@ -134,6 +160,27 @@ mod tests {
         assert_eq!(r.text, "a\u{fffd}b");
         assert_eq!(r.base64.as_deref(), Some("Yf9i"));
         assert!(serde_json::to_string(&r).is_ok());
+    }
+
+    #[test]
+    fn memory_stays_under_the_ceiling_whatever_the_limit_asked() {
+        let mut c = Capture::new(u64::MAX);
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..40 {
+            c.push(&chunk);
+        }
+        assert!(c.head.capacity() + c.tail.capacity() <= 2 * MAX_LIMIT as usize, "{}", c.head.capacity());
+        let r = c.finish();
+        assert!(r.truncated);
+        assert_eq!(r.bytes, 40 << 20);
+        assert!(r.text.len() < MAX_LIMIT as usize + 64);
+    }
+
+    #[test]
+    fn a_limit_above_the_ceiling_is_refused_with_the_way_out() {
+        assert_eq!(check_limit(MAX_LIMIT), Ok(MAX_LIMIT));
+        let e = check_limit(1 << 40).unwrap_err();
+        assert!(e.contains("16 MiB") && e.contains("--verdict-file"), "{e}");
     }
 
     #[test]

@@ -68,6 +68,67 @@ mod rootless {
         assert!(v["stdout"]["text"].as_str().unwrap().len() < 1024 + 64);
     }
 
+    /// Captured output is held in husk's own memory, which no `--memory`
+    /// charges: a limit above the in-memory ceiling (16 MiB per stream) is
+    /// refused before anything runs, for `run` and `exec` alike.
+    #[test]
+    fn output_limit_beyond_the_in_memory_ceiling_is_refused() {
+        let out =
+            husk(&["run", "--json", "--output-limit", "1T", "--memory", "64M", "--", "echo", "ran"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"), "the command must not run");
+        assert!(err.contains("--output-limit") && err.contains("16 MiB"), "the bound is named: {err}");
+        assert!(err.contains("--verdict-file"), "the way to more output is named: {err}");
+        let out = husk(&["exec", "no-such-sandbox", "--json", "--output-limit", "17M", "--", "true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("16 MiB"), "{}", String::from_utf8_lossy(&out.stderr));
+        let (v, code) = run_json(&["--output-limit", "16M"], &["echo", "ran"]);
+        assert_eq!((code, v["stdout"]["text"].as_str()), (0, Some("ran\n")), "the ceiling itself is allowed");
+    }
+
+    /// At the ceiling, 512 MiB of binary output (lossy text plus base64 in
+    /// the verdict, the most expensive kind to keep) leaves husk's peak RSS
+    /// bounded and the verdict counting every byte.
+    #[test]
+    fn capture_at_the_ceiling_keeps_husk_memory_bounded() {
+        const TOTAL: u64 = 512 << 20;
+        const LIMIT: u64 = 16 << 20;
+        let script = format!("head -c {TOTAL} /dev/urandom");
+        let mut child = husk(&["run", "--json", "--output-limit", "16M", "--", "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        // The verdict (~60 MiB) does not fit the pipe: after the first read
+        // husk is still alive, blocked writing it, with its peak behind it.
+        let mut first = vec![0u8; 4096];
+        let n = stdout.read(&mut first).unwrap();
+        let peak = vm_hwm(child.id()).expect("husk's /proc status while it wrote the verdict");
+        let mut all = first[..n].to_vec();
+        stdout.read_to_end(&mut all).unwrap();
+        let status = child.wait().unwrap();
+        let v: Value = serde_json::from_slice(&all).expect("one JSON verdict");
+        assert_eq!(status.code(), Some(0), "{}", v["error"]);
+        assert_eq!(v["stdout"]["bytes"], TOTAL, "every byte is counted");
+        assert_eq!(v["stdout"]["truncated"], true);
+        let kept = base64::engine::general_purpose::STANDARD.decode(v["stdout"]["base64"].as_str().unwrap()).unwrap();
+        // Kept: the halves of the limit (less up to 3 bytes each that cut a
+        // character), with the marker between them counting what was not.
+        let text = v["stdout"]["text"].as_str().unwrap();
+        let dropped: u64 = text
+            .split_once("[husk: ")
+            .and_then(|(_, r)| r.split_once(" bytes truncated]"))
+            .and_then(|(n, _)| n.parse().ok())
+            .expect("a truncation marker");
+        assert!((TOTAL - LIMIT..=TOTAL - LIMIT + 6).contains(&dropped), "{dropped}");
+        let marker = format!("\n[husk: {dropped} bytes truncated]\n");
+        assert_eq!(kept.len() as u64, TOTAL - dropped + marker.len() as u64, "head + marker + tail");
+        eprintln!("husk peak RSS capturing 512 MiB at --output-limit 16M: {} MiB", peak >> 20);
+        assert!(peak < 128 << 20, "husk's peak RSS {} MiB is not bounded by the ceiling", peak >> 20);
+    }
+
     #[test]
     fn invalid_utf8_output_is_valid_json() {
         let (v, code) = run_json(&[], &["sh", "-c", r"printf 'a\377\376b\n'; printf '\300x' >&2"]);

@@ -115,6 +115,12 @@ fn size(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
+/// `--output-limit`: captured output is held in husk's memory, so it has a
+/// ceiling (`capture::MAX_LIMIT`).
+fn output_limit(s: &str) -> Result<u64, String> {
+    crate::capture::check_limit(size(s)?)
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
@@ -291,8 +297,8 @@ pub struct ProcessArgs {
     #[arg(long, value_name = "PATH")]
     pub verdict_file: Option<PathBuf>,
 
-    /// Bound on captured bytes per stream (head and tail kept).
-    #[arg(long, value_name = "BYTES", value_parser = size, default_value = "1M")]
+    /// Bound on captured bytes per stream (head and tail kept); at most 16M.
+    #[arg(long, value_name = "BYTES", value_parser = output_limit, default_value = "1M")]
     pub output_limit: u64,
 
     /// Set KEY=VALUE (or KEY, copied from husk's environment).
