@@ -126,12 +126,7 @@ fn verdict(c: &mut Criterion) {
             cap.finish()
         })
     });
-    let mut outcome = Outcome::setup_failed(husk::outcome::ErrorReport {
-        step: String::new(),
-        errno: None,
-        message: String::new(),
-        hint: None,
-    });
+    let mut outcome = Outcome::setup_failed(husk::outcome::ErrorReport::new(husk::step::Phase::Setup, String::new()));
     outcome.termination = Termination::Exited;
     outcome.status = Some(0);
     outcome.error = None;

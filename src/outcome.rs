@@ -2,6 +2,8 @@
 //! JSON verdict (schema: docs/verdict.schema.json).
 
 use crate::capture::Captured;
+use crate::step::{Phase, Step};
+use nix::errno::Errno;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -27,16 +29,34 @@ pub enum Termination {
     SetupFailed,
 }
 
-/// Where and why setup failed.
+/// Where and why setup failed. Typed until serialized: the step is a
+/// `Phase` (its name in JSON), the errno an `Errno` (its symbolic name).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ErrorReport {
     /// Named step (e.g. `pivot_root`, `exec`, `plan`).
-    pub step: String,
-    /// Symbolic errno (e.g. `EINVAL`) when a syscall failed.
-    pub errno: Option<String>,
+    pub step: Phase,
+    /// The kernel's errno when a syscall failed (`"EINVAL"` in JSON).
+    #[serde(serialize_with = "crate::step::serialize_errno")]
+    pub errno: Option<Errno>,
     pub message: String,
     /// How to fix the host or the invocation, when known.
     pub hint: Option<String>,
+}
+
+impl ErrorReport {
+    pub fn new(step: impl Into<Phase>, message: impl Into<String>) -> Self {
+        ErrorReport { step: step.into(), errno: None, message: message.into(), hint: None }
+    }
+
+    pub fn with_errno(mut self, errno: impl Into<Option<Errno>>) -> Self {
+        self.errno = errno.into();
+        self
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<Option<String>>) -> Self {
+        self.hint = hint.into();
+        self
+    }
 }
 
 /// Result of one run, independent of the backend.
@@ -98,12 +118,12 @@ impl Outcome {
             Termination::Signaled => 128 + self.signal.unwrap_or(0),
             Termination::WallTimeout => EXIT_TIMEOUT,
             Termination::OomKilled => 128 + libc::SIGKILL,
-            Termination::SetupFailed => match &self.error {
-                Some(e) if e.step == "exec" && e.errno.as_deref() == Some("ENOENT") => EXIT_NOT_FOUND,
+            Termination::SetupFailed => match self.error.as_ref().map(|e| (e.step, e.errno)) {
+                Some((Phase::Step(Step::Exec), Some(Errno::ENOENT))) => EXIT_NOT_FOUND,
                 // Too much argv + environment in all: the command is fine,
                 // what husk was asked to hand it is not.
-                Some(e) if e.step == "exec" && e.errno.as_deref() == Some("E2BIG") => EXIT_HUSK_FAILED,
-                Some(e) if e.step == "exec" => EXIT_NOT_EXECUTABLE,
+                Some((Phase::Step(Step::Exec), Some(Errno::E2BIG))) => EXIT_HUSK_FAILED,
+                Some((Phase::Step(Step::Exec), _)) => EXIT_NOT_EXECUTABLE,
                 _ => EXIT_HUSK_FAILED,
             },
         }
@@ -197,11 +217,11 @@ mod tests {
     use super::*;
 
     fn ended(termination: Termination, status: Option<i32>, signal: Option<i32>) -> Outcome {
-        Outcome { termination, status, signal, ..Outcome::setup_failed(err("x", None)) }
+        Outcome { termination, status, signal, ..Outcome::setup_failed(err(Phase::Plan, None)) }
     }
 
-    fn err(step: &str, errno: Option<&str>) -> ErrorReport {
-        ErrorReport { step: step.into(), errno: errno.map(str::to_string), message: String::new(), hint: None }
+    fn err(step: impl Into<Phase>, errno: Option<Errno>) -> ErrorReport {
+        ErrorReport::new(step, "").with_errno(errno)
     }
 
     #[test]
@@ -210,10 +230,24 @@ mod tests {
         assert_eq!(ended(Termination::Signaled, None, Some(9)).exit_code(), 137);
         assert_eq!(ended(Termination::WallTimeout, None, Some(9)).exit_code(), 124);
         assert_eq!(ended(Termination::OomKilled, None, Some(9)).exit_code(), 137);
-        assert_eq!(Outcome::setup_failed(err("pivot_root", Some("EINVAL"))).exit_code(), 125);
-        assert_eq!(Outcome::setup_failed(err("exec", Some("ENOENT"))).exit_code(), 127);
-        assert_eq!(Outcome::setup_failed(err("exec", Some("EACCES"))).exit_code(), 126);
-        assert_eq!(Outcome::setup_failed(err("exec", Some("E2BIG"))).exit_code(), 125);
+        assert_eq!(Outcome::setup_failed(err(Step::PivotRoot, Some(Errno::EINVAL))).exit_code(), 125);
+        assert_eq!(Outcome::setup_failed(err(Step::Exec, Some(Errno::ENOENT))).exit_code(), 127);
+        assert_eq!(Outcome::setup_failed(err(Step::Exec, Some(Errno::EACCES))).exit_code(), 126);
+        assert_eq!(Outcome::setup_failed(err(Step::Exec, Some(Errno::E2BIG))).exit_code(), 125);
+    }
+
+    #[test]
+    fn error_serializes_step_and_errno_by_name() {
+        let e = err(Step::PivotRoot, Some(Errno::EINVAL)).with_hint("fix it".to_string());
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"step": "pivot_root", "errno": "EINVAL", "message": "", "hint": "fix it"})
+        );
+        let e = err(Phase::Plan, None);
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"step": "plan", "errno": null, "message": "", "hint": null})
+        );
     }
 
     #[test]

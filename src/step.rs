@@ -1,6 +1,9 @@
 //! The named steps of the sandbox's setup. A failure in the child is
 //! reported as (step, errno, detail) over the sync channel, so the parent can
 //! say "setup failed at pivot_root: EINVAL" instead of "exit 1".
+//!
+//! `Phase` names every place a run can fail, the child's steps and the
+//! parent's own phases (plan, cgroup, runsc, ...): the verdict's `error.step`.
 
 use nix::errno::Errno;
 
@@ -17,6 +20,7 @@ macro_rules! steps {
             pub fn from_u16(n: u16) -> Option<Step> {
                 match n { $($num => Some(Step::$variant),)* _ => None }
             }
+            pub const ALL: &[Step] = &[$(Step::$variant,)*];
         }
     };
 }
@@ -53,6 +57,132 @@ steps! {
     JoinCgroup = 30 => "join_cgroup",
     JoinNamespaces = 31 => "join_namespaces",
     ExecRunsc = 40 => "exec_runsc",
+}
+
+macro_rules! phases {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+        /// Where a run failed: one of the child's setup steps, or a phase the
+        /// parent runs itself. Serialized as its name (`pivot_root`, `plan`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Phase {
+            Step(Step),
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Phase {
+            pub const PARENT: &[Phase] = &[$(Phase::$variant,)*];
+
+            pub fn name(self) -> &'static str {
+                match self { Phase::Step(s) => s.name(), $(Phase::$variant => $name,)* }
+            }
+        }
+    };
+}
+
+phases! {
+    /// The command line or a configuration value was refused.
+    Arguments => "arguments",
+    /// The image or root directory could not be resolved.
+    Root => "root",
+    /// No backend fits the request on this host.
+    Backend => "backend",
+    /// The spec did not validate into a plan.
+    Plan => "plan",
+    /// Creating, configuring or joining the sandbox's cgroup.
+    Cgroup => "cgroup",
+    /// Blocking the forwarded signals / the signalfd.
+    Signals => "signals",
+    /// Pipes for the command's stdio.
+    Stdio => "stdio",
+    /// Cloning the sandbox's init.
+    Clone => "clone",
+    /// The parent<->child sync channel.
+    SyncChannel => "sync_channel",
+    /// Writing the uid/gid maps of the sandbox's user namespace.
+    WriteIdMaps => "write_id_maps",
+    /// The sandbox's init ended before the command ran.
+    Init => "init",
+    /// The sandbox's setup did not report in time.
+    Setup => "setup",
+    /// Waiting for an exec's command.
+    Wait => "wait",
+    /// Making husk a child subreaper.
+    Subreaper => "subreaper",
+    /// The runsc backend: its configuration, or runsc itself failing.
+    Runsc => "runsc",
+    /// `runsc run --detach` starting a live sandbox.
+    RunscRun => "runsc_run",
+    /// `runsc exec` in a live sandbox.
+    RunscExec => "runsc_exec",
+    /// Rendering runsc's OCI bundle.
+    Bundle => "bundle",
+    /// runsc's command line.
+    RunscArgs => "runsc_args",
+    /// The seccomp profile handed to runsc.
+    Seccomp => "seccomp",
+    /// husk's state directory.
+    StateDir => "state_dir",
+    /// Finding a sandbox (unknown, gone, name taken).
+    Sandbox => "sandbox",
+    /// A sandbox that runs one exec at a time is running one.
+    Busy => "busy",
+    /// A sandbox's record or files under the state directory.
+    State => "state",
+    /// A sandbox's supervisor: reaching it, or it failing.
+    Supervisor => "supervisor",
+    /// The socket pair between `husk create` and the supervisor.
+    Socketpair => "socketpair",
+    /// Forking the sandbox's supervisor.
+    ForkSupervisor => "fork_supervisor",
+}
+
+impl Phase {
+    pub fn from_name(name: &str) -> Option<Phase> {
+        Step::ALL.iter().map(|s| Phase::Step(*s)).chain(Phase::PARENT.iter().copied()).find(|p| p.name() == name)
+    }
+}
+
+impl From<Step> for Phase {
+    fn from(s: Step) -> Phase {
+        Phase::Step(s)
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for Phase {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Phase {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Phase, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Phase::from_name(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown step {name:?}")))
+    }
+}
+
+/// An errno as the verdict spells it: its symbolic name (`EINVAL`).
+pub fn errno_name(e: Errno) -> String {
+    format!("{e:?}")
+}
+
+/// `Option<Errno>` as `null` or its symbolic name (serde `serialize_with`).
+pub fn serialize_errno<S: serde::Serializer>(e: &Option<Errno>, s: S) -> Result<S::Ok, S::Error> {
+    match e {
+        Some(e) => s.serialize_str(&errno_name(*e)),
+        None => s.serialize_none(),
+    }
+}
+
+/// The errno an `io::Error` carries, when the kernel gave one.
+pub fn io_errno(e: &std::io::Error) -> Option<Errno> {
+    e.raw_os_error().map(Errno::from_raw)
 }
 
 /// A failed step: which one, the errno, and a step-specific detail (for
@@ -92,5 +222,24 @@ mod tests {
         }
         assert_eq!(Step::from_u16(999), None);
         assert_eq!(Step::PivotRoot.name(), "pivot_root");
+    }
+
+    #[test]
+    fn every_phase_has_one_name_and_parses_back() {
+        let all: Vec<Phase> = Step::ALL.iter().map(|s| Phase::Step(*s)).chain(Phase::PARENT.iter().copied()).collect();
+        let mut names: Vec<&str> = all.iter().map(|p| p.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "two phases share a name: the verdict could not tell them apart");
+        for p in all {
+            assert_eq!(Phase::from_name(p.name()), Some(p));
+            assert_eq!(serde_json::to_value(p).unwrap(), serde_json::json!(p.name()));
+        }
+    }
+
+    #[test]
+    fn errno_is_named_symbolically() {
+        assert_eq!(errno_name(Errno::EINVAL), "EINVAL");
+        assert_eq!(io_errno(&std::io::Error::from_raw_os_error(libc::ENOENT)), Some(Errno::ENOENT));
     }
 }

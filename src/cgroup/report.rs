@@ -157,8 +157,7 @@ mod tests {
     use crate::outcome::ErrorReport;
 
     fn outcome(t: Termination, status: Option<i32>, signal: Option<i32>) -> Outcome {
-        let mut o =
-            Outcome::setup_failed(ErrorReport { step: String::new(), errno: None, message: String::new(), hint: None });
+        let mut o = Outcome::setup_failed(ErrorReport::new(crate::step::Phase::Setup, ""));
         o.error = None;
         o.termination = t;
         o.status = status;

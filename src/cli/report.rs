@@ -3,13 +3,14 @@
 
 use super::ProcessArgs;
 use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome, Termination, Verdict};
+use crate::step::Phase;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// A failure before the sandbox exists, as a verdict (for --json callers)
 /// and a message on stderr.
-pub fn early_failure(step: &str, message: String, hint: Option<String>) -> Outcome {
-    Outcome::setup_failed(ErrorReport { step: step.into(), errno: None, message, hint })
+pub fn early_failure(step: Phase, message: String, hint: Option<String>) -> Outcome {
+    Outcome::setup_failed(ErrorReport::new(step, message).with_hint(hint))
 }
 
 /// Prints the verdict / writes the verdict file / explains a failure.

@@ -8,14 +8,15 @@ use crate::host::HostFacts;
 use crate::paths::{Paths, PathsError};
 use crate::plan::Plan;
 use crate::spec::{OutputSpec, Spec};
+use crate::step::Phase;
 use std::path::Path;
 
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
     if let Err(e) = check_verdict_file(&mut p) {
-        return report(&early_failure("arguments", e, None), "", "none", &serde_json::Value::Null, &p);
+        return report(&early_failure(Phase::Arguments, e, None), "", "none", &serde_json::Value::Null, &p);
     }
-    let fail = |step: &str, msg: String| {
+    let fail = |step: Phase, msg: String| {
         let o = early_failure(step, msg, None);
         report(&o, "", "none", &serde_json::Value::Null, &p)
     };
@@ -23,7 +24,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     if let Err(e) =
         apply_sandbox_args(&mut spec, &args.sandbox).and_then(|_| apply_process_args(&mut spec, &args.process))
     {
-        return fail("arguments", e);
+        return fail(Phase::Arguments, e);
     }
     // Reading the cgroup layout on a `background` thread while the root is
     // resolved did not pay: the join still waited ~0.1 ms (thread start and
@@ -35,11 +36,11 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     }
     let (root, _lease) = match crate::image::root::root_input(&spec, &host, paths) {
         Ok(r) => r,
-        Err(e) => return fail("root", e),
+        Err(e) => return fail(Phase::Root, e),
     };
     let selected = match backend::select(&spec, &host, state_dir) {
         Ok(b) => b,
-        Err(e) => return fail("backend", e),
+        Err(e) => return fail(Phase::Backend, e),
     };
     let backend = selected.backend;
     let capture = match spec.output {
@@ -49,7 +50,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     let plan = match Plan::build(spec, &host, root) {
         Ok(p) => p,
         Err(e) => {
-            let o = early_failure("plan", e.to_string(), e.hint());
+            let o = early_failure(Phase::Plan, e.to_string(), e.hint());
             return report(&o, "", "none", &serde_json::Value::Null, &p);
         }
     };

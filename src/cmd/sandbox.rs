@@ -3,7 +3,7 @@
 
 use crate::cli::{CreateArgs, ExecArgs, InspectArgs, LsArgs, ProcessArgs, RenewArgs, RmArgs};
 use crate::host::HostFacts;
-use crate::outcome::EXIT_HUSK_FAILED;
+use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome};
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
 use crate::sandbox::exec::ExecRequest;
@@ -11,6 +11,7 @@ use crate::sandbox::proto::{Client, Request};
 use crate::sandbox::state::{self, Record, Store, now_ms};
 use crate::sandbox::supervisor::{CreateRequest, HoldInputs};
 use crate::spec::Spec;
+use crate::step::Phase;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,7 +27,8 @@ fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, SandboxError> {
 /// Prints an error (and its JSON form with --json); 125.
 fn fail(e: &SandboxError, json: bool) -> i32 {
     if json {
-        crate::outln!("{}", json!({"error": e.to_string(), "step": e.step(), "hint": e.hint()}));
+        let errno = e.report().errno.map(crate::step::errno_name);
+        crate::outln!("{}", json!({"error": e.to_string(), "step": e.step(), "errno": errno, "hint": e.hint()}));
     }
     crate::errln!("husk: {e}");
     if let Some(h) = e.hint() {
@@ -94,14 +96,11 @@ fn create_inner(
     let selected = crate::backend::select_in(&spec, &host, || Ok(state)).map_err(usage)?;
     selected.backend.prepare_hold(&mut spec).map_err(usage)?;
     let _ = crate::sandbox::gc::sweep(&store);
-    let (root, lease) = crate::image::root::root_input(&spec, &host, paths).map_err(|e| SandboxError::Setup {
-        step: "root".into(),
-        message: e,
-        hint: None,
-    })?;
+    let (root, lease) = crate::image::root::root_input(&spec, &host, paths)
+        .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Root, e)))?;
     let inputs = HoldInputs::of(&root);
     let plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
-        .map_err(|e| SandboxError::Setup { step: "plan".into(), message: e.to_string(), hint: None })?;
+        .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Plan, e.to_string())))?;
     let req = CreateRequest {
         name: args.name,
         labels,
@@ -129,11 +128,11 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
 pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
     if let Err(e) = crate::cli::report::check_verdict_file(&mut p) {
-        let o = crate::cli::report::early_failure("arguments", e, None);
+        let o = crate::cli::report::early_failure(Phase::Arguments, e, None);
         return crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p);
     }
     let early = |e: SandboxError| {
-        let o = crate::cli::report::early_failure(e.step(), e.to_string(), e.hint().map(str::to_string));
+        let o = Outcome::setup_failed(e.report());
         crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p)
     };
     let mut spec = Spec::new(Vec::new());

@@ -24,6 +24,8 @@ pub mod registry;
 pub mod state;
 pub mod supervisor;
 
+use crate::outcome::ErrorReport;
+use crate::step::Phase;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -44,35 +46,44 @@ pub enum SandboxError {
     State(String),
     #[error("sandbox supervisor: {0}")]
     Supervisor(String),
-    #[error("{message}")]
-    Setup { step: String, message: String, hint: Option<String> },
+    /// A failure the verdict names by step, with the kernel's errno.
+    #[error("{}", .0.message)]
+    Setup(ErrorReport),
 }
 
 impl SandboxError {
     /// The step a verdict names for this failure.
-    pub fn step(&self) -> &str {
+    pub fn step(&self) -> Phase {
         match self {
-            SandboxError::Usage(_) => "arguments",
-            SandboxError::Unknown { .. } | SandboxError::Gone { .. } | SandboxError::NameTaken { .. } => "sandbox",
-            SandboxError::Busy { .. } => "busy",
-            SandboxError::State(_) => "state",
-            SandboxError::Supervisor(_) => "supervisor",
-            SandboxError::Setup { step, .. } => step,
+            SandboxError::Usage(_) => Phase::Arguments,
+            SandboxError::Unknown { .. } | SandboxError::Gone { .. } | SandboxError::NameTaken { .. } => Phase::Sandbox,
+            SandboxError::Busy { .. } => Phase::Busy,
+            SandboxError::State(_) => Phase::State,
+            SandboxError::Supervisor(_) => Phase::Supervisor,
+            SandboxError::Setup(e) => e.step,
         }
     }
 
     pub fn hint(&self) -> Option<&str> {
         match self {
-            SandboxError::Setup { hint, .. } => hint.as_deref(),
+            SandboxError::Setup(e) => e.hint.as_deref(),
             _ => None,
+        }
+    }
+
+    /// The failure as the verdict's `error` reports it.
+    pub fn report(&self) -> ErrorReport {
+        match self {
+            SandboxError::Setup(e) => e.clone(),
+            e => ErrorReport::new(e.step(), e.to_string()),
         }
     }
 }
 
 /// A backend's failure to start or reach a sandbox, as `husk create` and
 /// `husk exec` report it.
-impl From<crate::outcome::ErrorReport> for SandboxError {
-    fn from(e: crate::outcome::ErrorReport) -> SandboxError {
-        SandboxError::Setup { step: e.step, message: e.message, hint: e.hint }
+impl From<ErrorReport> for SandboxError {
+    fn from(e: ErrorReport) -> SandboxError {
+        SandboxError::Setup(e)
     }
 }

@@ -23,8 +23,11 @@ use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::{Leaf, SANDBOX_PREFIX, Tree};
 use crate::cgroup::{CgroupPlan, SandboxCgroup};
 use crate::image::store::Lease;
+use crate::outcome::ErrorReport;
 use crate::plan::{InitRole, Plan, RootInput};
+use crate::step::Phase;
 use crate::sys::process::{Forked, exit_now, wait_pidfd};
+use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -52,8 +55,18 @@ pub struct CreateRequest {
     pub runtime_choice: Option<serde_json::Value>,
 }
 
-fn setup_err(step: &str, message: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Setup { step: step.into(), message: message.to_string(), hint: None }
+fn setup_err(step: Phase, message: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Setup(ErrorReport::new(step, message.to_string()))
+}
+
+/// A failed call that gave an errno.
+fn errno_err(step: Phase, e: Errno) -> SandboxError {
+    SandboxError::Setup(ErrorReport::new(step, e.to_string()).with_errno(e))
+}
+
+/// A cgroup failure, with the errno the kernel gave.
+fn cgroup_err(e: crate::cgroup::CgroupError) -> SandboxError {
+    SandboxError::Setup(ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()))
 }
 
 /// Creates the sandbox; returns its record once it is READY, with the
@@ -118,11 +131,12 @@ pub fn create(
     // Both ways: READY (or the failure) to husk create, then its
     // confirmation that the id was handed over.
     let (ready_r, ready_w) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)
-        .map_err(|e| release(setup_err("socketpair", e)))?;
+        .map_err(|e| release(errno_err(Phase::Socketpair, e)))?;
     match crate::sys::process::fork() {
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);
-            Err(release(setup_err("fork_supervisor", format!("forking the supervisor: {e}"))))
+            let report = ErrorReport::new(Phase::ForkSupervisor, format!("forking the supervisor: {e}"));
+            Err(release(SandboxError::Setup(report.with_errno(e))))
         }
         Ok(Forked::Child) => {
             drop(ready_r);
@@ -214,7 +228,10 @@ impl HoldInputs {
 struct Ready {
     ok: bool,
     record: Option<Box<Record>>,
-    step: Option<String>,
+    step: Option<Phase>,
+    /// The raw errno, when the kernel gave one.
+    #[serde(default)]
+    errno: Option<i32>,
     error: Option<String>,
     hint: Option<String>,
 }
@@ -239,14 +256,15 @@ fn await_ready(r: OwnedFd, id: &str) -> Result<(Record, Handover), SandboxError>
     let _ = std::io::BufReader::new(&file).read_line(&mut line);
     match serde_json::from_str::<Ready>(line.trim()) {
         Ok(Ready { ok: true, record: Some(rec), .. }) => Ok((*rec, Handover(file))),
-        Ok(r) => Err(SandboxError::Setup {
-            step: r.step.unwrap_or_else(|| "setup".into()),
-            message: r.error.unwrap_or_else(|| "sandbox setup failed".into()),
-            hint: r.hint,
-        }),
-        Err(_) => {
-            Err(setup_err("supervisor", format!("the supervisor of sandbox {id} ended before the sandbox was ready")))
-        }
+        Ok(r) => Err(SandboxError::Setup(
+            ErrorReport::new(r.step.unwrap_or(Phase::Setup), r.error.unwrap_or_else(|| "sandbox setup failed".into()))
+                .with_errno(r.errno.map(Errno::from_raw))
+                .with_hint(r.hint),
+        )),
+        Err(_) => Err(setup_err(
+            Phase::Supervisor,
+            format!("the supervisor of sandbox {id} ended before the sandbox was ready"),
+        )),
     }
 }
 
@@ -315,7 +333,14 @@ impl Supervisor {
             Ok((signals, listener, spawned, cgroup)) => {
                 self.report(
                     &ready,
-                    Ready { ok: true, record: Some(Box::new(self.rec.clone())), step: None, error: None, hint: None },
+                    Ready {
+                        ok: true,
+                        record: Some(Box::new(self.rec.clone())),
+                        step: None,
+                        errno: None,
+                        error: None,
+                        hint: None,
+                    },
                 );
                 let end = self.hold(&signals, &listener, &spawned, Some(ready));
                 drop(listener);
@@ -328,7 +353,8 @@ impl Supervisor {
                 let r = Ready {
                     ok: false,
                     record: None,
-                    step: Some(e.step().to_string()),
+                    step: Some(e.step()),
+                    errno: e.report().errno.map(|e| e as i32),
                     error: Some(e.to_string()),
                     hint: e.hint().map(str::to_string),
                 };
@@ -349,20 +375,20 @@ impl Supervisor {
     #[allow(clippy::type_complexity)]
     fn start(&mut self) -> Result<(SignalFd, OwnedFd, Init, Option<(SandboxCgroup, Leaf)>), SandboxError> {
         let set = signals();
-        crate::sys::signal::block(&set).map_err(|e| setup_err("signals", e))?;
+        crate::sys::signal::block(&set).map_err(|e| errno_err(Phase::Signals, e))?;
         let signals = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-            .map_err(|e| setup_err("signals", e))?;
+            .map_err(|e| errno_err(Phase::Signals, e))?;
         let listener = proto::listen_at(&self.dir)?;
         let cgroup = match &self.plan.cgroup {
             CgroupPlan::Disabled => None,
             p => {
                 let cg = p
                     .create(&format!("{SANDBOX_PREFIX}{}", self.rec.id))
-                    .map_err(|e| setup_err("cgroup", e))?
-                    .ok_or_else(|| setup_err("cgroup", "no cgroup was created"))?;
+                    .map_err(cgroup_err)?
+                    .ok_or_else(|| setup_err(Phase::Cgroup, "no cgroup was created"))?;
                 let tree = cg.tree();
-                tree.prepare().map_err(|e| setup_err("cgroup", e))?;
-                let leaf = tree.leaf("init").map_err(|e| setup_err("cgroup", e))?;
+                tree.prepare().map_err(cgroup_err)?;
+                let leaf = tree.leaf("init").map_err(cgroup_err)?;
                 self.rec.cgroup = Some(tree);
                 self.rec.limits = serde_json::to_value(cg.limits()).unwrap_or_default();
                 Some((cg, leaf))

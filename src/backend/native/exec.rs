@@ -19,6 +19,7 @@ use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ExecPlan, ProcessPlan};
 use crate::spawn::command::Confinement;
 use crate::spawn::{ChildStdio, now_ns, phase};
+use crate::step::{Phase, Step};
 use crate::supervise::{Watch, Watched, signal_fd};
 use crate::sys::process::ExitStatus;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -27,12 +28,7 @@ use std::time::Duration;
 /// What the supervisor failed to hand over, in the words `husk exec` has
 /// always used for it.
 fn supervisor_err(message: &str) -> ErrorReport {
-    ErrorReport {
-        step: "supervisor".into(),
-        errno: None,
-        message: format!("sandbox supervisor: {message}"),
-        hint: None,
-    }
+    ErrorReport::new(Phase::Supervisor, format!("sandbox supervisor: {message}"))
 }
 
 /// Runs the exec. `Err` only when nothing was started; everything after
@@ -52,12 +48,9 @@ pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> 
     let t_cg = now_ns();
     let (exec_id, leaf) = match (cgroup, leaf) {
         (Some(tree), Some(name)) => {
-            let leaf = tree.open_leaf(name).map_err(|e| ErrorReport {
-                step: "cgroup".into(),
-                errno: None,
-                message: e.to_string(),
-                hint: None,
-            })?;
+            let leaf = tree
+                .open_leaf(name)
+                .map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()))?;
             (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
         }
         (Some(_), None) => return Err(supervisor_err("the supervisor sent no cgroup leaf")),
@@ -85,25 +78,20 @@ impl Run<'_> {
     fn go(&self, namespaces: Vec<(libc::c_int, OwnedFd)>, leaf: Option<Leaf>) -> Outcome {
         let (process, workdir, seccomp) =
             (&self.plan.process, self.plan.workdir_c.as_c_str(), self.plan.seccomp.as_ref());
-        let failed = |step: &str, e: &dyn std::fmt::Display, errno: Option<nix::errno::Errno>| {
-            let mut o = Outcome::setup_failed(ErrorReport {
-                step: step.into(),
-                errno: errno.map(|e| format!("{e:?}")),
-                message: e.to_string(),
-                hint: None,
-            });
+        let failed = |step: Phase, e: &dyn std::fmt::Display, errno: Option<nix::errno::Errno>| {
+            let mut o = Outcome::setup_failed(ErrorReport::new(step, e.to_string()).with_errno(errno));
             o.duration_ms = ms(self.plan.t_start, now_ns());
             o
         };
         let signals = match signal_fd() {
             Ok(s) => s,
-            Err(e) => return failed("signals", &e, Some(e)),
+            Err(e) => return failed(Phase::Signals, &e, Some(e)),
         };
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
         let (out, err) = match self.plan.capture {
             Some(_) => match (pipe(), pipe()) {
                 (Ok(o), Ok(e)) => (Some(o), Some(e)),
-                (Err(e), _) | (_, Err(e)) => return failed("stdio", &e, Some(e)),
+                (Err(e), _) | (_, Err(e)) => return failed(Phase::Stdio, &e, Some(e)),
             },
             None => (None, None),
         };
@@ -181,8 +169,7 @@ impl Run<'_> {
         process: &ProcessPlan,
         seccomp: Option<&crate::seccomp::Program>,
     ) -> Outcome {
-        let mut o =
-            Outcome::setup_failed(ErrorReport { step: String::new(), errno: None, message: String::new(), hint: None });
+        let mut o = Outcome::setup_failed(ErrorReport::new(Phase::Setup, ""));
         o.error = None;
         o.phases_ms.insert("plan", ms(self.plan.t_start, t_clone));
         if let Some(t) = w.times {
@@ -193,7 +180,7 @@ impl Run<'_> {
         }
         o.stdout = w.stdout;
         o.stderr = w.stderr;
-        let filtered = w.failed.is_none_or(|e| e.step == crate::step::Step::Exec);
+        let filtered = w.failed.is_none_or(|e| e.step == Step::Exec);
         if let Some(e) = w.failed {
             o.termination = Termination::SetupFailed;
             o.error = Some(describe(process, &e));
@@ -215,12 +202,7 @@ impl Run<'_> {
                 }
                 None => {
                     o.termination = Termination::SetupFailed;
-                    o.error = Some(ErrorReport {
-                        step: "wait".into(),
-                        errno: None,
-                        message: "the command's status could not be read".into(),
-                        hint: None,
-                    });
+                    o.error = Some(ErrorReport::new(Phase::Wait, "the command's status could not be read"));
                 }
             }
         }
@@ -231,19 +213,18 @@ impl Run<'_> {
     }
 }
 
-fn step_of(e: &JoinError) -> &'static str {
+fn step_of(e: &JoinError) -> Phase {
     match e {
-        JoinError::Clone(_) => "clone",
-        JoinError::Channel(_) => "sync_channel",
-        JoinError::Cgroup(_) => "join_cgroup",
-        JoinError::Step(s) => s.step.name(),
-        JoinError::Vanished => "join_namespaces",
+        JoinError::Clone(_) => Phase::Clone,
+        JoinError::Channel(_) => Phase::SyncChannel,
+        JoinError::Cgroup(_) => Phase::Step(Step::JoinCgroup),
+        JoinError::Step(s) => Phase::Step(s.step),
+        JoinError::Vanished => Phase::Step(Step::JoinNamespaces),
     }
 }
 
 /// A failed step of the command, in the words `run` uses.
 fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
-    use crate::step::Step;
     let cmd = process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
     let (message, hint) = match (e.step, e.errno) {
         (Step::Exec, nix::errno::Errno::ENOENT) if cmd.contains('/') => {
@@ -260,7 +241,7 @@ fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
         ),
         (step, errno) => (format!("exec setup failed at {}: {errno:?} ({})", step.name(), errno.desc()), None),
     };
-    ErrorReport { step: e.step.name().into(), errno: Some(format!("{:?}", e.errno)), message, hint }
+    ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint)
 }
 
 fn pid_of(pidfd: &OwnedFd) -> Option<i32> {

@@ -3,12 +3,13 @@
 //! namespaces to the supervisor (`spawn::child::hand_over`), which gives
 //! them to each exec (`super::exec`).
 
-use super::describe;
+use super::{describe, spawn_error};
 use crate::backend::Live;
 use crate::cgroup::CgroupJoin;
 use crate::outcome::ErrorReport;
 use crate::plan::Plan;
 use crate::spawn::{ChildStdio, Spawned};
+use crate::step::Phase;
 use crate::sync::Msg;
 use crate::sys::process::{pidfd_send_signal, wait_pidfd};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -25,15 +26,11 @@ pub struct NativeLive {
     namespaces: Vec<(&'static str, OwnedFd)>,
 }
 
-fn setup_err(step: &str, message: impl std::fmt::Display) -> ErrorReport {
-    ErrorReport { step: step.into(), errno: None, message: message.to_string(), hint: None }
-}
-
 /// Clones the init (born in `cgroup`) and waits until it holds.
 pub fn create(plan: &Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport> {
-    crate::spawn::open_sources(plan).map_err(|e| setup_err("open_sources", e))?;
+    crate::spawn::open_sources(plan).map_err(spawn_error)?;
     let stdio = ChildStdio { stdout: None, stderr: None };
-    let init = crate::spawn::spawn(plan, stdio, cgroup).map_err(|e| setup_err("clone", e))?;
+    let init = crate::spawn::spawn(plan, stdio, cgroup).map_err(spawn_error)?;
     match await_init(plan, &init) {
         Ok(namespaces) => Ok(Box::new(NativeLive { init, namespaces })),
         Err(e) => {
@@ -52,9 +49,9 @@ fn await_init(plan: &Plan, s: &Spawned) -> Result<Vec<(&'static str, OwnedFd)>, 
         let mut fds = [PollFd::new(s.chan.fd(), PollFlags::POLLIN)];
         let t = PollTimeout::try_from(left.as_millis().min(60_000) as u64).unwrap_or(PollTimeout::MAX);
         match poll(&mut fds, t) {
-            Ok(0) => return Err(setup_err("setup", "the sandbox's setup took longer than 60s")),
+            Ok(0) => return Err(ErrorReport::new(Phase::Setup, "the sandbox's setup took longer than 60s")),
             Err(nix::errno::Errno::EINTR) | Ok(_) => {}
-            Err(e) => return Err(setup_err("sync_channel", e)),
+            Err(e) => return Err(ErrorReport::new(Phase::SyncChannel, e.to_string()).with_errno(e)),
         }
         match s.chan.recv_with_fds() {
             Ok(Some((Msg::Namespaces { count }, fds))) if fds.len() == count as usize => {
@@ -63,10 +60,10 @@ fn await_init(plan: &Plan, s: &Spawned) -> Result<Vec<(&'static str, OwnedFd)>, 
             }
             Ok(Some((Msg::Failed(e), _))) => {
                 let (message, hint) = describe(plan, &e);
-                return Err(ErrorReport { step: e.step.name().into(), errno: None, message, hint });
+                return Err(ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint));
             }
             Ok(Some(_)) => continue,
-            Ok(None) | Err(_) => return Err(setup_err("init", "the sandbox's init ended during setup")),
+            Ok(None) | Err(_) => return Err(ErrorReport::new(Phase::Init, "the sandbox's init ended during setup")),
         }
     }
 }

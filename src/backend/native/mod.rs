@@ -14,7 +14,7 @@ use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::Plan;
 use crate::rootfs::MountKind;
 use crate::spawn::{ChildStdio, SpawnError, now_ns, open_sources, phase, spawn};
-use crate::step::{Step, StepError};
+use crate::step::{Phase, Step, StepError};
 use crate::supervise::{Watch, Watched, signal_fd};
 use crate::sys::process::ExitStatus;
 use serde_json::json;
@@ -67,24 +67,22 @@ fn ms(from: u64, to: u64) -> f64 {
     crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
 }
 
-fn spawn_error(e: SpawnError) -> ErrorReport {
+pub(crate) fn spawn_error(e: SpawnError) -> ErrorReport {
     let (step, errno, hint) = match &e {
-        SpawnError::Clone { errno, hint, .. } => ("clone", Some(*errno), hint.clone()),
-        SpawnError::Source { errno, .. } => ("open_sources", Some(*errno), None),
-        SpawnError::Channel(errno) => ("sync_channel", Some(*errno), None),
-        SpawnError::IdMap(_) => ("write_id_maps", None, None),
-        SpawnError::Cgroup(e) => ("join_cgroup", e.errno(), None),
+        SpawnError::Clone { errno, hint, .. } => (Phase::Clone, Some(*errno), hint.clone()),
+        SpawnError::Source { errno, .. } => (Phase::Step(Step::OpenSources), Some(*errno), None),
+        SpawnError::Channel(errno) => (Phase::SyncChannel, Some(*errno), None),
+        SpawnError::IdMap(crate::userns::IdMapError::Write { source, .. }) => {
+            (Phase::WriteIdMaps, crate::step::io_errno(source), None)
+        }
+        SpawnError::IdMap(_) => (Phase::WriteIdMaps, None, None),
+        SpawnError::Cgroup(e) => (Phase::Step(Step::JoinCgroup), e.errno(), None),
     };
-    ErrorReport { step: step.into(), errno: errno.map(|e| format!("{e:?}")), message: e.to_string(), hint }
+    ErrorReport::new(step, e.to_string()).with_errno(errno).with_hint(hint)
 }
 
 fn cgroup_error(e: CgroupError) -> ErrorReport {
-    ErrorReport {
-        step: "cgroup".into(),
-        errno: e.errno().map(|e| format!("{e:?}")),
-        message: e.to_string(),
-        hint: None,
-    }
+    ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno())
 }
 
 /// The cgroup's report with its setup and teardown times (ms).
@@ -94,12 +92,8 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
     // Forwarded signals are blocked from here on, so a Ctrl-C during setup
     // is delivered to the sandbox later instead of killing husk with its
     // cgroup half made.
-    let signals = signal_fd().map_err(|e| ErrorReport {
-        step: "signals".into(),
-        errno: Some(format!("{e:?}")),
-        message: format!("creating the signalfd: {e}"),
-        hint: None,
-    })?;
+    let signals = signal_fd()
+        .map_err(|e| ErrorReport::new(Phase::Signals, format!("creating the signalfd: {e}")).with_errno(e))?;
     open_sources(plan).map_err(spawn_error)?;
     // Only the directory the sandbox is cloned into is made before clone;
     // the rest (v1 directories, limits, counters) is made below while the
@@ -109,12 +103,8 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
     let pending = plan.cgroup.begin(&plan.id).map_err(cgroup_error)?;
     let begin_ns = now_ns() - t_cg;
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
-    let pipe_err = |e: nix::errno::Errno| ErrorReport {
-        step: "stdio".into(),
-        errno: Some(format!("{e:?}")),
-        message: format!("creating capture pipes: {e}"),
-        hint: None,
-    };
+    let pipe_err =
+        |e: nix::errno::Errno| ErrorReport::new(Phase::Stdio, format!("creating capture pipes: {e}")).with_errno(e);
     let (out, err) = match io.capture {
         Some(_) => (Some(pipe().map_err(pipe_err)?), Some(pipe().map_err(pipe_err)?)),
         None => (None, None),
@@ -260,8 +250,7 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
             phases.insert("run", ms(t[phase::SECCOMP], w.t_exit));
         }
     }
-    let mut outcome =
-        Outcome::setup_failed(ErrorReport { step: String::new(), errno: None, message: String::new(), hint: None });
+    let mut outcome = Outcome::setup_failed(ErrorReport::new(Phase::Setup, ""));
     outcome.error = None;
     outcome.phases_ms = phases;
     outcome.stdout = w.stdout;
@@ -272,8 +261,7 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
     if let Some(e) = w.failed {
         let (message, hint) = describe(plan, &e);
         outcome.termination = Termination::SetupFailed;
-        outcome.error =
-            Some(ErrorReport { step: e.step.name().into(), errno: Some(format!("{:?}", e.errno)), message, hint });
+        outcome.error = Some(ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint));
     } else if w.timed_out {
         outcome.termination = Termination::WallTimeout;
         outcome.signal = Some(match w.command {
@@ -286,12 +274,10 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
             Some(status @ ExitStatus::Signaled(_)) => outcome.set_command_status(status),
             _ => {
                 outcome.termination = Termination::SetupFailed;
-                outcome.error = Some(ErrorReport {
-                    step: "init".into(),
-                    errno: None,
-                    message: format!("the sandbox init ended without reporting the command's status ({:?})", w.init),
-                    hint: None,
-                });
+                outcome.error = Some(ErrorReport::new(
+                    Phase::Init,
+                    format!("the sandbox init ended without reporting the command's status ({:?})", w.init),
+                ));
             }
         }
     }
@@ -317,8 +303,10 @@ mod tests {
             errno: nix::errno::Errno::EBUSY,
         };
         let r = spawn_error(SpawnError::Cgroup(e));
-        assert_eq!(r.step, "join_cgroup");
-        assert_eq!(r.errno.as_deref(), Some("EBUSY"));
+        assert_eq!(r.step, Phase::Step(Step::JoinCgroup));
+        assert_eq!(r.errno, Some(nix::errno::Errno::EBUSY));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!((&v["step"], &v["errno"]), (&json!("join_cgroup"), &json!("EBUSY")));
         assert!(r.message.contains("cgroup.procs"), "{}", r.message);
     }
 }

@@ -10,11 +10,12 @@
 
 use super::layout::{Layout, Role};
 use crate::cgroup::CgroupJoin;
+use crate::outcome::ErrorReport;
 use crate::plan::Plan;
 use crate::rootfs::mount::{Assembled, create_entry, prepare, seal_root, stage};
 use crate::rootfs::{Entry, Source};
 use crate::spawn::{ChildStdio, now_ns, phase};
-use crate::step::{AtStep, Step, StepError};
+use crate::step::{AtStep, Phase, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::fd::{CStrArray, CloseRange, close_from, dup_onto};
@@ -42,21 +43,27 @@ pub enum LaunchError {
 }
 
 impl LaunchError {
-    pub fn step(&self) -> &'static str {
+    pub fn step(&self) -> Phase {
         match self {
-            LaunchError::Clone { .. } => "clone",
-            LaunchError::Channel(_) => "sync_channel",
-            LaunchError::IdMap { .. } => "write_id_maps",
-            LaunchError::Cgroup(_) => "join_cgroup",
+            LaunchError::Clone { .. } => Phase::Clone,
+            LaunchError::Channel(_) => Phase::SyncChannel,
+            LaunchError::IdMap { .. } => Phase::WriteIdMaps,
+            LaunchError::Cgroup(_) => Phase::Step(Step::JoinCgroup),
         }
     }
 
     pub fn errno(&self) -> Option<Errno> {
         match self {
             LaunchError::Clone { errno, .. } | LaunchError::Channel(errno) => Some(*errno),
-            LaunchError::IdMap { source, .. } => source.raw_os_error().map(Errno::from_raw),
+            LaunchError::IdMap { source, .. } => crate::step::io_errno(source),
             LaunchError::Cgroup(e) => e.errno(),
         }
+    }
+}
+
+impl From<LaunchError> for ErrorReport {
+    fn from(e: LaunchError) -> ErrorReport {
+        ErrorReport::new(e.step(), e.to_string()).with_errno(e.errno())
     }
 }
 

@@ -35,6 +35,7 @@ use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::{ExecPlan, Plan};
 use crate::spawn::{ChildStdio, now_ns};
 use crate::spec::NetworkMode;
+use crate::step::{Phase, io_errno};
 use crate::supervise::{Stop, Watch, signal_fd};
 use crate::sync::Msg;
 use crate::sys::process::{ExitStatus, decode_wait_status, pidfd_open, pidfd_send_signal, wait_pidfd};
@@ -52,10 +53,6 @@ pub fn helper_bind() -> Result<crate::spec::BindSpec, String> {
         target: helper::PATH_IN_SANDBOX.into(),
         access: crate::spec::Access::ReadOnly,
     })
-}
-
-fn setup_err(step: &str, message: impl std::fmt::Display) -> ErrorReport {
-    ErrorReport { step: step.into(), errno: None, message: message.to_string(), hint: None }
 }
 
 /// A running gVisor sandbox, held by its supervisor.
@@ -77,23 +74,19 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>) -> Result<RunscLive, ErrorReport> {
     // As root, host trees are cloned here, as host root, so runsc's mapped
     // root needs no search permission on their parents.
-    crate::spawn::open_sources(plan).map_err(|e| setup_err("open_sources", e))?;
+    crate::spawn::open_sources(plan).map_err(crate::backend::native::spawn_error)?;
     layout::scaffold_mount_points(&mut plan.mounts);
     let plan = &*plan;
-    let p = prepare::prepare(plan, &cfg, prepare::Invocation::Detach).map_err(|e| ErrorReport {
-        step: e.step.into(),
-        errno: e.errno.map(|e| format!("{e:?}")),
-        message: e.message,
-        hint: e.hint,
-    })?;
+    let p = prepare::prepare(plan, &cfg, prepare::Invocation::Detach)?;
     let prepare::Prepared { layout, dir, bin, argv, envp, user_ns, expose, log } = p;
     // The gofer and the sentry outlive `runsc run --detach`: as its
     // subreaper the supervisor gets them, watches the sentry by pidfd and
     // reaps both.
-    nix::sys::prctl::set_child_subreaper(true).map_err(|e| setup_err("subreaper", e))?;
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|e| ErrorReport::new(Phase::Subreaper, e.to_string()).with_errno(e))?;
     let stdio = ChildStdio { stdout: Some(log.as_raw_fd()), stderr: Some(log.as_raw_fd()) };
     let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
-    let launched = launch::spawn(&l, cgroup).map_err(|e| setup_err(e.step(), e))?;
+    let launched = launch::spawn(&l, cgroup)?;
     drop(l);
     let network = plan.network;
     let live = |pid: i32, pidfd: OwnedFd, dir: RunDir| RunscLive {
@@ -108,11 +101,11 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
     // runsc run --detach returns once the sandbox runs (or failed).
     // Whatever of the container runsc made goes, and the adopted gofer and
     // sentry are reaped, before the error is returned.
-    let abort = |msg: String, step: &str| {
+    let abort = |msg: String, step: Phase, errno: Option<nix::errno::Errno>| {
         let mut report = gc::RunscGcReport::default();
         gc::delete(&cfg, &plan.id, &mut report);
         rout::reap_descendants();
-        setup_err(step, msg)
+        ErrorReport::new(step, msg).with_errno(errno)
     };
     let deadline = Instant::now() + START_LIMIT;
     let mut failed = None;
@@ -125,7 +118,7 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
             Ok(0) => {
                 let _ = pidfd_send_signal(launched.pidfd.as_fd(), libc::SIGKILL);
                 let _ = wait_pidfd(launched.pidfd.as_fd());
-                return Err(abort("runsc did not start the sandbox within 60s".into(), "runsc_run"));
+                return Err(abort("runsc did not start the sandbox within 60s".into(), Phase::RunscRun, None));
             }
             Ok(_) => break wait_pidfd(launched.pidfd.as_fd()),
             Err(_) => continue,
@@ -137,18 +130,22 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
         }
     }
     if let Some(e) = failed {
-        return Err(abort(format!("starting runsc failed at {}: {:?}", e.step.name(), e.errno), e.step.name()));
+        return Err(abort(
+            format!("starting runsc failed at {}: {:?}", e.step.name(), e.errno),
+            e.step.into(),
+            Some(e.errno),
+        ));
     }
     if !matches!(status, Ok(ExitStatus::Exited(0))) {
         let text = std::fs::read_to_string(dir.log()).unwrap_or_default();
-        return Err(abort(format!("runsc run --detach failed ({status:?}): {}", text.trim()), "runsc_run"));
+        return Err(abort(format!("runsc run --detach failed ({status:?}): {}", text.trim()), Phase::RunscRun, None));
     }
-    let pid: i32 = std::fs::read_to_string(dir.pid_file())
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .ok_or_else(|| abort(format!("runsc wrote no sandbox pid to {}", dir.pid_file().display()), "runsc_run"))?;
+    let pid: i32 =
+        std::fs::read_to_string(dir.pid_file()).ok().and_then(|t| t.trim().parse().ok()).ok_or_else(|| {
+            abort(format!("runsc wrote no sandbox pid to {}", dir.pid_file().display()), Phase::RunscRun, None)
+        })?;
     let pidfd = pidfd_open(nix::unistd::Pid::from_raw(pid)).map_err(|e| {
-        abort(format!("the gVisor sandbox (pid {pid}) is gone right after its start: {e}"), "runsc_run")
+        abort(format!("the gVisor sandbox (pid {pid}) is gone right after its start: {e}"), Phase::RunscRun, Some(e))
     })?;
     Ok(live(pid, pidfd, dir))
 }
@@ -300,14 +297,14 @@ pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Executed {
 fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     let (process, workdir, seccomp, t_start) = (&plan.process, &plan.workdir, plan.seccomp.as_ref(), plan.t_start);
     let id = at.sandbox_id;
-    let failed = |step: &str, message: String| {
-        let mut o = Outcome::setup_failed(ErrorReport { step: step.into(), errno: None, message, hint: None });
+    let failed = |step: Phase, message: String, errno: Option<nix::errno::Errno>| {
+        let mut o = Outcome::setup_failed(ErrorReport::new(step, message).with_errno(errno));
         o.duration_ms = ms(t_start, now_ns());
         o
     };
     let cfg = match RunscConfig::resolve(&at.spec.runsc, at.state_dir) {
         Ok(c) => c,
-        Err(e) => return failed("runsc", e),
+        Err(e) => return failed(Phase::Runsc, e, None),
     };
     let dir = config::runs_dir(at.state_dir).join(id);
     let files = ExecFiles {
@@ -322,10 +319,10 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     let caps = process.caps_keep | helper::REAPER_CAPS;
     let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, plan.last_cap) {
         Ok(p) => p,
-        Err(e) => return failed("bundle", e.to_string()),
+        Err(e) => return failed(Phase::Bundle, e.to_string(), None),
     };
     if let Err(e) = std::fs::write(&files.spec, serde_json::to_vec(&spec).unwrap_or_default()) {
-        return failed("state", format!("writing {}: {e}", files.spec.display()));
+        return failed(Phase::State, format!("writing {}: {e}", files.spec.display()), io_errno(&e));
     }
     let mut cmd = std::process::Command::new(&cfg.bin);
     cmd.args(cfg.global_args(at.spec.network));
@@ -342,13 +339,13 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
 
     let signals = match signal_fd() {
         Ok(s) => s,
-        Err(e) => return failed("signals", format!("blocking forwarded signals: {e}")),
+        Err(e) => return failed(Phase::Signals, format!("blocking forwarded signals: {e}"), Some(e)),
     };
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
     let (out, err) = match plan.capture {
         Some(_) => match (pipe(), pipe()) {
             (Ok(o), Ok(e)) => (Some(o), Some(e)),
-            (Err(e), _) | (_, Err(e)) => return failed("stdio", format!("creating capture pipes: {e}")),
+            (Err(e), _) | (_, Err(e)) => return failed(Phase::Stdio, format!("creating capture pipes: {e}"), Some(e)),
         },
         None => (None, None),
     };
@@ -366,17 +363,17 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     let t_spawn = now_ns();
     let child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return failed("runsc_exec", format!("running {}: {e}", cfg.bin.display())),
+        Err(e) => return failed(Phase::RunscExec, format!("running {}: {e}", cfg.bin.display()), io_errno(&e)),
     };
     drop(cmd);
     // A std child: its pid is ours until the watch reaps it.
     let pidfd = match pidfd_open(nix::unistd::Pid::from_raw(child.id() as i32)) {
         Ok(fd) => fd,
-        Err(e) => return failed("runsc_exec", format!("pidfd_open: {e}")),
+        Err(e) => return failed(Phase::RunscExec, format!("pidfd_open: {e}"), Some(e)),
     };
     let chan = match crate::sync::Channel::pair() {
         Ok((a, _)) => a,
-        Err(e) => return failed("sync_channel", e.to_string()),
+        Err(e) => return failed(Phase::SyncChannel, e.to_string(), Some(e)),
     };
     let limit = plan.capture.unwrap_or(0);
     let stop = ExecStop { ctl: Ctl { cfg: &cfg, network: at.spec.network, id }, pid_file: files.pid.clone() };
@@ -396,7 +393,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     drop(child);
     let t_end = now_ns();
     let log = std::fs::read_to_string(&files.log).map(|t| rout::parse_log(&t)).unwrap_or_default();
-    let mut o = failed("runsc_exec", String::new());
+    let mut o = failed(Phase::RunscExec, String::new(), None);
     o.error = None;
     o.phases_ms.insert("plan", ms(t_start, t_spawn));
     o.phases_ms.insert("run", ms(t_spawn, watched.t_exit.max(t_spawn)));
@@ -421,7 +418,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
             .fatal
             .unwrap_or_else(|| format!("runsc exec ended with {:?} without the command's status", watched.init));
         o.termination = Termination::SetupFailed;
-        o.error = Some(ErrorReport { step: "runsc_exec".into(), errno: None, message: why, hint: None });
+        o.error = Some(ErrorReport::new(Phase::RunscExec, why));
     }
     if o.termination != Termination::SetupFailed {
         let mut sc = crate::seccomp::isolation(seccomp);

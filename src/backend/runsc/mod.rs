@@ -19,6 +19,7 @@ use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::Plan;
 use crate::spawn::{ChildStdio, now_ns};
 use crate::spec::NetworkMode;
+use crate::step::Phase;
 use crate::supervise::{Stop, Watch, signal_fd};
 use config::{Mode, RunscConfig};
 use serde_json::json;
@@ -34,10 +35,6 @@ impl Runsc {
     pub fn new(cfg: RunscConfig) -> Runsc {
         Runsc { cfg }
     }
-}
-
-fn report(step: &str, message: String, hint: Option<String>) -> ErrorReport {
-    ErrorReport { step: step.into(), errno: None, message, hint }
 }
 
 impl Backend for Runsc {
@@ -266,28 +263,17 @@ impl Runsc {
         // HUSK_RUNSC_DEBUG=1: every runsc process logs in detail to the
         // run's log, and the run directory is kept for reading it.
         let debug = std::env::var_os("HUSK_RUNSC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
-        let prep_err = |e: prepare::PrepError| ErrorReport {
-            step: e.step.into(),
-            errno: e.errno.map(|e| format!("{e:?}")),
-            message: e.message,
-            hint: e.hint,
-        };
-        let p = prepare::prepare(plan, cfg, prepare::Invocation::Run { debug }).map_err(prep_err)?;
+        let p = prepare::prepare(plan, cfg, prepare::Invocation::Run { debug })?;
         let prepare::Prepared { layout, mut dir, bin, argv, envp, user_ns, expose, log: _ } = p;
         if cfg.mode == Mode::Root {
             // Host trees are cloned here, as host root, so runsc's mapped
             // root needs no search permission on their parents.
-            crate::spawn::open_sources(plan).map_err(|e| report("open_sources", e.to_string(), None))?;
+            crate::spawn::open_sources(plan).map_err(crate::backend::native::spawn_error)?;
         }
 
         let sys_err = |what: &str| {
             let what = what.to_string();
-            move |e: nix::errno::Errno| ErrorReport {
-                step: "stdio".into(),
-                errno: Some(format!("{e:?}")),
-                message: format!("{what}: {e}"),
-                hint: None,
-            }
+            move |e: nix::errno::Errno| ErrorReport::new(Phase::Stdio, format!("{what}: {e}")).with_errno(e)
         };
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("creating capture pipes"));
         type Pipe = Option<(OwnedFd, OwnedFd)>;
@@ -315,22 +301,13 @@ impl Runsc {
         // it, so limits bound the whole gVisor sandbox (the sentry's own
         // memory included) and the group kill reaches every one of them.
         let t_cg = now_ns();
-        let cgroup = plan.cgroup.create(&plan.id).map_err(|e| ErrorReport {
-            step: "cgroup".into(),
-            errno: e.errno().map(|e| format!("{e:?}")),
-            message: e.to_string(),
-            hint: None,
-        })?;
+        let cgroup = plan
+            .cgroup
+            .create(&plan.id)
+            .map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()))?;
         let cg_setup_ms = crate::outcome::round3(now_ns().saturating_sub(t_cg) as f64 / 1e6);
-        let launched =
-            launch::spawn(&l, cgroup.as_ref().map(|c| c as &dyn crate::cgroup::CgroupJoin)).map_err(|e| {
-                ErrorReport {
-                    step: e.step().into(),
-                    errno: e.errno().map(|e| format!("{e:?}")),
-                    message: e.to_string(),
-                    hint: None,
-                }
-            })?;
+        let launched = launch::spawn(&l, cgroup.as_ref().map(|c| c as &dyn crate::cgroup::CgroupJoin))
+            .map_err(ErrorReport::from)?;
         drop(l);
         let limit = io.capture.unwrap_or(0);
         let ctl = Ctl { cfg, network: plan.network, id: &plan.id };

@@ -5,8 +5,10 @@
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::Plan;
 use crate::spawn::phase;
+use crate::step::{Phase, Step};
 use crate::supervise::Watched;
 use crate::sys::process::{ExitStatus, decode_wait_status, pidfd_open, pidfd_send_signal, wait_pidfd};
+use nix::errno::Errno;
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -75,36 +77,27 @@ fn command(plan: &Plan) -> String {
 /// the `exec` step (127 / 126), as natively; anything else is runsc's.
 pub fn classify(plan: &Plan, fatal: &str) -> ErrorReport {
     let cmd = command(plan);
-    let exec = |errno: &str, message: String| ErrorReport {
-        step: "exec".into(),
-        errno: Some(errno.into()),
-        message,
-        hint: None,
-    };
+    let exec = |errno: Errno, message: String| ErrorReport::new(Step::Exec, message).with_errno(errno);
     let lower = fatal.to_ascii_lowercase();
     if lower.contains("error finding executable") {
-        return exec("ENOENT", format!("command not found: {cmd} (searched PATH inside the sandbox)"));
+        return exec(Errno::ENOENT, format!("command not found: {cmd} (searched PATH inside the sandbox)"));
     }
     if lower.contains("failed to load") || lower.contains("creating process") {
         if lower.ends_with("no such file or directory") {
             return exec(
-                "ENOENT",
+                Errno::ENOENT,
                 format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)"),
             );
         }
         if lower.ends_with("permission denied") {
-            return exec("EACCES", format!("cannot execute {cmd}: EACCES (Permission denied)"));
+            return exec(Errno::EACCES, format!("cannot execute {cmd}: EACCES (Permission denied)"));
         }
         if lower.ends_with("exec format error") {
-            return exec("ENOEXEC", format!("cannot execute {cmd}: ENOEXEC (Exec format error)"));
+            return exec(Errno::ENOEXEC, format!("cannot execute {cmd}: ENOEXEC (Exec format error)"));
         }
     }
-    ErrorReport {
-        step: "runsc".into(),
-        errno: None,
-        message: format!("runsc failed: {fatal}"),
-        hint: Some("run `husk doctor` to check that runsc works on this host".into()),
-    }
+    ErrorReport::new(Phase::Runsc, format!("runsc failed: {fatal}"))
+        .with_hint("run `husk doctor` to check that runsc works on this host".to_string())
 }
 
 pub fn outcome_of(plan: &Plan, w: &Watched, log: &RunscLog, t_clone: u64, t_start: u64, t_end: u64) -> Outcome {
@@ -122,8 +115,7 @@ pub fn outcome_of(plan: &Plan, w: &Watched, log: &RunscLog, t_clone: u64, t_star
     if w.t_exit > 0 {
         phases.insert("teardown", ms(w.t_exit, t_end));
     }
-    let mut o =
-        Outcome::setup_failed(ErrorReport { step: String::new(), errno: None, message: String::new(), hint: None });
+    let mut o = Outcome::setup_failed(ErrorReport::new(Phase::Setup, ""));
     o.error = None;
     o.phases_ms = phases;
     o.stdout = w.stdout.clone();
@@ -132,8 +124,7 @@ pub fn outcome_of(plan: &Plan, w: &Watched, log: &RunscLog, t_clone: u64, t_star
     if let Some(e) = &w.failed {
         let (message, hint) = super::super::native::describe(plan, e);
         o.termination = Termination::SetupFailed;
-        o.error =
-            Some(ErrorReport { step: e.step.name().into(), errno: Some(format!("{:?}", e.errno)), message, hint });
+        o.error = Some(ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint));
     } else if w.timed_out {
         o.termination = Termination::WallTimeout;
         o.signal = Some(match status {
@@ -147,18 +138,15 @@ pub fn outcome_of(plan: &Plan, w: &Watched, log: &RunscLog, t_clone: u64, t_star
                 o.termination = Termination::SetupFailed;
                 o.error = Some(match (&log.fatal, w.init) {
                     (Some(f), _) => classify(plan, f),
-                    (None, Some(ExitStatus::Signaled(sig))) => ErrorReport {
-                        step: "runsc".into(),
-                        errno: None,
-                        message: format!("runsc was killed by {}", crate::outcome::signal_name(sig)),
-                        hint: None,
-                    },
-                    (None, init) => ErrorReport {
-                        step: "runsc".into(),
-                        errno: None,
-                        message: format!("runsc ended ({init:?}) without reporting the command's status"),
-                        hint: Some("run `husk doctor` to check that runsc works on this host".into()),
-                    },
+                    (None, Some(ExitStatus::Signaled(sig))) => ErrorReport::new(
+                        Phase::Runsc,
+                        format!("runsc was killed by {}", crate::outcome::signal_name(sig)),
+                    ),
+                    (None, init) => ErrorReport::new(
+                        Phase::Runsc,
+                        format!("runsc ended ({init:?}) without reporting the command's status"),
+                    )
+                    .with_hint("run `husk doctor` to check that runsc works on this host".to_string()),
                 });
             }
         }
@@ -213,7 +201,7 @@ mod tests {
         ];
         for (fatal, step, code) in cases {
             let e = classify(&p, &fatal);
-            assert_eq!(e.step, step, "{fatal}");
+            assert_eq!(e.step.name(), step, "{fatal}");
             assert_eq!(Outcome::setup_failed(e).exit_code(), code, "{fatal}");
         }
     }

@@ -10,8 +10,9 @@ use super::config::{self, Mode, RunscConfig};
 use super::launch::{Expose, UserNs};
 use super::layout::{self, Layout};
 use super::{RunDir, bundle, gc, helper};
+use crate::outcome::ErrorReport;
 use crate::plan::Plan;
-use crate::sys::Errno;
+use crate::step::{Phase, Step, io_errno};
 use crate::sys::fd::CStrArray;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -42,64 +43,54 @@ pub struct Prepared {
     pub log: std::fs::File,
 }
 
-/// A step that failed; each caller turns it into its own error type.
-#[derive(Debug)]
-pub struct PrepError {
-    pub step: &'static str,
-    pub errno: Option<Errno>,
-    pub message: String,
-    pub hint: Option<String>,
+fn err(step: Phase, message: String) -> ErrorReport {
+    ErrorReport::new(step, message)
 }
 
-fn err(step: &'static str, message: String) -> PrepError {
-    PrepError { step, errno: None, message, hint: None }
-}
-
-pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepared, PrepError> {
+pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepared, ErrorReport> {
     let layout = layout::layout(&plan.mounts);
     // The run's profile in OCI format: `--oci-seccomp` makes runsc apply it
     // to the command inside gVisor. A profile that cannot be rendered is
     // refused, never dropped (fail closed).
     let profile = match &plan.seccomp {
-        Some(p) => Some(
-            p.profile_json()
-                .ok_or_else(|| err("seccomp", format!("cannot read seccomp profile {} to hand it to runsc", p.name)))?,
-        ),
+        Some(p) => Some(p.profile_json().ok_or_else(|| {
+            err(Phase::Seccomp, format!("cannot read seccomp profile {} to hand it to runsc", p.name))
+        })?),
         None => None,
     };
     let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
     let masked_file = dir.masked_file().display().to_string();
     let inputs = bundle::Inputs { plan, layout: &layout, seccomp: profile.as_ref(), masked_file: &masked_file };
-    let mut config = bundle::render(&inputs).map_err(|e| err("bundle", e.to_string()))?;
+    let mut config = bundle::render(&inputs).map_err(|e| err(Phase::Bundle, e.to_string()))?;
     if matches!(how, Invocation::Detach) {
         // Nothing from the image keeps the sandbox alive: husk's holder does.
-        let mut process = config.process().clone().ok_or_else(|| err("bundle", "no process in the bundle".into()))?;
+        let mut process =
+            config.process().clone().ok_or_else(|| err(Phase::Bundle, "no process in the bundle".into()))?;
         process.set_args(Some(helper::hold_argv()));
         config.set_process(Some(process));
     }
 
-    let state_err = |message: String| PrepError {
-        step: "state_dir",
-        errno: None,
-        message,
-        hint: Some("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".into()),
+    let state_err = |message: String| {
+        ErrorReport::new(Phase::StateDir, message)
+            .with_hint("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".to_string())
     };
+    let state_io = |message: String, e: std::io::Error| state_err(format!("{message}: {e}")).with_errno(io_errno(&e));
     cfg.ensure_runsc_root().map_err(state_err)?;
     config::ensure_dir(&dir.path).map_err(state_err)?;
     let write = |p: PathBuf, data: Vec<u8>| {
-        std::fs::write(&p, data).map_err(|e| state_err(format!("writing {}: {e}", p.display())))
+        std::fs::write(&p, data).map_err(|e| state_io(format!("writing {}", p.display()), e))
     };
     // Who owns the run: `husk gc` leaves it alone while that process lives.
     write(dir.owner(), gc::Owner::me().to_line().into_bytes())?;
     write(dir.config(), serde_json::to_vec_pretty(&config).unwrap_or_default())?;
     write(dir.masked_file(), Vec::new())?;
     std::fs::set_permissions(dir.masked_file(), std::os::unix::fs::PermissionsExt::from_mode(0o444))
-        .map_err(|e| state_err(format!("chmod {}: {e}", dir.masked_file().display())))?;
+        .map_err(|e| state_io(format!("chmod {}", dir.masked_file().display()), e))?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.log())
-        .map_err(|e| state_err(format!("opening {}: {e}", dir.log().display())))?;
+        .map_err(|e| state_io(format!("opening {}", dir.log().display()), e))?;
 
     let path = |p: &Path| p.display().to_string();
     let mut argv: Vec<String> = vec![path(&cfg.bin)];
@@ -125,7 +116,7 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     }
     argv.extend(["--bundle".into(), path(&dir.path), "--pid-file".into(), path(&dir.pid_file())]);
     argv.push(plan.id.clone());
-    let cstr = |s: &str| CString::new(s).map_err(|_| err("runsc_args", format!("NUL byte in {s:?}")));
+    let cstr = |s: &str| CString::new(s).map_err(|_| err(Phase::RunscArgs, format!("NUL byte in {s:?}")));
     let argv = CStrArray::new(argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?);
     let envp = CStrArray::new(vec![cstr(&format!("PATH={}", crate::plan::DEFAULT_PATH))?]);
     let bin = cstr(&path(&cfg.bin))?;
@@ -136,7 +127,7 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
         // pid file and the log there.
         for d in [cfg.runsc_root(), dir.path.clone(), dir.log()] {
             std::os::unix::fs::chown(&d, Some(uid), Some(gid))
-                .map_err(|e| state_err(format!("chown {} to {uid}:{gid}: {e}", d.display())))?;
+                .map_err(|e| state_io(format!("chown {} to {uid}:{gid}", d.display()), e))?;
         }
     }
     let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
@@ -144,11 +135,8 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
     let expose = Expose::new(cfg.state.clone(), &exposed);
     if cfg.mode == Mode::Root {
-        expose.open().map_err(|(p, e)| PrepError {
-            step: "open_sources",
-            errno: Some(e),
-            message: format!("cloning {} for runsc: {e}", p.display()),
-            hint: None,
+        expose.open().map_err(|(p, e)| {
+            ErrorReport::new(Step::OpenSources, format!("cloning {} for runsc: {e}", p.display())).with_errno(e)
         })?;
     }
     Ok(Prepared { layout, dir, bin, argv, envp, user_ns, expose, log })
