@@ -73,6 +73,23 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
 }
 
 /// `1048576` -> `1MiB`, for messages and the verdict's human fields.
+/// "YYYY-MM-DD HH:MM:SS UTC" from unix milliseconds (civil-from-days).
+pub fn format_utc_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (name, mult) in UNITS {
@@ -91,6 +108,12 @@ pub fn format_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_times_format() {
+        assert_eq!(format_utc_ms(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(format_utc_ms(1_700_000_000_999), "2023-11-14 22:13:20 UTC");
+    }
 
     #[test]
     fn sizes_parse_binary_units() {

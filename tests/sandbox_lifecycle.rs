@@ -7,7 +7,9 @@ mod common;
 mod sandboxkit;
 
 mod rootless {
+    use super::common::*;
     use super::sandboxkit::*;
+    use std::time::Duration;
 
     /// Two tools on one host keep apart by state directory: `ls`,
     /// `rm --all|--label` and `gc` act on theirs only, and say which.
@@ -37,6 +39,67 @@ mod rootless {
         let err = String::from_utf8_lossy(&rm.stderr);
         assert!(rm.status.success() && err.contains(&dir_a), "rm --all does not name its state dir: {err}");
         assert_eq!(b.ids(), vec![in_b], "rm --label / --all in one state dir reached another's sandbox");
+    }
+
+    fn err_of(out: &std::process::Output) -> String {
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// An exec on a sandbox that expired or was removed says so, with when,
+    /// instead of the "no sandbox" of a typo'd id; `--max-lifetime` ends a
+    /// sandbox however often it is used, a running exec included.
+    #[test]
+    fn exec_on_expired_or_removed_sandbox_says_so() {
+        let s = Sbx::new();
+        let id = s.create(&["--ttl", "10m", "--max-lifetime", "3s", "--name", "brief"]);
+        let rec = s.inspect(&id);
+        let ends = rec["lifetime_ends_ms"].as_u64().expect("the record has the lifetime's end");
+        assert_eq!(ends - rec["created_ms"].as_u64().unwrap(), 3000, "{rec:#}");
+        let renew = s.out(&["renew", &id, "--ttl", "1h", "--json"]);
+        let r: serde_json::Value = serde_json::from_slice(&renew.stdout).expect("renew --json");
+        assert_eq!(r["expires_ms"].as_u64(), Some(ends), "renew moved the lease past the maximum lifetime: {r}");
+        // An exec that would outlive the maximum ends with the sandbox.
+        let out = s.out(&["exec", &id, "--", "sleep", "600"]);
+        assert_ne!(out.status.code(), Some(0), "{}", err_of(&out));
+        // The command dies with the init; the supervisor removes the rest.
+        assert!(
+            wait_until(Duration::from_secs(10), || !s.dir(&id).exists()),
+            "the sandbox outlived its --max-lifetime"
+        );
+        for target in [id.as_str(), "brief", &id[..5]] {
+            let out = s.out(&["exec", target, "--", "true"]);
+            let err = err_of(&out);
+            assert_eq!(out.status.code(), Some(125), "{err}");
+            assert!(err.contains(&format!("sandbox {id} (brief) expired at ")), "{target}: {err}");
+            assert!(err.contains("--max-lifetime of 3s") && !err.contains("husk ls"), "{target}: {err}");
+        }
+        let out = s.out(&["exec", "--json", "brief", "--", "true"]);
+        let v = verdict_of(&out);
+        assert!(v["error"]["message"].as_str().unwrap_or_default().contains("expired at"), "{v:#}");
+
+        let idle = s.create(&["--ttl", "1s"]);
+        assert!(
+            wait_until(Duration::from_secs(15), || !s.dir(&idle).exists()),
+            "the lease ran out, the sandbox stayed"
+        );
+        let err = err_of(&s.out(&["exec", &idle, "--", "true"]));
+        assert!(err.contains(&format!("sandbox {idle} expired at ")) && err.contains("--ttl 1s"), "{err}");
+
+        let removed = s.create(&["--name", "done"]);
+        s.rm("done");
+        for args in [&["exec", "done", "--", "true"][..], &["exec", &removed, "--", "true"], &["renew", "done"]] {
+            let out = s.out(args);
+            let err = err_of(&out);
+            assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+            assert!(err.contains(&format!("sandbox {removed} (done) was removed at ")), "{args:?}: {err}");
+        }
+        // An id that never existed is still unknown.
+        let err = err_of(&s.out(&["exec", "0123456789ab", "--", "true"]));
+        assert!(err.contains("no sandbox") && err.contains("husk ls"), "{err}");
+        // A name is taken again by a new sandbox, which wins over the tombstone.
+        let again = s.create(&["--name", "done"]);
+        assert_eq!(s.sh("done", "echo new").0, "new\n");
+        s.rm(&again);
     }
 }
 

@@ -150,6 +150,13 @@ fn lease(s: &str) -> Result<Duration, String> {
     }
 }
 
+fn lifetime(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("a maximum lifetime of 0 would remove the sandbox at once; give e.g. 1h".into()),
+        d => Ok(d),
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetworkArg {
     /// Only loopback, in a fresh network namespace.
@@ -351,6 +358,12 @@ pub struct CreateArgs {
     /// last exec or `husk renew` (every exec renews it).
     #[arg(long, value_name = "DURATION", value_parser = lease, default_value = "10m")]
     pub ttl: Duration,
+
+    /// Absolute maximum lifetime: the sandbox is destroyed this long after
+    /// its creation, however often it is used (execs and `husk renew` never
+    /// extend the lease past it; a running exec ends with it).
+    #[arg(long, value_name = "DURATION", value_parser = lifetime)]
+    pub max_lifetime: Option<Duration>,
 
     /// A name to use instead of the id (unique per state dir).
     #[arg(long, value_name = "NAME")]

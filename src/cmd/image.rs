@@ -196,20 +196,9 @@ fn human(b: u64) -> String {
     if i == 0 { format!("{b} B") } else { format!("{v:.1} {}", units[i]) }
 }
 
-/// "YYYY-MM-DD HH:MM" (UTC) from unix seconds (civil-from-days).
+/// "YYYY-MM-DD HH:MM" (UTC) from unix seconds.
 fn utc(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+    crate::units::format_utc_ms(secs.saturating_mul(1000))[..16].to_string()
 }
 
 #[cfg(test)]

@@ -105,6 +105,7 @@ fn create_inner(
         name: args.name,
         labels,
         ttl: args.ttl,
+        max_lifetime: args.max_lifetime,
         concurrent: args.concurrent,
         backend: selected.backend,
         runtime_choice: selected.note,
@@ -175,6 +176,7 @@ fn summary(rec: &Record) -> serde_json::Value {
         "created_ms": rec.created_ms,
         "ttl_ms": rec.ttl_ms,
         "expires_ms": rec.expires_ms,
+        "lifetime_ends_ms": rec.lifetime_ends_ms,
         "lease_remaining_ms": rec.expires_ms.saturating_sub(now),
         "concurrent": rec.concurrent,
         "execs": rec.execs,
@@ -249,7 +251,7 @@ pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
 pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let run = || -> Result<serde_json::Value, SandboxError> {
         let store = store_of(paths)?;
-        let id = store.resolve(&args.sandbox)?;
+        let id = crate::sandbox::registry::resolve(&store, &args.sandbox)?;
         let rec = crate::sandbox::registry::current(&store, &id)?;
         let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
         if !args.show_env {
@@ -360,7 +362,7 @@ pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
         let mut ids = Vec::new();
         let mut errors = Vec::new();
         for t in &args.sandboxes {
-            match store.resolve(t) {
+            match crate::sandbox::registry::resolve(&store, t) {
                 Ok(id) => ids.push(id),
                 Err(e) => errors.push(e.to_string()),
             }

@@ -39,6 +39,8 @@ pub struct SandboxGcReport {
     /// their record was gone (deleted under them): ended, and also in
     /// `removed`.
     pub unrecorded: Vec<String>,
+    /// Tombstones of ended sandboxes past their bounds, removed.
+    pub tombstones_pruned: usize,
     pub errors: Vec<String>,
 }
 
@@ -77,6 +79,12 @@ pub fn sweep_one(store: &Store, id: &str) -> Option<Result<Vec<i32>, String>> {
         if let Some(name) = &rec.name {
             store.release_name(name, id);
         }
+        let why = "its supervisor had died; husk removed what remained".to_string();
+        let ending = match rec.state {
+            state::State::Failed => super::tombstone::Ending::Failed,
+            _ => super::tombstone::Ending::Swept,
+        };
+        super::tombstone::write(store, &super::tombstone::now(id, rec.name.clone(), ending, Some(why)));
     }
     let r = match std::fs::remove_dir_all(&dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("removing {}: {e}", dir.display())),
@@ -216,6 +224,7 @@ pub fn gc(store: &Store, cgroup_parents: &[std::path::PathBuf], min_age: Duratio
     r.killed.extend(swept.killed);
     r.errors.extend(swept.errors);
     abandoned(store, &mut r);
+    r.tombstones_pruned = super::tombstone::prune(store);
     for name in store.stale_names() {
         let _ = std::fs::remove_file(store.root.join("names").join(name));
     }

@@ -11,6 +11,7 @@
 //! - `supervisor`: creation and the supervisor's life
 //! - `exec`: `husk exec` (planned here, run by the sandbox's backend)
 //! - `gc`: what dead supervisors left behind
+//! - `tombstone`: how and when recently ended sandboxes ended
 //!
 //! Nothing here asks which backend a sandbox has: `backend::Backend::create`
 //! starts it, `backend::Live` holds it, `backend::exec` runs each exec.
@@ -23,6 +24,7 @@ pub mod proto;
 pub mod registry;
 pub mod state;
 pub mod supervisor;
+pub mod tombstone;
 
 use crate::outcome::ErrorReport;
 use crate::step::Phase;
@@ -34,6 +36,10 @@ pub enum SandboxError {
     Usage(String),
     #[error("no sandbox {what:?} in {}; `husk ls` lists the sandboxes there", state.display())]
     Unknown { what: String, state: PathBuf },
+    /// It existed and ended (expired, removed, failed): its tombstone says
+    /// how and when.
+    #[error("sandbox {id}{what}")]
+    Ended { id: String, what: String },
     #[error("the name {name:?} is taken by sandbox {id}; pick another name or remove it first (`husk rm {name}`)")]
     NameTaken { name: String, id: String },
     #[error(
@@ -56,7 +62,10 @@ impl SandboxError {
     pub fn step(&self) -> Phase {
         match self {
             SandboxError::Usage(_) => Phase::Arguments,
-            SandboxError::Unknown { .. } | SandboxError::Gone { .. } | SandboxError::NameTaken { .. } => Phase::Sandbox,
+            SandboxError::Unknown { .. }
+            | SandboxError::Ended { .. }
+            | SandboxError::Gone { .. }
+            | SandboxError::NameTaken { .. } => Phase::Sandbox,
             SandboxError::Busy { .. } => Phase::Busy,
             SandboxError::State(_) => Phase::State,
             SandboxError::Supervisor(_) => Phase::Supervisor,

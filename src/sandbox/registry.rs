@@ -28,12 +28,23 @@ pub fn current(store: &Store, id: &str) -> Result<Record, SandboxError> {
     Ok(rec)
 }
 
+/// `ID`, `NAME` or a unique id prefix -> id; one that ended recently is
+/// reported as such (`sandbox ... expired at ...`), not as unknown.
+pub fn resolve(store: &Store, what: &str) -> Result<String, SandboxError> {
+    store.resolve(what).map_err(|e| match e {
+        SandboxError::Unknown { .. } => super::tombstone::find(store, what).map(|t| t.error()).unwrap_or(e),
+        e => e,
+    })
+}
+
 /// Finds a sandbox that can take an exec; a dead one is cleaned up and
 /// reported as gone.
 pub fn live_record(store: &Store, target: &str) -> Result<Record, SandboxError> {
-    let id = store.resolve(target)?;
+    let id = resolve(store, target)?;
     let dir = store.dir(&id);
-    let rec = state::read_record(&dir)?;
+    // Its supervisor may have removed it since the lookup: say how it ended.
+    let rec =
+        state::read_record(&dir).map_err(|e| super::tombstone::find(store, &id).map(|t| t.error()).unwrap_or(e))?;
     if !state::supervised(&dir) {
         let why = match super::gc::sweep_one(store, &id) {
             Some(Err(e)) => format!(

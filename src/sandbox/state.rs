@@ -78,6 +78,13 @@ pub struct Record {
     /// `ttl_ms`; at `expires_ms` the supervisor destroys the sandbox.
     pub ttl_ms: u64,
     pub expires_ms: u64,
+    /// `create --max-lifetime`: the sandbox ends at `lifetime_ends_ms`
+    /// (creation + the maximum) whatever its lease; renewals never move
+    /// `expires_ms` past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lifetime_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime_ends_ms: Option<u64>,
     /// `create --concurrent`: execs may run in parallel.
     pub concurrent: bool,
     /// Execs started so far, and running now.

@@ -18,6 +18,7 @@
 use super::SandboxError;
 use super::proto::{self, Reply, Request};
 use super::state::{self, ProcRef, Record, SeccompRecord, State, Store, now_ms};
+use super::tombstone;
 use crate::backend::{Backend, Live};
 use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::{Leaf, SANDBOX_PREFIX, Tree};
@@ -48,6 +49,8 @@ pub struct CreateRequest {
     pub name: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub ttl: Duration,
+    /// `--max-lifetime`: an absolute end, besides the idle lease.
+    pub max_lifetime: Option<Duration>,
     pub concurrent: bool,
     /// The backend that starts and holds it.
     pub backend: Box<dyn Backend>,
@@ -167,6 +170,8 @@ pub fn create(
 fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Record {
     let now = now_ms();
     let ttl_ms = req.ttl.as_millis() as u64;
+    let max_lifetime_ms = req.max_lifetime.map(|d| d.as_millis() as u64);
+    let lifetime_ends_ms = max_lifetime_ms.map(|m| now + m);
     Record {
         id: plan.id.clone(),
         name: req.name.clone(),
@@ -175,7 +180,9 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         backend: req.backend.name().into(),
         created_ms: now,
         ttl_ms,
-        expires_ms: now + ttl_ms,
+        expires_ms: lifetime_ends_ms.map_or(now + ttl_ms, |end| end.min(now + ttl_ms)),
+        max_lifetime_ms,
+        lifetime_ends_ms,
         concurrent: req.concurrent,
         execs: 0,
         active_execs: 0,
@@ -315,6 +322,8 @@ enum End {
     Unclaimed,
     Removed,
     Expired,
+    /// `--max-lifetime` reached.
+    MaxLifetime,
     Signal(i32),
     InitDied(String),
 }
@@ -417,8 +426,7 @@ impl Supervisor {
         cgroup: Option<(SandboxCgroup, Leaf)>,
     ) -> Result<(SignalFd, OwnedFd, Init, Option<(SandboxCgroup, Leaf)>), SandboxError> {
         self.rec.state = State::Ready;
-        let now = now_ms();
-        self.rec.expires_ms = now + self.rec.ttl_ms;
+        self.renew(None);
         self.spare = self.make_spare();
         if let Err(e) = state::write_record(&self.dir, &self.rec) {
             let tree = self.rec.cgroup.clone();
@@ -441,13 +449,17 @@ impl Supervisor {
             let active = conns.iter().filter(|c| c.exec.is_some()).count();
             let waiting = conns.iter().any(|c| c.waiting);
             let now = now_ms();
+            // The maximum lifetime is absolute: it ends running execs too.
+            if self.rec.lifetime_ends_ms.is_some_and(|end| now >= end) {
+                return End::MaxLifetime;
+            }
             if active == 0 && !waiting && now >= self.rec.expires_ms {
                 return End::Expired;
             }
-            let timeout = match active {
-                0 => PollTimeout::try_from(self.rec.expires_ms.saturating_sub(now).min(60_000) + 1)
-                    .unwrap_or(PollTimeout::MAX),
-                _ => PollTimeout::NONE,
+            let idle_end = (active == 0).then_some(self.rec.expires_ms);
+            let timeout = match idle_end.into_iter().chain(self.rec.lifetime_ends_ms).min() {
+                Some(end) => PollTimeout::try_from(end.saturating_sub(now).min(60_000) + 1).unwrap_or(PollTimeout::MAX),
+                None => PollTimeout::NONE,
             };
             let mut fds = vec![
                 PollFd::new(init.pidfd().as_fd(), PollFlags::POLLIN),
@@ -648,7 +660,8 @@ impl Supervisor {
         if let Some(t) = ttl_ms {
             self.rec.ttl_ms = t;
         }
-        self.rec.expires_ms = now_ms() + self.rec.ttl_ms;
+        let lease = now_ms() + self.rec.ttl_ms;
+        self.rec.expires_ms = self.rec.lifetime_ends_ms.map_or(lease, |end| end.min(lease));
     }
 
     fn lease(&self) -> Reply {
@@ -663,22 +676,46 @@ impl Supervisor {
         let _ = state::write_record(&self.dir, &self.rec);
     }
 
+    /// How the sandbox ended, for its tombstone.
+    fn ending(&self, end: &End) -> (tombstone::Ending, String) {
+        use tombstone::Ending;
+        let secs = |ms: u64| if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
+        match end {
+            _ if self.rec.state == State::Failed => {
+                (Ending::Failed, self.rec.error.clone().unwrap_or_else(|| "its setup failed".into()))
+            }
+            End::Unclaimed => (Ending::Removed, "husk create ended before it handed the sandbox's id over".into()),
+            End::Removed => (Ending::Removed, "by husk rm".into()),
+            End::Expired => {
+                (Ending::Expired, format!("its lease (--ttl {}) ran out with no exec or renew", secs(self.rec.ttl_ms)))
+            }
+            End::MaxLifetime => (
+                Ending::MaxLifetime,
+                format!("it reached its --max-lifetime of {}", secs(self.rec.max_lifetime_ms.unwrap_or(0))),
+            ),
+            End::Signal(s) => (Ending::Removed, format!("its supervisor got {}", crate::outcome::signal_name(*s))),
+            End::InitDied(w) => (Ending::Failed, w.clone()),
+        }
+    }
+
     /// Tears the sandbox down and exits: every process (cgroup kill, then
     /// the init, whose end ends its pid namespace), the namespaces' last
     /// references, the cgroups, the name, the directory.
     fn destroy(mut self, end: End, init: Option<Init>, cgroup: Option<(SandboxCgroup, Leaf)>) -> ! {
-        let (st, why) = match end {
+        let (st, error) = match &end {
             End::Unclaimed => {
                 (State::Destroyed, Some("husk create ended before it handed the sandbox's id over".to_string()))
             }
             End::Removed => (State::Destroyed, None),
             End::Expired => (State::Destroyed, Some("lease expired".to_string())),
-            End::Signal(s) => (State::Destroyed, Some(format!("supervisor got {}", crate::outcome::signal_name(s)))),
-            End::InitDied(w) => (State::Failed, Some(w)),
+            End::MaxLifetime => (State::Destroyed, Some("max lifetime reached".to_string())),
+            End::Signal(s) => (State::Destroyed, Some(format!("supervisor got {}", crate::outcome::signal_name(*s)))),
+            End::InitDied(w) => (State::Failed, Some(w.clone())),
         };
+        let (ending, why) = self.ending(&end);
         if self.rec.state != State::Failed {
             self.rec.state = st;
-            self.rec.error = why;
+            self.rec.error = error;
         }
         let _ = state::write_record(&self.dir, &self.rec);
         let kill_group = || {
@@ -700,6 +737,7 @@ impl Supervisor {
             }
         }
         let store = Store { root: self.store_root.clone() };
+        tombstone::write(&store, &tombstone::now(&self.rec.id, self.rec.name.clone(), ending, Some(why)));
         if let Some(name) = &self.rec.name {
             store.release_name(name, &self.rec.id);
         }
