@@ -80,7 +80,7 @@ impl Drop for Dest {
 fn unpack(layer: &Layer, diff_id: &Digest, blob_digest: &Digest, dest: &Dest) {
     let cancel = AtomicBool::new(false);
     let fd = open(&dest.0, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).expect("open dest");
-    let report = unpack_layer(LayerJob {
+    let unpacked = unpack_layer(LayerJob {
         blob: Box::new(&layer.blob[..]),
         label: blob_digest.clone(),
         digest: Some(blob_digest.clone()),
@@ -95,7 +95,7 @@ fn unpack(layer: &Layer, diff_id: &Digest, blob_digest: &Digest, dest: &Dest) {
         umask: Some(0),
     })
     .expect("unpack");
-    assert!(report.files >= 3024, "unpacked {} files", report.files);
+    assert!(unpacked.report.files >= 3024, "unpacked {} files", unpacked.report.files);
 }
 
 fn bench(c: &mut Criterion) {

@@ -494,6 +494,25 @@ pub enum ImageCommand {
     Rm(ImageNameArgs),
     /// Remove layers and blobs no image references.
     Prune(JsonArgs),
+    /// Check stored images: blobs against their digests, unpacked layers
+    /// against the file manifest recorded at unpack (every file hashed).
+    /// Exit 0: intact (or repaired), 1: damage found, 125: could not check.
+    Verify(ImageVerifyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ImageVerifyArgs {
+    /// NAME[:TAG] (default: every stored image).
+    pub name: Option<String>,
+    /// Import damaged images again from their source: damaged blobs are
+    /// rewritten, damaged layers unpacked again and exchanged.
+    #[arg(long)]
+    pub repair: bool,
+    #[arg(long)]
+    pub json: bool,
+    /// Host id range the layers were unpacked for (as root): BASE:COUNT.
+    #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
+    pub id_range: Option<String>,
 }
 
 #[derive(Args, Debug)]

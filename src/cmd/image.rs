@@ -1,23 +1,25 @@
-//! `husk image import | ls | inspect | rm | prune`.
+//! `husk image import | ls | inspect | rm | prune | verify`.
 
-use crate::cli::{ImageArgs, ImageCommand, ImageImportArgs};
+use crate::cli::{ImageArgs, ImageCommand, ImageImportArgs, ImageVerifyArgs};
 use crate::host::HostFacts;
-use crate::image::import::{ImportOptions, import};
+use crate::image::import::{ImportOptions, Stored, import};
 use crate::image::root::owners_for;
 use crate::image::store::Record;
-use crate::image::{ImageError, Limits, Owners, Store, oci};
+use crate::image::{ImageError, Limits, Owners, Store, oci, verify};
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
 use serde_json::json;
+use std::collections::HashMap;
 
 pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let json = match &args.command {
         ImageCommand::Import(a) => a.json,
         ImageCommand::Ls(a) | ImageCommand::Prune(a) => a.json,
         ImageCommand::Inspect(a) | ImageCommand::Rm(a) => a.json,
+        ImageCommand::Verify(a) => a.json,
     };
     match run(args, paths) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             if json {
                 crate::outln!("{}", json!({ "error": e.to_string() }));
@@ -28,13 +30,15 @@ pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
     }
 }
 
-fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageError> {
+fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageError> {
     let paths = paths.as_ref().map_err(|e| ImageError::Store { path: "?".into(), why: e.to_string() })?;
     let store = Store::open(&paths.root)?;
     let host = HostFacts::probe();
     let owners = owners_for(&host, None);
+    let done = |r: Result<(), ImageError>| r.map(|()| 0);
     match args.command {
-        ImageCommand::Import(a) => import_cmd(&store, &host, a),
+        ImageCommand::Import(a) => done(import_cmd(&store, &host, a)),
+        ImageCommand::Verify(a) => verify_cmd(&store, &host, a),
         ImageCommand::Ls(a) => {
             let listing = store.list()?;
             if a.json {
@@ -64,7 +68,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
             for d in &listing.damaged {
                 crate::errln!("husk: image record {} is damaged ({}); {}", d.file.display(), d.why, d.repair());
             }
-            Ok(())
+            Ok(0)
         }
         ImageCommand::Inspect(a) => {
             let rec = store.find(&a.name)?;
@@ -89,7 +93,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
             out["config"] = json!(config.config.unwrap_or_default());
             out["layers"] = json!(layers);
             crate::outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
-            Ok(())
+            Ok(0)
         }
         ImageCommand::Rm(a) => {
             let (name, id) = store.remove(&a.name)?;
@@ -99,7 +103,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
                 let id = id.as_ref().map(|d| d.short().to_string()).unwrap_or_else(|| "damaged record".into());
                 crate::outln!("removed {name} ({id}); `husk image prune` frees layers no image uses");
             }
-            Ok(())
+            Ok(0)
         }
         ImageCommand::Prune(a) => {
             let r = store.prune()?;
@@ -115,18 +119,82 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageEr
                     r.layers_in_use
                 );
             }
-            Ok(())
+            Ok(0)
         }
     }
 }
 
+fn id_range(arg: Option<&str>) -> Result<Option<crate::spec::IdRange>, ImageError> {
+    arg.map(crate::userns::parse_range).transpose().map_err(|e| ImageError::Source(e.to_string()))
+}
+
+/// Exit 0 when every image checked is intact or was repaired, 1 when
+/// damage remains, 125 (the caller) when the check itself failed.
+fn verify_cmd(store: &Store, host: &HostFacts, a: ImageVerifyArgs) -> Result<i32, ImageError> {
+    let owners = owners_for(host, id_range(a.id_range.as_deref())?);
+    // Shared, like an import: rm/prune wait until the check is done.
+    let _lock = store.lock_store(false)?;
+    let (records, damaged_records) = match &a.name {
+        Some(n) => (vec![store.find(n)?], Vec::new()),
+        None => {
+            let l = store.list()?;
+            (l.records, l.damaged)
+        }
+    };
+    let mut seen = HashMap::new();
+    let mut checks = Vec::new();
+    for rec in &records {
+        let mut c = verify::check_image(store, rec, &owners, &mut seen)?;
+        if a.repair && c.status == "damaged" {
+            verify::repair(store, rec, owners, &mut c);
+            // Layers shared with images checked later were replaced too.
+            seen.retain(|_, l| l.status == "ok");
+        }
+        checks.push(c);
+    }
+    let bad = checks.iter().any(|c| c.status == "damaged" || c.status == "unrepairable") || !damaged_records.is_empty();
+    if a.json {
+        let rows: Vec<_> = damaged_records
+            .iter()
+            .map(|d| json!({ "name": d.name, "file": d.file, "why": d.why, "repair": d.repair() }))
+            .collect();
+        crate::outln!("{}", json!({ "ok": !bad, "images": checks, "damaged_records": rows }));
+    } else {
+        for c in &checks {
+            let ok_layers = c.layers.iter().filter(|l| l.status == "ok").count();
+            crate::outln!(
+                "{:<32} {:<12} {} ({}/{} layers intact)",
+                c.name,
+                c.status,
+                c.id.short(),
+                ok_layers,
+                c.layers.len()
+            );
+            for b in c.blobs.iter().filter(|b| b.status != "ok") {
+                crate::outln!("  {} blob {}: {} ({})", b.role, b.digest, b.status, b.why.as_deref().unwrap_or(""));
+            }
+            for l in c.layers.iter().filter(|l| l.status != "ok") {
+                crate::outln!("  layer {}: {}: {}", l.diff_id, l.status, l.why.as_deref().unwrap_or(""));
+                for d in l.damaged.iter().skip(1).take(4) {
+                    crate::outln!("    {}: {}", d.path, d.why);
+                }
+            }
+            if let Some(e) = &c.repair_error {
+                crate::outln!("  repair failed: {e}");
+            }
+            if let Some(r) = &c.repair {
+                crate::outln!("  repair: {r}");
+            }
+        }
+        for d in &damaged_records {
+            crate::outln!("record {} is damaged ({}); {}", d.file.display(), d.why, d.repair());
+        }
+    }
+    Ok(i32::from(bad))
+}
+
 fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(), ImageError> {
-    let range = a
-        .id_range
-        .as_deref()
-        .map(crate::userns::parse_range)
-        .transpose()
-        .map_err(|e| ImageError::Source(e.to_string()))?;
+    let range = id_range(a.id_range.as_deref())?;
     let opts = ImportOptions {
         name: a.name,
         limits: Limits {
@@ -137,6 +205,9 @@ fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(),
         },
         owners: owners_for(host, range),
         progress: !a.json && nix::unistd::isatty(std::io::stderr()).unwrap_or(false),
+        stored: Stored::Check,
+        replace: Vec::new(),
+        expect_id: None,
     };
     let report = import(store, &a.path, &opts)?;
     if a.json {
@@ -151,6 +222,13 @@ fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(),
             report.reused,
             report.seconds
         );
+        for l in report.layers.iter().filter(|l| l.status == "replaced") {
+            crate::errln!(
+                "husk: note: layer {} was damaged ({}) and was unpacked again",
+                l.diff_id,
+                l.damage.as_deref().unwrap_or("?")
+            );
+        }
         if report.blobs_replaced > 0 {
             crate::errln!(
                 "husk: note: {} stored manifest/config blobs did not match their digest and were replaced",

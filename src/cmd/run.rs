@@ -5,6 +5,8 @@ use crate::cli::RunArgs;
 use crate::cli::report::{check_verdict_file, early_failure, report};
 use crate::cli::spec::{apply_process_args, apply_sandbox_args};
 use crate::host::HostFacts;
+use crate::image::store::{Check, Lease};
+use crate::outcome::{Outcome, Termination};
 use crate::paths::{Paths, PathsError};
 use crate::plan::Plan;
 use crate::spec::{OutputSpec, Spec};
@@ -59,6 +61,27 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     if let (Some(note), Some(obj)) = (selected.note, isolation.as_object_mut()) {
         obj.insert("runtime_choice".into(), note);
     }
-    let outcome = backend.run(plan, RunIo { capture, t_start });
+    let mut outcome = backend.run(plan, RunIo { capture, t_start });
+    if let Some(lease) = &_lease {
+        blame_damaged_layer(&mut outcome, lease);
+    }
     report(&outcome, &id, backend.name(), &isolation, &p)
+}
+
+/// A command of an image that failed to start may have failed because the
+/// store is damaged (garbage written into a layer file: ENOEXEC; a file
+/// gone: ENOENT). Only then are the layers checked, so a healthy run never
+/// pays for it; a damaged layer is named in the hint with its repair.
+fn blame_damaged_layer(outcome: &mut Outcome, lease: &Lease) {
+    if outcome.termination != Termination::SetupFailed {
+        return;
+    }
+    let Some(err) = outcome.error.as_mut() else { return };
+    let check = if err.errno.as_deref() == Some("ENOEXEC") { Check::Full } else { Check::Quick };
+    if let Some(damage) = lease.diagnose(check) {
+        err.hint = Some(match err.hint.take() {
+            Some(h) => format!("{damage}; {h}"),
+            None => damage,
+        });
+    }
 }

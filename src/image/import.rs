@@ -6,7 +6,7 @@
 use super::digest::Digest;
 use super::layer::{Owners, UnpackReport};
 use super::source::{self, Resolved};
-use super::store::{LayerRef, Record, Store, now_secs};
+use super::store::{Check, LayerRef, LayerState, Publish, Record, Store, now_secs};
 use super::unpack::{LayerJob, unpack_layer};
 use super::{ImageError, Limits, normalize_name};
 use serde::Serialize;
@@ -22,6 +22,26 @@ pub struct ImportOptions {
     pub owners: Owners,
     /// Draw a progress bar on stderr (the caller checks it is a TTY).
     pub progress: bool,
+    /// What to do with layers the store already has.
+    pub stored: Stored,
+    /// Layers to unpack again even when they look intact (a full check by
+    /// `husk image verify --repair` found them damaged).
+    pub replace: Vec<Digest>,
+    /// The image the source must still hold (a repair must not re-point
+    /// the name to whatever the source holds now).
+    pub expect_id: Option<Digest>,
+}
+
+/// How an import treats layers already in the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    /// Reuse what is present (an on-the-fly import by `husk run`, which
+    /// must stay as fast as a stored name).
+    Trust,
+    /// Check each against its manifest (quick: no file is read) and
+    /// unpack again the ones that do not match: the repair a damaged
+    /// image is told to make is a re-import.
+    Check,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -30,8 +50,12 @@ pub struct LayerOutcome {
     pub blob: Option<Digest>,
     pub size: u64,
     pub media_type: String,
-    /// "extracted" now, or "reused" from the store.
+    /// "extracted" now, "reused" from the store, or "replaced" (it was
+    /// damaged and unpacked again).
     pub status: &'static str,
+    /// Why a replaced layer was found damaged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unpack: Option<UnpackReport>,
 }
@@ -47,6 +71,8 @@ pub struct ImportReport {
     pub layers: Vec<LayerOutcome>,
     pub extracted: usize,
     pub reused: usize,
+    /// Stored layers that were damaged and unpacked again.
+    pub replaced: usize,
     /// Stored manifests/configs that no longer matched their digest and
     /// were written again from the source.
     pub blobs_replaced: usize,
@@ -70,12 +96,38 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
             .map_err(|e| ImageError::BadName { name: r.default_name.clone(), why: format!("{e}; pass --name") })?,
     };
     let image_id = r.manifest.as_ref().map(|m| m.0.clone()).unwrap_or_else(|| r.config_digest.clone());
+    if let Some(want) = opts.expect_id.as_ref().filter(|w| **w != image_id) {
+        return Err(ImageError::Source(format!(
+            "{} now holds image {image_id}, not {want}; import the image you mean explicitly",
+            r.source
+        )));
+    }
 
-    // Each distinct missing diff_id once (an image may repeat a layer).
-    let mut todo: Vec<usize> = Vec::new();
+    // Each distinct missing or damaged diff_id once (an image may repeat
+    // a layer).
+    let mut todo: Vec<(usize, Publish)> = Vec::new();
+    let mut damage: Vec<Option<String>> = vec![None; r.layers.len()];
     for (i, l) in r.layers.iter().enumerate() {
-        if !store.has_layer(&l.diff_id, &opts.owners) && !todo.iter().any(|&j| r.layers[j].diff_id == l.diff_id) {
-            todo.push(i);
+        if todo.iter().any(|&(j, _)| r.layers[j].diff_id == l.diff_id) {
+            continue;
+        }
+        let present = store.has_layer(&l.diff_id, &opts.owners);
+        if !present {
+            todo.push((i, Publish::IfMissing));
+        } else if opts.replace.contains(&l.diff_id) {
+            damage[i] = Some("found damaged by a full check".into());
+            todo.push((i, Publish::Replace));
+        } else if opts.stored == Stored::Check {
+            let why = match store.check_layer(&l.diff_id, &opts.owners, Check::Quick)? {
+                LayerState::Damaged(f) => Some(f.summary()),
+                LayerState::ManifestDamaged(why) => Some(why),
+                LayerState::Missing => Some("removed while importing".into()),
+                LayerState::Intact | LayerState::NoManifest => None,
+            };
+            if why.is_some() {
+                damage[i] = why;
+                todo.push((i, Publish::Replace));
+            }
         }
     }
     let results = build_layers(store, &r, &todo, opts, &name)?;
@@ -109,18 +161,27 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
     }
 
     let mut layers = Vec::new();
-    let mut extracted = 0;
+    let (mut extracted, mut replaced) = (0, 0);
     for (i, l) in r.layers.iter().enumerate() {
-        let unpack = todo.iter().position(|&j| j == i).and_then(|k| results[k].clone());
-        if unpack.is_some() {
-            extracted += 1;
-        }
+        let unpack = todo.iter().position(|&(j, _)| j == i).and_then(|k| results[k].clone());
+        let status = match (&unpack, &damage[i]) {
+            (None, _) => "reused",
+            (Some(_), Some(_)) => {
+                replaced += 1;
+                "replaced"
+            }
+            (Some(_), None) => {
+                extracted += 1;
+                "extracted"
+            }
+        };
         layers.push(LayerOutcome {
             diff_id: l.diff_id.clone(),
             blob: l.digest.clone(),
             size: l.size,
             media_type: l.media_type.clone(),
-            status: if unpack.is_some() { "extracted" } else { "reused" },
+            status,
+            damage: damage[i].clone(),
             unpack,
         });
     }
@@ -131,9 +192,10 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
         config: rec.config,
         platform: r.platform.clone(),
         source: r.source.clone(),
-        reused: layers.len() - extracted,
+        reused: layers.len() - extracted - replaced,
         layers,
         extracted,
+        replaced,
         blobs_replaced,
         seconds: crate::outcome::round3(t0.elapsed().as_secs_f64()),
     })
@@ -156,7 +218,7 @@ type Built = Result<Option<UnpackReport>, ImageError>;
 fn build_layers(
     store: &Store,
     r: &Resolved,
-    todo: &[usize],
+    todo: &[(usize, Publish)],
     opts: &ImportOptions,
     name: &str,
 ) -> Result<Vec<Option<UnpackReport>>, ImageError> {
@@ -167,7 +229,7 @@ fn build_layers(
     let done = AtomicUsize::new(0);
     let cancel = AtomicBool::new(false);
     let bytes = Arc::new(AtomicU64::new(0));
-    let total: u64 = todo.iter().map(|&i| r.layers[i].size).sum();
+    let total: u64 = todo.iter().map(|&(i, _)| r.layers[i].size).sum();
     // umask 0 while the layers are written: creation modes are then the
     // image's own, which saves a chmod per file. Restored before return.
     let old_umask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
@@ -180,7 +242,7 @@ fn build_layers(
                 break;
             }
             let res = if cancel.load(Ordering::Relaxed) {
-                Err(ImageError::Layer { image: name.into(), err: cancelled(&r.layers[todo[k]].diff_id) })
+                Err(ImageError::Layer { image: name.into(), err: cancelled(&r.layers[todo[k].0].diff_id) })
             } else {
                 build_one(store, r, todo[k], opts, &cancel, &bytes, name)
             };
@@ -233,14 +295,14 @@ fn cancelled(d: &Digest) -> super::unpack::LayerError {
 fn build_one(
     store: &Store,
     r: &Resolved,
-    i: usize,
+    (i, publish): (usize, Publish),
     opts: &ImportOptions,
     cancel: &AtomicBool,
     bytes: &Arc<AtomicU64>,
     name: &str,
 ) -> Result<Option<UnpackReport>, ImageError> {
     let l = &r.layers[i];
-    store.ensure_layer(&l.diff_id, &opts.owners, |dest| {
+    store.ensure_layer(&l.diff_id, &opts.owners, publish, |dest| {
         let (blob, _) = r.blobs.open(&l.path)?;
         unpack_layer(LayerJob {
             blob,

@@ -7,6 +7,7 @@
 //! with AT_SYMLINK_NOFOLLOW, never to a re-resolved path (CVE-2021-32760).
 
 use super::fsutil::{self, cname, file_type, is_whiteout, join, lstat_at, open_beneath, open_dir_path};
+use super::manifest::{self, FileHasher, FileManifest, Hashing, Written};
 use super::tar::{Header, Kind};
 use super::whiteout::{Meaning, NameError, display};
 use crate::spec::IdRange;
@@ -19,10 +20,7 @@ use std::ffi::CStr;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// The opaque-directory marker. Always the `user.` form: husk mounts the
-/// overlay inside the sandbox's user namespace (privileged runs too), where
-/// overlayfs cannot read `trusted.*` xattrs, so it passes `userxattr`.
-pub const OPAQUE_XATTR: &CStr = c"user.overlay.opaque";
+pub use super::whiteout::OPAQUE_XATTR;
 
 /// Who owns unpacked files on the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +87,14 @@ pub struct UnpackReport {
     pub owners_flattened: u64,
 }
 
+/// A finished layer build: the report and the file manifest to publish
+/// beside it.
+#[derive(Clone, Debug)]
+pub struct Unpacked {
+    pub report: UnpackReport,
+    pub files: FileManifest,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum UnpackError {
     #[error("entry {entry:?}: {err}")]
@@ -105,6 +111,8 @@ pub enum UnpackError {
     Bound { what: &'static str, limit: u64 },
     #[error("cancelled (another layer failed)")]
     Cancelled,
+    #[error("recording the layer's file manifest: {0}")]
+    Manifest(#[from] super::manifest::ScanError),
 }
 
 struct DirMeta {
@@ -128,6 +136,8 @@ pub struct LayerWriter {
     /// The process umask when the caller knows it (import sets 0 while it
     /// runs): creation modes are then exact and most chmods can be skipped.
     umask: Option<u32>,
+    /// Hash of each file written, by inode, for the manifest.
+    written: Written,
     pub report: UnpackReport,
 }
 
@@ -147,6 +157,7 @@ impl LayerWriter {
             buf: vec![0u8; 256 << 10],
             max_file,
             umask,
+            written: Written::new(),
             report: UnpackReport::default(),
         };
         w.dirs[0].ids = w.ids(0, 0);
@@ -288,6 +299,7 @@ impl LayerWriter {
                     other => other.map_err(sys("create"))?,
                 };
                 let mut file = std::fs::File::from(fd);
+                let mut hash = FileHasher::new();
                 let mut left = h.size;
                 while left > 0 {
                     let want = self.buf.len().min(left as usize);
@@ -303,8 +315,11 @@ impl LayerWriter {
                         op: "write",
                         errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
                     })?;
+                    hash.update(&self.buf[..n]);
                     left -= n as u64;
                 }
+                let ino = nix::sys::stat::fstat(&file).map_err(sys("stat"))?.st_ino;
+                self.written.insert(ino, hash.finish());
                 self.report.bytes += h.size;
                 self.report.files += 1;
                 let fd = OwnedFd::from(file);
@@ -553,8 +568,9 @@ impl LayerWriter {
     }
 
     /// Applies directory metadata, deepest first (so a read-only directory
-    /// stays writable until its children are done), then returns the report.
-    pub fn finish(mut self) -> Result<UnpackReport, UnpackError> {
+    /// stays writable until its children are done), then records the
+    /// layer's file manifest and returns it with the report.
+    pub fn finish(mut self) -> Result<Unpacked, UnpackError> {
         self.cache = None;
         let mut dirs = std::mem::take(&mut self.dirs);
         dirs.sort_by_key(|d| std::cmp::Reverse(d.comps.len()));
@@ -587,6 +603,7 @@ impl LayerWriter {
                 futimens(&fd, &t, &t).map_err(sys("set times"))?;
             }
         }
-        Ok(self.report)
+        let files = manifest::scan(self.root.as_fd(), &Hashing::Written(&self.written))?;
+        Ok(Unpacked { report: self.report, files })
     }
 }

@@ -6,6 +6,8 @@
 //! source::resolve     PATH[:TAG] -> manifest, config, layer blobs (each verified)
 //! import::import      layers unpacked in parallel (unpack -> layer), published by rename
 //! store::Store        records, layers, locks, ls / inspect / rm / prune
+//! manifest            per-layer file manifests (recorded at unpack, checked later)
+//! verify              `husk image verify [--repair]`
 //! view::LayeredView   the merged tree, for mount placement and /etc/passwd
 //! config              image config -> run defaults (every path hostile)
 //! ```
@@ -15,12 +17,14 @@ pub mod digest;
 pub mod fsutil;
 pub mod import;
 pub mod layer;
+pub mod manifest;
 pub mod oci;
 pub mod root;
 pub mod source;
 pub mod store;
 pub mod tar;
 pub mod unpack;
+pub mod verify;
 pub mod view;
 pub mod whiteout;
 

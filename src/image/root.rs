@@ -4,7 +4,7 @@
 //! image's run defaults. `root_input` gives the other roots (the host, a
 //! rootfs directory) the same shape.
 
-use super::import::{ImportOptions, import};
+use super::import::{ImportOptions, Stored, import};
 use super::oci::{self, ImageConfig};
 use super::source::split_ref;
 use super::store::Lease;
@@ -64,7 +64,15 @@ pub fn root_for_run(
 ) -> Result<(RootInput<'static>, Lease), ImageError> {
     let store = Store::open(store_root)?;
     let name = if is_path(&store, reference) {
-        let opts = ImportOptions { name: None, limits: limits_from_env(), owners, progress };
+        let opts = ImportOptions {
+            name: None,
+            limits: limits_from_env(),
+            owners,
+            progress,
+            stored: Stored::Trust,
+            replace: Vec::new(),
+            expect_id: None,
+        };
         import(&store, reference, &opts)?.name
     } else {
         reference.to_string()

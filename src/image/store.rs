@@ -17,7 +17,8 @@
 
 use super::digest::Digest;
 use super::fsutil::{self, remove_tree};
-use super::layer::{Owners, UnpackReport};
+use super::layer::{Owners, UnpackReport, Unpacked};
+use super::manifest::{self, Findings, Hashing};
 use super::{ImageError, normalize_name};
 pub use crate::files::write_durable;
 use nix::fcntl::{Flock, FlockArg, OFlag, RenameFlags, renameat2};
@@ -69,6 +70,32 @@ impl Record {
 pub struct LayerMeta {
     pub diff_id: Digest,
     pub report: UnpackReport,
+}
+
+/// Whether `ensure_layer` keeps a layer that is already published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    IfMissing,
+    /// It is damaged: build it again and exchange it for the old one.
+    Replace,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    Quick,
+    Full,
+}
+
+/// A published layer compared with its manifest.
+#[derive(Clone, Debug)]
+pub enum LayerState {
+    Intact,
+    Missing,
+    /// Unpacked by a husk without manifests: nothing to check against.
+    NoManifest,
+    /// The manifest file itself does not parse.
+    ManifestDamaged(String),
+    Damaged(Findings),
 }
 
 /// What `Store::list` found.
@@ -126,10 +153,39 @@ fn scrape_string(bytes: &[u8], key: &str) -> Option<String> {
     values.next()?.ok()
 }
 
-/// Locks a run holds while its sandbox lives.
+/// Locks a run holds while its sandbox lives, and what it needs to say
+/// which layer is damaged when the command fails to start.
 pub struct Lease {
     _image: Flock<File>,
     _layers: Vec<Flock<File>>,
+    root: PathBuf,
+    image: String,
+    diff_ids: Vec<Digest>,
+    owners: Owners,
+}
+
+impl Lease {
+    /// Called only when the command failed to start (never on a healthy
+    /// run): checks the image's layers against their manifests and names
+    /// the first damaged one with its repair. `Check::Full` (every file
+    /// hashed) is for ENOEXEC, the sign of a file whose content changed;
+    /// a missing command or other setup failure gets the quick check.
+    pub fn diagnose(&self, check: Check) -> Option<String> {
+        let store = Store { root: self.root.clone() };
+        for d in &self.diff_ids {
+            let why = match store.check_layer(d, &self.owners, check) {
+                Ok(LayerState::Damaged(f)) => f.summary(),
+                Ok(LayerState::ManifestDamaged(why)) => why,
+                Ok(LayerState::Missing) => "its directory is missing".into(),
+                Ok(LayerState::Intact | LayerState::NoManifest) | Err(_) => continue,
+            };
+            return Some(format!(
+                "image {}: layer {d} is damaged ({why}); repair: `husk image verify {} --repair`",
+                self.image, self.image
+            ));
+        }
+        None
+    }
 }
 
 pub struct Store {
@@ -216,23 +272,38 @@ impl Store {
         self.layer_dir(diff_id, owners).is_dir()
     }
 
-    /// Unpacks a layer unless it is already there: `build` fills an empty
-    /// private directory, which is renamed into place only when it
-    /// succeeded. Concurrent builders of the same layer serialize on its
-    /// lock; the later one finds it published. Ok(None): already present.
+    /// Publishes a layer: `build` fills an empty private directory, which
+    /// is flushed, given its report and file manifest, and renamed into
+    /// place only when it succeeded. With `Publish::IfMissing` a layer
+    /// already there is kept (Ok(None)); concurrent builders serialize on
+    /// its lock and the later one finds it published. With
+    /// `Publish::Replace` (a damaged layer) the new build is exchanged
+    /// with the published one atomically, and refused while a running
+    /// sandbox has the layer mounted. This is the one way a layer enters
+    /// the store (imports, pulls, repairs).
     pub fn ensure_layer<E: From<ImageError>>(
         &self,
         diff_id: &Digest,
         owners: &Owners,
-        build: impl FnOnce(OwnedFd) -> Result<UnpackReport, E>,
+        publish: Publish,
+        build: impl FnOnce(OwnedFd) -> Result<Unpacked, E>,
     ) -> Result<Option<UnpackReport>, E> {
         let key = Self::layer_key(diff_id, owners);
         let dest = self.root.join("layers").join(&key);
-        if dest.is_dir() {
+        if publish == Publish::IfMissing && dest.is_dir() {
             return Ok(None);
         }
-        let _lock = self.lock(&format!("layer-{key}"), FlockArg::LockExclusive)?;
-        if dest.is_dir() {
+        let lock_name = format!("layer-{key}");
+        let _lock = if dest.is_dir() {
+            // Runs hold the layers they mount shared for their whole life:
+            // waiting could take as long as the longest sandbox.
+            self.try_lock(&lock_name, true)?.ok_or_else(|| {
+                store_err(&dest, "the layer is in use by a running sandbox; repair it when that sandbox has ended")
+            })?
+        } else {
+            self.lock(&lock_name, FlockArg::LockExclusive)?
+        };
+        if publish == Publish::IfMissing && dest.is_dir() {
             return Ok(None);
         }
         let tmp_name = format!("{key}.{}.{}", std::process::id(), crate::ids::new_id());
@@ -247,7 +318,7 @@ impl Store {
         let cleanup = |tmp_parent: &OwnedFd| {
             let _ = remove_tree(tmp_parent.as_fd(), &fsutil::cname(tmp_name.as_bytes()));
         };
-        let report = match open(&tmp).map_err(E::from).and_then(build) {
+        let Unpacked { report, files } = match open(&tmp).map_err(E::from).and_then(build) {
             Ok(r) => r,
             Err(e) => {
                 cleanup(&tmp_parent);
@@ -255,11 +326,15 @@ impl Store {
             }
         };
         let meta = LayerMeta { diff_id: diff_id.clone(), report: report.clone() };
-        let meta_path = self.root.join("layers").join(format!("{key}.json"));
+        let layers_dir = self.root.join("layers");
+        let meta_path = layers_dir.join(format!("{key}.json"));
+        let files_path = layers_dir.join(manifest::file_name(&key));
         // Everything the build wrote reaches the disk before the rename
         // publishes it, and the rename itself after: a power loss leaves
         // the layer absent or complete, never published and partial. One
-        // syncfs instead of an fsync per file (thousands per layer).
+        // syncfs instead of an fsync per file (thousands per layer). The
+        // report and manifest are durable before the layer they describe.
+        let replacing = dest.is_dir();
         let published = sync_dir(&tmp, Sync::Filesystem)
             .map_err(|e| store_err(&tmp, e))
             .and_then(|_| {
@@ -267,19 +342,52 @@ impl Store {
                     .map_err(|e| store_err(&meta_path, e))
             })
             .and_then(|_| {
-                let layers = open(&self.root.join("layers"))?;
-                renameat2(&tmp_parent, tmp_name.as_str(), &layers, key.as_str(), RenameFlags::RENAME_NOREPLACE)
-                    .map_err(|e| store_err(&dest, e))
+                write_durable(&files_path, &serde_json::to_vec(&files).unwrap_or_default())
+                    .map_err(|e| store_err(&files_path, e))
             })
             .and_then(|_| {
-                let layers = self.root.join("layers");
-                sync_dir(&layers, Sync::Dir).map_err(|e| store_err(&layers, e))
-            });
+                let layers = open(&layers_dir)?;
+                let how = if replacing { RenameFlags::RENAME_EXCHANGE } else { RenameFlags::RENAME_NOREPLACE };
+                renameat2(&tmp_parent, tmp_name.as_str(), &layers, key.as_str(), how).map_err(|e| store_err(&dest, e))
+            })
+            .and_then(|_| sync_dir(&layers_dir, Sync::Dir).map_err(|e| store_err(&layers_dir, e)));
+        // After an exchange the damaged tree is the one under tmp/.
+        cleanup(&tmp_parent);
         if let Err(e) = published {
-            cleanup(&tmp_parent);
             return Err(e.into());
         }
         Ok(Some(report))
+    }
+
+    /// Checks a published layer against the manifest recorded when it was
+    /// unpacked: `Check::Quick` looks at types, sizes, modes, owners and
+    /// symlink targets (no file is read), `Check::Full` hashes every file
+    /// too. Runs never call this unless a command failed to start.
+    pub fn check_layer(&self, diff_id: &Digest, owners: &Owners, check: Check) -> Result<LayerState, ImageError> {
+        let key = Self::layer_key(diff_id, owners);
+        let dir = self.root.join("layers").join(&key);
+        let fd = match nix::fcntl::open(
+            &dir,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) => return Ok(LayerState::Missing),
+            Err(e) => return Err(store_err(&dir, e)),
+        };
+        let files_path = self.root.join("layers").join(manifest::file_name(&key));
+        let recorded = match manifest::load(&files_path) {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(LayerState::NoManifest),
+            Err(why) => return Ok(LayerState::ManifestDamaged(why)),
+        };
+        let hashing = match check {
+            Check::Quick => Hashing::Skip,
+            Check::Full => Hashing::Read,
+        };
+        let now = manifest::scan(fd.as_fd(), &hashing).map_err(|e| store_err(&dir, e))?;
+        let findings = manifest::compare(&recorded, &now);
+        Ok(if findings.is_clean() { LayerState::Intact } else { LayerState::Damaged(findings) })
     }
 
     /// Removes build directories in tmp/ that no import is working on. A
@@ -427,14 +535,26 @@ impl Store {
                 let hint = if other {
                     "; it was unpacked for another id range: re-import with the --id-range you run with".to_string()
                 } else {
-                    format!("; re-import it with `husk image import {}`", rec.source)
+                    format!(
+                        "; repair: `husk image verify {} --repair` (it imports the image again from {})",
+                        rec.name, rec.source
+                    )
                 };
                 return Err(ImageError::MissingLayer { name: rec.name.clone(), diff_id: l.diff_id.to_string(), hint });
             }
             layers.push(self.lock(&format!("layer-{}", Self::layer_key(&l.diff_id, owners)), FlockArg::LockShared)?);
             dirs.push(dir);
         }
-        Ok((rec, dirs, Lease { _image: image, _layers: layers }))
+        let diff_ids = rec.layers.iter().map(|l| l.diff_id.clone()).collect();
+        let lease = Lease {
+            _image: image,
+            _layers: layers,
+            root: self.root.clone(),
+            image: rec.name.clone(),
+            diff_ids,
+            owners: *owners,
+        };
+        Ok((rec, dirs, lease))
     }
 
     fn any_variant(&self, diff_id: &Digest) -> bool {
@@ -523,6 +643,7 @@ impl Store {
                 .unwrap_or(0);
             remove_tree(layers_fd.as_fd(), &fsutil::cname(name.as_bytes())).map_err(|err| store_err(&e.path(), err))?;
             let _ = std::fs::remove_file(&meta_path);
+            let _ = std::fs::remove_file(layers.join(manifest::file_name(&name)));
             let _ = std::fs::remove_file(self.root.join("locks").join(format!("layer-{name}")));
             report.layers_removed += 1;
             report.bytes_freed += bytes;

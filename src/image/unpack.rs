@@ -5,7 +5,7 @@
 
 use super::Limits;
 use super::digest::{Digest, Expect, Mismatch, Verify, bound_of};
-use super::layer::{LayerWriter, Owners, UnpackError, UnpackReport};
+use super::layer::{LayerWriter, Owners, UnpackError, Unpacked};
 use super::tar::{Stream, TarReader};
 use super::whiteout::{NameLimits, components, display, meaning};
 use std::io::{self, BufRead, BufReader, Read};
@@ -133,7 +133,7 @@ impl LayerError {
     }
 }
 
-pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
+pub fn unpack_layer(job: LayerJob<'_>) -> Result<Unpacked, LayerError> {
     let digest = job.label.clone();
     let mut blob = Verify::new(job.blob, Expect::Exact(job.size), "blob");
     blob.progress = job.progress;
@@ -197,7 +197,7 @@ pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
         let mut data = Data(&mut tar);
         writer.apply(&h, comps, m, &mut data).map_err(fail)?;
     }
-    let report = writer.finish().map_err(unpack)?;
+    let unpacked = writer.finish().map_err(unpack)?;
     // The diff_id covers the whole uncompressed stream, including what
     // follows the end-of-archive marker.
     let Stream(stream) = tar.into_inner();
@@ -211,7 +211,7 @@ pub fn unpack_layer(job: LayerJob<'_>) -> Result<UnpackReport, LayerError> {
         Err(e) => return Err(read_error(&digest, compression, e)),
     }
     match checked {
-        Ok(()) => Ok(report),
+        Ok(()) => Ok(unpacked),
         Err(Mismatch::TooLong { limit }) => Err(LayerError::Bomb { digest, limit }),
         Err(mismatch) => Err(LayerError::DiffId { digest, diff_id: job.diff_id, mismatch }),
     }

@@ -4,7 +4,7 @@
 //! fd-relative walk that never follows a symlink.
 
 use super::fsutil::{cname, file_type, is_whiteout, lstat_at, open_beneath, open_dir_path};
-use super::layer::OPAQUE_XATTR;
+use super::whiteout::OPAQUE_XATTR;
 use crate::rootfs::resolve::{Kind, RootView, resolve};
 use nix::fcntl::OFlag;
 use nix::sys::stat::SFlag;

@@ -4,6 +4,11 @@
 //! marker (`.wh..wh..opq` hides everything below its directory) or
 //! ordinary content.
 
+/// The opaque-directory marker. Always the `user.` form: husk mounts the
+/// overlay inside the sandbox's user namespace (privileged runs too), where
+/// overlayfs cannot read `trusted.*` xattrs, so it passes `userxattr`.
+pub const OPAQUE_XATTR: &std::ffi::CStr = c"user.overlay.opaque";
+
 /// Bounds on entry names (`Limits` carries the configured values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NameLimits {
