@@ -77,7 +77,7 @@ fn blame_damaged_layer(outcome: &mut Outcome, lease: &Lease) {
         return;
     }
     let Some(err) = outcome.error.as_mut() else { return };
-    let check = if err.errno.as_deref() == Some("ENOEXEC") { Check::Full } else { Check::Quick };
+    let check = if err.errno == Some(crate::sys::Errno::ENOEXEC) { Check::Full } else { Check::Quick };
     if let Some(damage) = lease.diagnose(check) {
         err.hint = Some(match err.hint.take() {
             Some(h) => format!("{damage}; {h}"),
