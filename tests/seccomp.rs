@@ -443,3 +443,36 @@ fn profile_naming_a_misspelled_syscall_is_warned_about_not_silently_accepted() {
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["isolation"]["seccomp"]["ignored_name_count"], 1, "{v:#}");
 }
+
+/// husk's own code runs under the filter between loading it and execve
+/// (execve itself, sendto to report, exit_group when execve fails): a
+/// profile denying those is refused when the run is planned, as husk's
+/// setup failure naming them, instead of the pre-exec child dying of
+/// SIGSEGV and the verdict blaming the command (`signaled`, 139).
+#[test]
+fn profile_denying_what_husk_calls_before_exec_is_refused_naming_the_syscalls() {
+    let dir = TempDir::new("seccomp-husk-needs");
+    let deny_all = dir.path().join("deny-all.json");
+    std::fs::write(&deny_all, r#"{"defaultAction":"SCMP_ACT_ERRNO"}"#).unwrap();
+    let (v, code) = run_json(&["--seccomp", deny_all.to_str().unwrap()], &["echo", "ran"]);
+    assert_eq!(code, 125, "{v:#}");
+    assert_eq!(v["termination"], "setup_failed", "{v:#}");
+    assert_eq!(stdout_of(&v), "", "the command never ran");
+    let msg = v["error"]["message"].as_str().unwrap();
+    for name in ["execve", "sendto", "exit_group"] {
+        assert!(msg.contains(name), "{name} is not named: {msg}");
+    }
+    assert!(msg.contains("deny-all.json"), "{msg}");
+
+    let deny_exec = dir.path().join("deny-exec.json");
+    let profile = r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["execve"],"action":"SCMP_ACT_ERRNO"}]}"#;
+    std::fs::write(&deny_exec, profile).unwrap();
+    let (v, code) = run_json(&["--seccomp", deny_exec.to_str().unwrap()], &["true"]);
+    assert_eq!(code, 125, "{v:#}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("allow execve,") && !msg.contains("sendto"), "only what is missing: {msg}");
+
+    let out = husk(&["seccomp", "check", deny_all.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning") && err.contains("execve, sendto, exit_group"), "check warns: {err}");
+}

@@ -61,6 +61,14 @@ fn check(a: &SeccompCheckArgs) -> Result<String, String> {
             policy.ignored_names.join(" ")
         );
     }
+    let missing = crate::seccomp::needs::missing(&program);
+    if !missing.is_empty() {
+        crate::errln!(
+            "husk: warning: husk run refuses {origin}: it does not allow {}, which husk itself calls under the filter before the command starts ({})",
+            missing.join(", "),
+            crate::seccomp::needs::explain(&missing)
+        );
+    }
     let sha = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     let header = explain::Header { profile: &origin, sha256: &sha, instructions: program.len() };
     Ok(if a.json { format!("{}\n", explain::json(&header, &policy)) } else { explain::text(&header, &policy) })

@@ -9,11 +9,14 @@
 //! - `notify` + `eval`: explain mode (`--seccomp-report`), where the
 //!   supervisor answers each denial itself and counts it by name.
 //! - `explain`: what a profile allows and denies, for `husk seccomp check`.
+//! - `needs`: the syscalls husk itself makes under the filter, before
+//!   execve, that every profile must allow.
 
 pub mod cache;
 pub mod compile;
 pub mod eval;
 pub mod explain;
+pub mod needs;
 pub mod notify;
 pub mod profile;
 pub mod syscalls;
@@ -110,6 +113,12 @@ pub enum SeccompError {
     Compile(#[from] CompileError),
     #[error("--seccomp-report needs a filter: with --seccomp unconfined there is nothing to report")]
     ReportUnconfined,
+    #[error(
+        "--seccomp {name}: the profile does not allow {}, which husk itself calls under the filter before the \
+         command starts ({}); allow them (e.g. add them to a rule with \"action\": \"SCMP_ACT_ALLOW\")",
+        missing.join(", "), needs::explain(missing)
+    )]
+    MissesHuskNeeds { name: String, missing: Vec<&'static str> },
     #[error(
         "--seccomp-report: profile {name} does not allow sendmsg, which husk needs to carry the notification fd \
          out of the sandbox; allow sendmsg or drop --seccomp-report"
@@ -275,6 +284,13 @@ pub fn plan(
         },
         SeccompSpec::File(path) => from_file(path, caps_keep, store_root)?,
     };
+    // Shipped profiles are checked by needs' unit test, not on every run.
+    if program.source != Source::Shipped {
+        let missing = needs::missing(&program.filter);
+        if !missing.is_empty() {
+            return Err(SeccompError::MissesHuskNeeds { name: program.name, missing });
+        }
+    }
     if report {
         let sendmsg = eval::Data::syscall(libc::SYS_sendmsg as i32, &[]);
         if eval::run(&program.filter, &sendmsg) != compile::RET_ALLOW {
