@@ -39,6 +39,10 @@ PACKAGES+=(runsc)
 # Podman's seccomp profile (/usr/share/containers/seccomp.json): tests/seccomp.rs
 # compiles and runs it as a user profile.
 PACKAGES+=(golang-github-containers-common)
+# husk pull: a real registry (started privately by tests/image_pull.rs,
+# never the packaged service), skopeo to fill it, htpasswd for Basic auth,
+# openssl to sign the Bearer tokens of the test's token issuer.
+PACKAGES+=(docker-registry skopeo apache2-utils openssl)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

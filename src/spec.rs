@@ -18,6 +18,19 @@ pub enum RootSpec {
     Image(String),
 }
 
+/// `--pull`: when an image reference is fetched from its registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PullPolicy {
+    /// Only when the store has no image by that name.
+    #[default]
+    Missing,
+    /// Every time (the tag may have moved).
+    Always,
+    /// Never: a missing image is an error.
+    Never,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
@@ -127,6 +140,8 @@ pub struct RunscSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
     pub root: RootSpec,
+    #[serde(default)]
+    pub pull: PullPolicy,
     /// `--writable`: a tmpfs upper layer over the image, discarded at exit.
     pub writable: bool,
     /// The command; empty means the image's Entrypoint/Cmd.
@@ -169,6 +184,7 @@ impl Spec {
     pub fn new(command: Vec<String>) -> Self {
         Spec {
             root: RootSpec::Host,
+            pull: PullPolicy::Missing,
             writable: false,
             command,
             env: Vec::new(),

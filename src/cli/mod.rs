@@ -77,6 +77,12 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Manage images: import, ls, inspect, rm, prune.
     Image(ImageArgs),
+    /// Fetch an image from a registry into the store.
+    Pull(PullArgs),
+    /// Store credentials for a registry (used by pull).
+    Login(LoginArgs),
+    /// Remove stored credentials for a registry.
+    Logout(LogoutArgs),
     /// Inspect seccomp profiles: validate one, or print a shipped one.
     #[command(subcommand)]
     Seccomp(SeccompCommand),
@@ -179,9 +185,15 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "image")]
     pub rootfs: Option<PathBuf>,
 
-    /// Use an image (stored name or path to an OCI layout / archive) as root.
+    /// Use an image as root: a stored name, a path to an OCI layout /
+    /// archive, or a registry reference (pulled per --pull).
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
+
+    /// When to fetch --image from its registry: missing (only when not
+    /// stored), always, never.
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "missing")]
+    pub pull: PullArg,
 
     /// Add a tmpfs upper layer over the image root, discarded at exit.
     #[arg(long)]
@@ -538,6 +550,82 @@ pub struct ImageImportArgs {
     /// Host id range the layers are unpacked for (as root): BASE:COUNT.
     #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
     pub id_range: Option<String>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PullArg {
+    Missing,
+    Always,
+    Never,
+}
+
+impl From<PullArg> for crate::spec::PullPolicy {
+    fn from(p: PullArg) -> Self {
+        match p {
+            PullArg::Missing => crate::spec::PullPolicy::Missing,
+            PullArg::Always => crate::spec::PullPolicy::Always,
+            PullArg::Never => crate::spec::PullPolicy::Never,
+        }
+    }
+}
+
+/// Where and how to reach registries (pull, and run --image).
+#[derive(Args, Debug, Clone, Default)]
+pub struct RegistryArgs {
+    /// Allow plain HTTP to this registry, HOST:PORT (repeatable;
+    /// loopback registries never need it).
+    #[arg(long, value_name = "HOST:PORT", env = "HUSK_INSECURE_REGISTRY", value_delimiter = ',')]
+    pub insecure_registry: Vec<String>,
+    /// Extra root CA certificates for registries (PEM file; repeatable).
+    #[arg(long, value_name = "FILE", env = "HUSK_REGISTRY_CA", value_delimiter = ',')]
+    pub registry_ca: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PullArgs {
+    /// Image reference: NAME[:TAG], NAME@sha256:..., or
+    /// REGISTRY[:PORT]/PATH/NAME[:TAG][@DIGEST] (Docker Hub by default).
+    pub reference: String,
+    /// Platform to pick from a multi-platform image: OS/ARCH[/VARIANT].
+    #[arg(long, value_name = "OS/ARCH", default_value = "linux/amd64")]
+    pub platform: String,
+    /// Progress events and the result as JSON lines on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Print only the stored name.
+    #[arg(long, short = 'q', conflicts_with = "json")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Bound on one layer's uncompressed size (decompression bombs).
+    #[arg(long, value_name = "SIZE", value_parser = size, env = "HUSK_MAX_LAYER_SIZE", default_value = "16G")]
+    pub max_layer_size: u64,
+    /// Host id range the layers are unpacked for (as root): BASE:COUNT.
+    #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
+    pub id_range: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct LoginArgs {
+    /// Registry HOST[:PORT] (docker.io for Docker Hub).
+    pub registry: String,
+    /// User name.
+    #[arg(long, short = 'u')]
+    pub username: String,
+    /// Read the password (or token) from stdin.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Store the credentials without checking them against the registry.
+    #[arg(long)]
+    pub no_verify: bool,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LogoutArgs {
+    /// Registry HOST[:PORT].
+    pub registry: String,
 }
 
 #[derive(Args, Debug)]

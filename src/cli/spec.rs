@@ -13,6 +13,7 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
         (None, Some(r)) => RootSpec::Image(r.clone()),
         (None, None) => RootSpec::Host,
     };
+    spec.pull = a.pull.into();
     if a.writable && spec.root == RootSpec::Host {
         return Err("--writable needs --image or --rootfs (host mode is always read-only)".into());
     }

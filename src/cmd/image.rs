@@ -257,6 +257,12 @@ fn summary(store: &Store, r: &Record, owners: &Owners) -> serde_json::Value {
         "config_digest": r.config,
         "platform": r.platform,
         "source": r.source,
+        "pulled": r.pulled,
+        // What to write to get exactly this content again.
+        "pinned": match (&r.pulled, &r.manifest) {
+            (Some(p), Some(m)) => Some(format!("{}/{}@{m}", p.registry, p.repository)),
+            _ => None,
+        },
         "imported_at": r.imported_at,
         "layers": r.layers.len(),
         "unpacked_bytes": unpacked_size(store, r, owners),

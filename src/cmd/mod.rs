@@ -3,6 +3,7 @@
 pub mod doctor;
 pub mod gc;
 pub mod image;
+pub mod pull;
 pub mod run;
 pub mod sandbox;
 pub mod seccomp;
@@ -21,6 +22,9 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Doctor(args) => doctor::doctor(args),
         Command::Gc(args) => gc::gc(args, cli.globals.state_dir.as_deref(), &paths),
         Command::Image(args) => image::image(args, &paths),
+        Command::Pull(args) => pull::pull_cmd(args, &paths),
+        Command::Login(args) => pull::login_cmd(args, &paths),
+        Command::Logout(args) => pull::logout_cmd(args, &paths),
         Command::Create(args) => sandbox::create(*args, &paths),
         Command::Exec(args) => sandbox::exec(*args, &paths, t_start),
         Command::Ls(args) => sandbox::ls(args, &paths),

@@ -89,6 +89,19 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
     // that fails leaves them for gc and never fails the import.
     let _ = store.sweep_tmp();
     let r = source::resolve(reference)?;
+    import_locked(store, r, opts, t0)
+}
+
+/// Stores an image another module resolved (a registry pull): the same
+/// layer builds, blobs and record as a file import.
+pub fn import_resolved(store: &Store, r: Resolved, opts: &ImportOptions) -> Result<ImportReport, ImageError> {
+    let t0 = Instant::now();
+    let _store_lock = store.lock_store(false)?;
+    let _ = store.sweep_tmp();
+    import_locked(store, r, opts, t0)
+}
+
+fn import_locked(store: &Store, r: Resolved, opts: &ImportOptions, t0: Instant) -> Result<ImportReport, ImageError> {
     let name = match &opts.name {
         Some(n) => normalize_name(n)?,
         None => normalize_name(&r.default_name)
@@ -153,6 +166,7 @@ pub fn import(store: &Store, reference: &str, opts: &ImportOptions) -> Result<Im
             .collect(),
         platform: r.platform.clone(),
         source: r.source.clone(),
+        pulled: r.pulled.clone(),
         imported_at: now_secs(),
     };
     let unchanged = store.find(&name).is_ok_and(|old| Record { imported_at: rec.imported_at, ..old } == rec);

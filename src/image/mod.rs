@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! source::resolve     PATH[:TAG] -> manifest, config, layer blobs (each verified)
+//! pull::pull          registry REF -> the same, blobs streamed from the registry
 //! import::import      layers unpacked in parallel (unpack -> layer), published by rename
 //! store::Store        records, layers, locks, ls / inspect / rm / prune
 //! manifest            per-layer file manifests (recorded at unpack, checked later)
@@ -19,6 +20,9 @@ pub mod import;
 pub mod layer;
 pub mod manifest;
 pub mod oci;
+pub mod pull;
+pub mod reference;
+pub mod registry;
 pub mod root;
 pub mod source;
 pub mod store;
@@ -91,6 +95,14 @@ pub enum ImageError {
     BadName { name: String, why: String },
     #[error("image config: {0}")]
     Config(String),
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
+    #[error(transparent)]
+    Reference(#[from] reference::ReferenceError),
+    #[error(
+        "image {0} is not in the store and --pull never forbids fetching it; `husk pull {0}` fetches it, `husk image ls` lists what is stored"
+    )]
+    NotPulled(String),
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
 }

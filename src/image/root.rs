@@ -6,6 +6,9 @@
 
 use super::import::{ImportOptions, Stored, import};
 use super::oci::{self, ImageConfig};
+use super::pull::{PullOptions, pull};
+use super::reference::Reference;
+use super::registry::ClientOptions;
 use super::source::split_ref;
 use super::store::Lease;
 use super::view::LayeredView;
@@ -14,7 +17,7 @@ use crate::host::HostFacts;
 use crate::paths::{Paths, PathsError};
 use crate::plan::{ImageDefaults, RootInput};
 use crate::rootfs::RootSource;
-use crate::spec::{IdRange, RootSpec, Spec};
+use crate::spec::{IdRange, PullPolicy, RootSpec, Spec};
 use crate::userns::{IdMap, IdMode};
 use std::path::Path;
 
@@ -54,11 +57,68 @@ fn is_path(store: &Store, reference: &str) -> bool {
     looks_like_path || store.find(reference).is_err()
 }
 
+/// The stored name a (non-path) `reference` means, pulling it as `policy`
+/// says. A stored name (what `husk image import --name` gave) wins over a
+/// registry reference; else the reference is made canonical
+/// (`python` -> `docker.io/library/python:latest`) and looked up under
+/// that name, or, pinned by digest, as any stored pull of that manifest.
+pub fn resolve_name(
+    store: &Store,
+    reference: &str,
+    policy: PullPolicy,
+    owners: Owners,
+    progress: bool,
+) -> Result<String, ImageError> {
+    if policy != PullPolicy::Always
+        && let Ok(rec) = store.find(reference)
+    {
+        return Ok(rec.name);
+    }
+    let r = match Reference::parse(reference) {
+        Ok(r) => r,
+        Err(e) if policy == PullPolicy::Always => return Err(e.into()),
+        Err(_) => return Err(ImageError::NotFound(super::normalize_name(reference)?)),
+    };
+    if policy != PullPolicy::Always {
+        if let Ok(rec) = store.find(&r.store_name()) {
+            return Ok(rec.name);
+        }
+        if let Some(d) = &r.digest {
+            let same = |rec: &super::store::Record| {
+                rec.manifest.as_ref() == Some(d)
+                    && rec.pulled.as_ref().is_some_and(|p| p.registry == r.registry && p.repository == r.repository)
+            };
+            if let Some(rec) = store.list()?.records.into_iter().find(same) {
+                return Ok(rec.name);
+            }
+        }
+        if policy == PullPolicy::Never {
+            return Err(ImageError::NotPulled(reference.to_string()));
+        }
+    }
+    let opts = PullOptions {
+        platform: oci::host_platform(),
+        client: ClientOptions::from_env(),
+        progress: None,
+        import: ImportOptions {
+            name: None,
+            limits: limits_from_env(),
+            owners,
+            progress,
+            stored: Stored::Trust,
+            replace: Vec::new(),
+            expect_id: None,
+        },
+    };
+    Ok(pull(store, &r, &opts)?.name)
+}
+
 /// Resolves `reference` for a run. The lease must live as long as the
 /// sandbox: it keeps `husk image rm` and `prune` off these layers.
 pub fn root_for_run(
     store_root: &Path,
     reference: &str,
+    policy: PullPolicy,
     owners: Owners,
     progress: bool,
 ) -> Result<(RootInput<'static>, Lease), ImageError> {
@@ -75,7 +135,7 @@ pub fn root_for_run(
         };
         import(&store, reference, &opts)?.name
     } else {
-        reference.to_string()
+        resolve_name(&store, reference, policy, owners, progress)?
     };
     let (rec, dirs, lease) = store.lease(&name, &owners)?;
     if dirs.is_empty() {
@@ -123,7 +183,7 @@ pub fn root_input(
             let owners = owners_for(host, spec.id_range);
             let progress = nix::unistd::isatty(std::io::stderr()).unwrap_or(false);
             let (input, lease) =
-                root_for_run(&paths.root, r, owners, progress).map_err(|e| format!("--image {r}: {e}"))?;
+                root_for_run(&paths.root, r, spec.pull, owners, progress).map_err(|e| format!("--image {r}: {e}"))?;
             Ok((input, Some(lease)))
         }
     }

@@ -149,6 +149,8 @@ pub struct Resolved {
     pub default_name: String,
     pub platform: String,
     pub source: String,
+    /// Registry, repository and tag of a pulled image.
+    pub pulled: Option<super::store::Pulled>,
 }
 
 /// Splits `PATH[:TAG]`: the whole string when it exists, else the part
@@ -316,6 +318,7 @@ fn resolve_oci(blobs: Box<dyn Blobs>, tag: Option<&str>, stem: &str, label: Stri
         default_name,
         platform,
         source: label,
+        pulled: None,
     })
 }
 
@@ -407,5 +410,6 @@ fn resolve_docker(archive: Archive, tag: Option<&str>, stem: &str, label: String
         default_name,
         platform,
         source: label,
+        pulled: None,
     })
 }

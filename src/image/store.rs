@@ -51,12 +51,34 @@ pub struct Record {
     pub config: Digest,
     /// Before the layers, so a torn record still says where it came from.
     pub platform: String,
+    /// A path, or `docker://REFERENCE` for a pulled image.
     pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulled: Option<Pulled>,
     /// Bottom layer first, as in the manifest.
     pub layers: Vec<LayerRef>,
     /// Unix seconds.
     pub imported_at: u64,
 }
+
+/// Where a pulled image came from (the manifest digest is `Record::manifest`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Pulled {
+    pub registry: String,
+    pub repository: String,
+    pub tag: Option<String>,
+}
+
+/// How to get an image back from where it came from.
+pub fn refetch_hint(source: &str, name: &str) -> String {
+    match source.strip_prefix(PULLED_PREFIX) {
+        Some(r) => format!("husk pull {r}"),
+        None => format!("husk image import {source} --name {name}"),
+    }
+}
+
+/// `Record::source` of a pulled image starts with this.
+pub const PULLED_PREFIX: &str = "docker://";
 
 impl Record {
     /// The image's identity: manifest digest, else config digest.
@@ -128,7 +150,7 @@ impl DamagedRecord {
     pub fn repair(&self) -> String {
         match (&self.name, &self.source) {
             (Some(n), Some(s)) => {
-                format!("repair: `husk image import {s} --name {n}`, or drop it: `husk image rm {n}`")
+                format!("repair: `{}`, or drop it: `husk image rm {n}`", refetch_hint(s, n))
             }
             (Some(n), None) => {
                 format!(
@@ -535,10 +557,13 @@ impl Store {
                 let hint = if other {
                     "; it was unpacked for another id range: re-import with the --id-range you run with".to_string()
                 } else {
-                    format!(
-                        "; repair: `husk image verify {} --repair` (it imports the image again from {})",
-                        rec.name, rec.source
-                    )
+                    match rec.source.strip_prefix(PULLED_PREFIX) {
+                        Some(r) => format!("; fetch it again with `husk pull {r}`"),
+                        None => format!(
+                            "; repair: `husk image verify {} --repair` (it imports the image again from {})",
+                            rec.name, rec.source
+                        ),
+                    }
                 };
                 return Err(ImageError::MissingLayer { name: rec.name.clone(), diff_id: l.diff_id.to_string(), hint });
             }

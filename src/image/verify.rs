@@ -173,7 +173,20 @@ pub fn repair(store: &Store, rec: &Record, owners: Owners, check: &mut ImageChec
         replace,
         expect_id: Some(rec.id().clone()),
     };
-    match import(store, &rec.source, &opts) {
+    let result = match rec.source.strip_prefix(super::store::PULLED_PREFIX) {
+        // A pulled image's source is its reference pinned by digest.
+        Some(reference) => super::reference::Reference::parse(reference).map_err(Into::into).and_then(|r| {
+            let popts = super::pull::PullOptions {
+                platform: super::oci::host_platform(),
+                client: super::registry::ClientOptions::from_env(),
+                progress: None,
+                import: opts,
+            };
+            super::pull::pull(store, &r, &popts)
+        }),
+        None => import(store, &rec.source, &opts),
+    };
+    match result {
         Ok(_) => {
             check.status = "repaired";
             check.repair = None;

@@ -1,0 +1,204 @@
+//! Registry credentials: `husk login` keeps them in `<store root>/auth.json`
+//! (0600, Docker's `auths` format); `~/.docker/config.json` (or
+//! `$DOCKER_CONFIG/config.json`) is read, never written: its `auths`, and
+//! `credHelpers` / `credsStore` by running `docker-credential-NAME get`.
+
+use super::super::reference::{DOCKER_HUB, DOCKER_HUB_API};
+use base64::Engine;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+const MAX_CONFIG: u64 = 1 << 20;
+
+#[derive(Clone)]
+pub struct Credential {
+    pub user: String,
+    pub secret: String,
+    /// Where it came from, for error messages (never the secret).
+    pub origin: String,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credential({} from {})", self.user, self.origin)
+    }
+}
+
+impl Credential {
+    pub fn basic_header(&self) -> String {
+        format!("Basic {}", B64.encode(format!("{}:{}", self.user, self.secret)))
+    }
+}
+
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct AuthFile {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+    #[serde(default, rename = "credHelpers", skip_serializing)]
+    cred_helpers: BTreeMap<String, String>,
+    #[serde(default, rename = "credsStore", skip_serializing)]
+    creds_store: Option<String>,
+}
+
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct AuthEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    auth: Option<String>,
+    #[serde(default, skip_serializing)]
+    username: Option<String>,
+    #[serde(default, skip_serializing)]
+    password: Option<String>,
+}
+
+/// The keys a registry may be filed under (Docker writes Hub's as its
+/// legacy index URL).
+fn keys(registry: &str) -> Vec<String> {
+    let mut k = vec![
+        registry.to_string(),
+        format!("https://{registry}"),
+        format!("http://{registry}"),
+        format!("https://{registry}/v1/"),
+        format!("https://{registry}/v2/"),
+    ];
+    if registry == DOCKER_HUB {
+        k.extend(["https://index.docker.io/v1/", "index.docker.io", DOCKER_HUB_API].map(String::from));
+    }
+    k
+}
+
+fn read_file(path: &Path) -> Result<Option<AuthFile>, String> {
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut bytes = Vec::new();
+    f.take(MAX_CONFIG).read_to_end(&mut bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("{}: not a credentials file: {e}", path.display()))
+}
+
+fn decode(entry: &AuthEntry, origin: String) -> Result<Option<Credential>, String> {
+    if let (Some(u), Some(p)) = (&entry.username, &entry.password) {
+        return Ok(Some(Credential { user: u.clone(), secret: p.clone(), origin }));
+    }
+    let Some(a) = &entry.auth else {
+        return Ok(None);
+    };
+    let raw = B64.decode(a.trim()).map_err(|e| format!("{origin}: the auth entry is not base64: {e}"))?;
+    let s = String::from_utf8(raw).map_err(|_| format!("{origin}: the auth entry is not UTF-8"))?;
+    let (u, p) = s.split_once(':').ok_or_else(|| format!("{origin}: the auth entry is not user:password"))?;
+    Ok(Some(Credential { user: u.into(), secret: p.into(), origin }))
+}
+
+pub fn docker_config_path() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("DOCKER_CONFIG") {
+        return Some(PathBuf::from(d).join("config.json"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json"))
+}
+
+/// The credential for `registry`: husk's own (`husk login`) first, then
+/// Docker's config. Ok(None): anonymous.
+pub fn lookup(registry: &str, store_root: &Path) -> Result<Option<Credential>, String> {
+    let own = store_root.join("auth.json");
+    if let Some(f) = read_file(&own)? {
+        for k in keys(registry) {
+            if let Some(e) = f.auths.get(&k)
+                && let Some(c) = decode(e, format!("{} ({k})", own.display()))?
+            {
+                return Ok(Some(c));
+            }
+        }
+    }
+    let Some(path) = docker_config_path() else {
+        return Ok(None);
+    };
+    let Some(f) = read_file(&path)? else {
+        return Ok(None);
+    };
+    for k in keys(registry) {
+        if let Some(h) = f.cred_helpers.get(&k) {
+            return helper(h, &k);
+        }
+    }
+    for k in keys(registry) {
+        if let Some(e) = f.auths.get(&k)
+            && let Some(c) = decode(e, format!("{} ({k})", path.display()))?
+        {
+            return Ok(Some(c));
+        }
+    }
+    match &f.creds_store {
+        Some(h) => helper(h, if registry == DOCKER_HUB { "https://index.docker.io/v1/" } else { registry }),
+        None => Ok(None),
+    }
+}
+
+/// Runs `docker-credential-NAME get` (the credential-helper protocol: the
+/// server URL on stdin, `{"Username", "Secret"}` on stdout).
+fn helper(name: &str, server: &str) -> Result<Option<Credential>, String> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        return Err(format!("credential helper name {:?} is not a plain name", super::truncate(name, 40)));
+    }
+    let bin = format!("docker-credential-{name}");
+    let mut child = Command::new(&bin)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("credential helper {bin}: {e}"))?;
+    if let Some(mut i) = child.stdin.take() {
+        let _ = i.write_all(server.as_bytes());
+    }
+    let out = child.wait_with_output().map_err(|e| format!("credential helper {bin}: {e}"))?;
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stdout);
+        // "credentials not found in native keychain": anonymous.
+        if msg.contains("not found") {
+            return Ok(None);
+        }
+        return Err(format!("credential helper {bin} failed: {}", super::truncate(msg.trim(), 200)));
+    }
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(rename = "Username")]
+        user: String,
+        #[serde(rename = "Secret")]
+        secret: String,
+    }
+    let a: Answer = serde_json::from_slice(&out.stdout).map_err(|e| format!("credential helper {bin}: {e}"))?;
+    Ok(Some(Credential { user: a.user, secret: a.secret, origin: format!("credential helper {bin}") }))
+}
+
+/// Stores `user`/`secret` for `registry` in `<store root>/auth.json`
+/// (0600, replaced atomically). Returns the file.
+pub fn save(registry: &str, user: &str, secret: &str, store_root: &Path) -> Result<PathBuf, String> {
+    let path = store_root.join("auth.json");
+    let mut f = read_file(&path)?.unwrap_or_default();
+    f.auths.insert(
+        registry.to_string(),
+        AuthEntry { auth: Some(B64.encode(format!("{user}:{secret}"))), username: None, password: None },
+    );
+    let bytes = serde_json::to_vec_pretty(&f).map_err(|e| e.to_string())?;
+    // write_durable creates its temporary 0600 and renames it over.
+    crate::files::write_durable(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Removes `registry` from `<store root>/auth.json`. Ok(false): none stored.
+pub fn forget(registry: &str, store_root: &Path) -> Result<bool, String> {
+    let path = store_root.join("auth.json");
+    let Some(mut f) = read_file(&path)? else {
+        return Ok(false);
+    };
+    if f.auths.remove(registry).is_none() {
+        return Ok(false);
+    }
+    let bytes = serde_json::to_vec_pretty(&f).map_err(|e| e.to_string())?;
+    crate::files::write_durable(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(true)
+}

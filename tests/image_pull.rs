@@ -1,0 +1,278 @@
+//! `husk pull` and `--image REF --pull` against a real registry (Debian's
+//! docker-registry, filled with skopeo) and, for the hostile cases, a
+//! loopback server that lies. Root only (the store shifts owners).
+mod imagekit;
+mod pullkit;
+use imagekit::*;
+use pullkit::*;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+fn marker_layer(text: &str) -> Layer {
+    Layer::gzip(Tar::new().dir("etc/", 0o755).file("etc/marker", text.as_bytes()).finish())
+}
+
+/// A busybox image with a marker layer on top; the layout and its
+/// manifest descriptor.
+fn busybox_image(dir: &Path, marker: &str) -> (Layout, Value) {
+    let mut l = Layout::new(dir);
+    let d = l.image(&[Layer::gzip(busybox_tar()), marker_layer(marker)], json!({"Cmd": ["cat", "/etc/marker"]}), None);
+    (l, d)
+}
+
+/// `husk pull --json ...`: the result object (the last line) and the events.
+fn pull_json(store: &Path, args: &[&str]) -> (Value, Vec<Value>) {
+    let mut a = vec!["pull", "--json"];
+    a.extend_from_slice(args);
+    let o = husk_in(store, &a);
+    let lines: Vec<Value> =
+        stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
+    assert!(o.status.success(), "pull {args:?} failed: {}\n{}", stderr(&o), stdout(&o));
+    let result = lines.last().cloned().expect("a result line");
+    (result, lines)
+}
+
+fn pull_err(store: &Path, args: &[&str]) -> String {
+    let mut a = vec!["pull"];
+    a.extend_from_slice(args);
+    let o = husk_in(store, &a);
+    assert_eq!(o.status.code(), Some(125), "pull {args:?} should fail: {}", stdout(&o));
+    stderr(&o)
+}
+
+fn run_out(store: &Path, image: &str, extra: &[&str], cmd: &[&str]) -> String {
+    let mut a = vec!["run", "--json", "--image", image];
+    a.extend_from_slice(extra);
+    a.push("--");
+    a.extend_from_slice(cmd);
+    let o = husk_in(store, &a);
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("no verdict ({e}): {} / {}", stdout(&o), stderr(&o)));
+    assert_eq!(v["termination"], "exited", "{v} {}", stderr(&o));
+    v["stdout"]["text"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn pull_by_tag_then_run() {
+    let tmp = TempDir::new("pull-tag");
+    let reg = Registry::start(Auth::None);
+    let (_, desc) = busybox_image(&tmp.join("img"), "tagged\n");
+    reg.push(&tmp.join("img"), "tools/busybox:1.0", None, false);
+    let store = tmp.join("store");
+    let reference = format!("{}/tools/busybox:1.0", reg.addr);
+    let (res, events) = pull_json(&store, &[&reference]);
+    assert_eq!(res["event"], "result");
+    assert_eq!(res["name"], reference);
+    assert_eq!(res["digest"], desc["digest"], "the manifest digest is recorded");
+    assert_eq!(res["repository"], "tools/busybox");
+    assert_eq!(res["tag"], "1.0");
+    assert_eq!(res["extracted"], 2);
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"resolved"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "downloaded").count(), 2, "{kinds:?}");
+
+    // The image runs with --pull never: it is stored under its reference.
+    assert_eq!(run_out(&store, &reference, &["--pull", "never"], &[]), "tagged\n");
+    let ls = husk_in(&store, &["image", "ls", "--json"]);
+    let rows: Value = serde_json::from_slice(&ls.stdout).unwrap();
+    assert_eq!(rows[0]["name"], reference, "{rows}");
+    let inspect = husk_in(&store, &["image", "inspect", &reference, "--json"]);
+    let v: Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    assert_eq!(v["manifest"], desc["digest"], "{v}");
+    assert_eq!(v["pulled"]["repository"], "tools/busybox", "{v}");
+    assert_eq!(v["pulled"]["tag"], "1.0", "{v}");
+
+    // Pulling again downloads nothing.
+    let (again, _) = pull_json(&store, &[&reference]);
+    assert_eq!(again["extracted"], 0);
+    assert_eq!(again["reused"], 2);
+}
+
+#[test]
+fn pull_policy_never_fails_clearly_when_missing() {
+    let tmp = TempDir::new("pull-never");
+    let store = tmp.join("store");
+    let o = husk_in(&store, &["run", "--image", "127.0.0.1:1/nothing/here:1", "--pull", "never", "--", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    let e = stderr(&o);
+    assert!(e.contains("not in the store") && e.contains("--pull never") && e.contains("husk pull"), "{e}");
+}
+
+/// A hostile registry: serves `layout` (see `layout_reply`) unless `hook`
+/// answers first.
+fn hostile(layout: &Path, hook: impl Fn(&Request) -> Option<Reply> + Send + Sync + 'static) -> Server {
+    let layout = layout.to_path_buf();
+    Server::start(Arc::new(move |req: &Request| hook(req).unwrap_or_else(|| layout_reply(&layout, req))))
+}
+
+/// A two-layer image whose top layer is a plain tar (tamperable without
+/// breaking its compression); the layout and the top layer's digest.
+fn plain_top_image(dir: &Path) -> (Layout, String, String) {
+    let mut l = Layout::new(dir);
+    let top = Layer::plain(Tar::new().dir("etc/", 0o755).file("etc/marker", b"genuine\n").finish());
+    let top_diff = sha256(&top.tar);
+    let top_blob = sha256(&top.blob);
+    l.image(&[Layer::gzip(busybox_tar()), top], json!({}), None);
+    (l, top_blob, top_diff)
+}
+
+fn is_blob(req: &Request, digest: &str) -> bool {
+    req.path.ends_with(&format!("/blobs/{digest}"))
+}
+
+/// Nothing named, nothing half-built: no record, no build in tmp/, and
+/// not the refused layer.
+fn assert_nothing_published(store: &Path, refused_diff_id: Option<&str>) {
+    assert!(tree(&store.join("images")).is_empty(), "a record was written: {:?}", tree(&store.join("images")));
+    assert!(tree(&store.join("tmp")).is_empty(), "partial builds: {:?}", tree(&store.join("tmp")));
+    if let Some(d) = refused_diff_id {
+        let hex = d.trim_start_matches("sha256:");
+        let layers = tree(&store.join("layers"));
+        assert!(!layers.iter().any(|l| l.starts_with(hex)), "the refused layer was published: {layers:?}");
+    }
+}
+
+#[test]
+fn tampered_blob_refused_nothing_published() {
+    let tmp = TempDir::new("pull-tamper");
+    let (l, top_blob, top_diff) = plain_top_image(&tmp.join("img"));
+    let layout = l.dir.clone();
+    let want = top_blob.clone();
+    let srv = hostile(&l.dir, move |req| {
+        is_blob(req, &want).then(|| {
+            let mut body = std::fs::read(layout.join("blobs/sha256").join(want.trim_start_matches("sha256:"))).unwrap();
+            let at = body.windows(7).position(|w| w == b"genuine").unwrap();
+            body[at..at + 7].copy_from_slice(b"evil!!!");
+            Reply::ok(body)
+        })
+    });
+    let store = tmp.join("store");
+    let e = pull_err(&store, &[&format!("{}/x/y:1", srv.addr)]);
+    assert!(e.contains(&top_blob) && e.contains("has digest"), "{e}");
+    assert_nothing_published(&store, Some(&top_diff));
+}
+
+#[test]
+fn blob_larger_than_its_descriptor_refused() {
+    let tmp = TempDir::new("pull-long");
+    let (l, top_blob, top_diff) = plain_top_image(&tmp.join("img"));
+    let layout = l.dir.clone();
+    let want = top_blob.clone();
+    let srv = hostile(&l.dir, move |req| {
+        is_blob(req, &want).then(|| {
+            let mut body = std::fs::read(layout.join("blobs/sha256").join(want.trim_start_matches("sha256:"))).unwrap();
+            body.extend(std::iter::repeat_n(0u8, 1 << 20));
+            Reply::ok(body)
+        })
+    });
+    let store = tmp.join("store");
+    let e = pull_err(&store, &[&format!("{}/x/y:1", srv.addr)]);
+    assert!(e.contains(&top_blob) && e.contains("is longer than"), "{e}");
+    assert_nothing_published(&store, Some(&top_diff));
+}
+
+#[test]
+fn oversized_manifest_refused() {
+    let tmp = TempDir::new("pull-big");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    let srv = hostile(&l.dir, |req| {
+        req.path.contains("/manifests/").then(|| {
+            let mut body = b"{\"schemaVersion\":2,\"pad\":\"".to_vec();
+            body.extend(std::iter::repeat_n(b'x', 5 << 20));
+            body.extend(b"\"}");
+            Reply::ok(body)
+        })
+    });
+    let store = tmp.join("store");
+    let e = pull_err(&store, &[&format!("{}/x/y:1", srv.addr)]);
+    assert!(e.contains("over the bound"), "{e}");
+    assert_nothing_published(&store, None);
+}
+
+#[test]
+fn redirect_loop_refused() {
+    let tmp = TempDir::new("pull-loop");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    // a -> b -> a: a loop however many hops are allowed.
+    let srv = hostile(&l.dir, |req| {
+        let to = if req.path.ends_with("/manifests/1") { "/v2/x/y/manifests/2" } else { "/v2/x/y/manifests/1" };
+        req.path.contains("/manifests/").then(|| Reply::status(307).header("Location", to))
+    });
+    let store = tmp.join("store");
+    let e = pull_err(&store, &[&format!("{}/x/y:1", srv.addr)]);
+    assert!(e.contains("redirect loop"), "{e}");
+    assert!(srv.count(|_| true) <= 3, "followed the loop {} times", srv.count(|_| true));
+    assert_nothing_published(&store, None);
+}
+
+#[test]
+fn insecure_http_refused_for_non_loopback() {
+    let tmp = TempDir::new("pull-insecure");
+    let (l, top_blob, top_diff) = plain_top_image(&tmp.join("img"));
+    // A loopback registry (plain HTTP is fine there) that sends a blob to
+    // plain HTTP on another host (TEST-NET-1: never reached).
+    let want = top_blob.clone();
+    let srv = hostile(&l.dir, move |req| {
+        is_blob(req, &want).then(|| Reply::status(307).header("Location", &format!("http://192.0.2.1:5000/b/{want}")))
+    });
+    let store = tmp.join("store");
+    let e = pull_err(&store, &[&format!("{}/x/y:1", srv.addr)]);
+    assert!(e.contains("plain HTTP") && e.contains("--insecure-registry 192.0.2.1:5000"), "{e}");
+    assert_nothing_published(&store, Some(&top_diff));
+}
+
+#[test]
+fn bad_digests_and_foreign_layers_in_a_manifest_are_refused() {
+    let tmp = TempDir::new("pull-baddigest");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    let cfg = json!({"mediaType": "application/vnd.oci.image.config.v1+json", "size": 2,
+        "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"});
+    let manifest = |layer_digest: &str, media: &str| {
+        json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": cfg,
+            "layers": [{"mediaType": media, "size": 10, "digest": layer_digest}]})
+    };
+    let cases = [
+        (manifest(&format!("sha512:{}", "a".repeat(128)), GZIP), "only sha256"),
+        (manifest("sha256:../../../../etc/passwd", GZIP), "64 lowercase hex"),
+        (
+            manifest(
+                &format!("sha256:{}", "b".repeat(64)),
+                "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+            ),
+            "foreign",
+        ),
+        (
+            manifest(
+                &format!("sha256:{}", "c".repeat(64)),
+                "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
+            ),
+            "non-distributable",
+        ),
+    ];
+    for (m, want) in cases {
+        let body = serde_json::to_vec(&m).unwrap();
+        let srv = hostile(&l.dir, move |req| req.path.contains("/manifests/").then(|| Reply::ok(body.clone())));
+        let store = tmp.join("store");
+        let e = pull_err(&store, &[&format!("{}/x/y:1", srv.addr)]);
+        assert!(e.contains(want), "{want}: {e}");
+        assert!(srv.count(|r| r.path.contains("/blobs/")) == 0, "a blob was fetched for a refused manifest");
+        assert_nothing_published(&store, None);
+    }
+}
+
+#[test]
+fn rate_limited_registry_is_retried_after_retry_after() {
+    let tmp = TempDir::new("pull-429");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    let first = std::sync::atomic::AtomicBool::new(true);
+    let srv = hostile(&l.dir, move |req| {
+        (req.path.contains("/manifests/") && first.swap(false, std::sync::atomic::Ordering::SeqCst))
+            .then(|| Reply::status(429).header("Retry-After", "1"))
+    });
+    let store = tmp.join("store");
+    let o = husk_in(&store, &["pull", &format!("{}/x/y:1", srv.addr)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("429"), "the retry is reported: {}", stderr(&o));
+    assert_eq!(srv.count(|r| r.path.contains("/manifests/")), 2);
+}
