@@ -125,7 +125,9 @@ fn gc_ends_sandbox_whose_state_dir_was_deleted() {
         assert_eq!(v["termination"], "exited", "{v:#}");
         let rec = s.inspect(&id);
         let gone = if whole { s.state.path().to_path_buf() } else { s.dir(&id) };
-        std::fs::remove_dir_all(&gone).unwrap();
+        // The supervisor may be writing its record right now (after the
+        // inspect it answered): rm -rf fails then, as it would for a user.
+        assert!(wait_until(Duration::from_secs(10), || std::fs::remove_dir_all(&gone).is_ok()));
         assert!(running(&rec["supervisor"]) && !host_pids_with(&format!("sleep\0{daemon}\0")).is_empty());
         let out = s.out(&["gc"]);
         let text = String::from_utf8_lossy(&out.stdout);
@@ -139,4 +141,40 @@ fn gc_ends_sandbox_whose_state_dir_was_deleted() {
     }
     assert_eq!(other.ids(), vec![kept.clone()], "gc of one state dir reaped another's sandbox");
     assert_eq!(other.sh(&kept, "echo alive").0, "alive\n");
+}
+
+/// A process an earlier exec left in the background and the kernel
+/// OOM-killed while a later exec ran showed nowhere (the later exec's own
+/// counters say 0): the later exec's verdict has it in `events`, and
+/// `husk inspect` lists it, with pids-limit hits, renewals and execs.
+#[test]
+fn oom_kill_of_background_process_shows_in_exec_verdict_and_inspect() {
+    require_root!();
+    let s = Sbx::new();
+    let id = s.create(&["--memory", "64M", "--pids", "48"]);
+    // The hog waits for a file the next exec creates, so it is killed
+    // while that exec runs, in the first exec's cgroup leaf.
+    let hog =
+        format!("(while [ ! -e /tmp/go ]; do sleep 0.05; done; exec {PROBE} memhog 300M) >/dev/null 2>&1 & echo $!");
+    let (v, code) = s.exec_json(&id, &[], &["sh", "-c", &hog]);
+    assert_eq!(code, 0, "{v:#}");
+    let pid = stdout_of(&v).trim().to_string();
+    let wait = format!("touch /tmp/go; while [ -e /proc/{pid} ]; do sleep 0.05; done");
+    let (v, code) = s.exec_json(&id, &[], &["sh", "-c", &wait]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["resources"]["oom_kills"], 0, "the kill was in the earlier exec's leaf: {}", v["resources"]);
+    let events = v["events"].as_array().unwrap_or_else(|| panic!("no events in the verdict: {v:#}"));
+    let ooms: Vec<_> = events.iter().filter(|e| e["kind"] == "oom_kill").collect();
+    assert!(!ooms.is_empty() && ooms[0]["count"].as_u64() >= Some(1), "{events:?}");
+    assert!(events.iter().all(|e| e["kind"] != "exec"), "the exec's own start is not an event of it: {events:?}");
+    // pids-limit hits anywhere in the sandbox, and a renewal.
+    let bomb = s.probe(&id, &["forkbomb", "500"]);
+    assert_eq!(bomb["ok"], false, "{bomb}");
+    assert!(s.out(&["renew", &id]).status.success());
+    let rec = s.inspect(&id);
+    let kinds: Vec<&str> = rec["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    for k in ["exec", "oom_kill", "pids_limit", "renew"] {
+        assert!(kinds.contains(&k), "inspect shows no {k} event: {kinds:?}");
+    }
+    s.rm(&id);
 }

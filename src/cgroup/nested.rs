@@ -164,6 +164,51 @@ impl Tree {
     }
 }
 
+/// Incidents in a whole sandbox so far (`Tree::incidents`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Incidents {
+    /// Processes the kernel OOM-killed.
+    pub oom_kills: u64,
+    /// Forks refused at the pids limit.
+    pub pids_limit_hits: u64,
+}
+
+impl Tree {
+    /// The sandbox's incident counters, summed over its leaves where the
+    /// kernel keeps them per leaf. cgroup v2 counts an OOM kill and a
+    /// refused fork at the cgroup whose limit was hit and every ancestor,
+    /// so the sandbox's own `memory.events` / `pids.events` hold every
+    /// leaf's. v1 counts them only where the victim or the forking task
+    /// lives (an exec's leaf, the init's), so they are summed over the
+    /// sandbox's cgroup and its leaves: a leaf removed since takes its
+    /// counts with it (the supervisor samples before removing one).
+    pub fn incidents(&self) -> Incidents {
+        let mut n = Incidents::default();
+        let v2 = self.mode == "v2";
+        for d in &self.dirs {
+            let (oom, events): (Option<(&str, &str)>, bool) = match (v2, d.unified) {
+                (true, true) => (Some(("memory.events", "oom_kill")), true),
+                (false, false) => {
+                    let has = |c: &str| d.controllers.iter().any(|x| x == c);
+                    (has("memory").then_some(("memory.oom_control", "oom_kill")), has("pids"))
+                }
+                _ => continue,
+            };
+            let dirs = if v2 { vec![d.path.clone()] } else { [vec![d.path.clone()], subdirs(&d.path)].concat() };
+            for dir in dirs {
+                if let Some((file, key)) = oom {
+                    n.oom_kills += fs::read_opt(&dir, file).and_then(|t| fs::keyed(&t, key)).unwrap_or(0);
+                }
+                if events {
+                    n.pids_limit_hits +=
+                        fs::read_opt(&dir, "pids.events").and_then(|t| fs::keyed(&t, "max")).unwrap_or(0);
+                }
+            }
+        }
+        n
+    }
+}
+
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .map(|it| it.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect())

@@ -88,10 +88,16 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         exec_id: runsc_exec.as_deref(),
     };
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
+    // What happened in the sandbox while the command ran (an OOM kill of a
+    // process an earlier exec left, say): not in this exec's own counters.
+    // A supervisor that cannot say (an older husk's) gives none.
+    let events = client.call(&Request::Events).map(|(r, _)| r.events).unwrap_or_default();
     // The exec is over for the supervisor once its connection closes: it
     // renews the lease from then (to the full ttl) and removes the leaf.
     drop(client);
-    Ok(result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend))
+    let mut r = result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend);
+    r.extra.insert(VERDICT_KEYS[3], serde_json::json!(events));
+    Ok(r)
 }
 
 fn result(
@@ -102,7 +108,7 @@ fn result(
     exec_id: String,
     backend: &'static str,
 ) -> ExecResult {
-    let [sid, seq, left] = VERDICT_KEYS;
+    let [sid, seq, left, _events] = VERDICT_KEYS;
     let mut extra = BTreeMap::new();
     extra.insert(sid, serde_json::json!(rec.id));
     extra.insert(seq, serde_json::json!(reply.exec));
@@ -113,7 +119,7 @@ fn result(
 }
 
 /// The verdict keys an exec adds to `run`'s (docs/verdict.schema.json).
-pub const VERDICT_KEYS: [&str; 3] = ["sandbox_id", "sandbox_exec", "lease_remaining_ms"];
+pub const VERDICT_KEYS: [&str; 4] = ["sandbox_id", "sandbox_exec", "lease_remaining_ms", "events"];
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@
 //! - `supervisor`: creation and the supervisor's life
 //! - `exec`: `husk exec` (planned here, run by the sandbox's backend)
 //! - `gc`: what dead supervisors left behind
+//! - `events`: OOM kills, pids-limit hits, renewals, execs (a bounded journal)
 //! - `tombstone`: how and when recently ended sandboxes ended
 //!
 //! Nothing here asks which backend a sandbox has: `backend::Backend::create`
@@ -18,6 +19,7 @@
 //!
 //! See docs/sandboxes.md.
 
+pub mod events;
 pub mod exec;
 pub mod gc;
 pub mod proto;

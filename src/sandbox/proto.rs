@@ -45,6 +45,10 @@ pub enum Request {
     /// after each change), ordered with every request before it, so an
     /// exec that has returned is never shown running.
     Status,
+    /// On an exec's connection, before it ends: the sandbox's events since
+    /// the exec started (OOM kills and pids-limit hits anywhere in the
+    /// sandbox, renewals, other execs), for its verdict.
+    Events,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
@@ -65,6 +69,10 @@ pub struct Reply {
     /// `status`: the live part of the record (the rest is in state.json).
     pub state: Option<super::state::State>,
     pub active_execs: u32,
+    /// `events`: what happened since the exec started; `status`: the
+    /// newest events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<super::events::Event>,
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go

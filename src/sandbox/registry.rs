@@ -24,6 +24,7 @@ pub fn current(store: &Store, id: &str) -> Result<Record, SandboxError> {
         rec.execs = reply.exec;
         rec.expires_ms = reply.expires_ms;
         rec.ttl_ms = reply.ttl_ms;
+        rec.events = reply.events;
     }
     Ok(rec)
 }

@@ -112,6 +112,9 @@ pub struct Record {
     pub seccomp: Option<SeccompRecord>,
     /// Why the sandbox failed, when it did.
     pub error: Option<String>,
+    /// The newest sandbox-level events (`events::KEEP` at most).
+    #[serde(default)]
+    pub events: Vec<super::events::Event>,
 }
 
 pub fn now_ms() -> u64 {

@@ -16,6 +16,7 @@
 //! next husk command know to remove what remains.
 
 use super::SandboxError;
+use super::events::{EventKind, Journal};
 use super::proto::{self, Reply, Request};
 use super::state::{self, ProcRef, Record, SeccompRecord, State, Store, now_ms};
 use super::tombstone;
@@ -152,6 +153,7 @@ pub fn create(
                 _lease: lease,
                 spare: None,
                 kept: Vec::new(),
+                journal: Journal::default(),
                 backend: req.backend,
             };
             sup.run(ready_w)
@@ -212,6 +214,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
             report: p.report(),
         }),
         error: None,
+        events: Vec::new(),
     }
 }
 
@@ -296,6 +299,7 @@ struct Supervisor {
     spare: Option<String>,
     /// Leaves of ended execs that still hold processes.
     kept: Vec<String>,
+    journal: Journal,
     backend: Box<dyn Backend>,
 }
 
@@ -314,6 +318,9 @@ struct Conn {
     /// The id an exec without a cgroup leaf announced
     /// (`Request::Exec::runsc_exec`).
     runsc_exec: Option<String>,
+    /// The journal's sequence number of this exec's start: `events`
+    /// answers with what came after it.
+    since: u64,
 }
 
 /// Why a sandbox ends.
@@ -427,6 +434,7 @@ impl Supervisor {
     ) -> Result<(SignalFd, OwnedFd, Init, Option<(SandboxCgroup, Leaf)>), SandboxError> {
         self.rec.state = State::Ready;
         self.renew(None);
+        self.journal = Journal::new(self.rec.cgroup.as_ref());
         self.spare = self.make_spare();
         if let Err(e) = state::write_record(&self.dir, &self.rec) {
             let tree = self.rec.cgroup.clone();
@@ -495,7 +503,7 @@ impl Supervisor {
             }
             if ready[2] {
                 while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
-                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false, runsc_exec: None });
+                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false, runsc_exec: None, since: 0 });
                 }
             }
             let mut changed = false;
@@ -525,6 +533,7 @@ impl Supervisor {
                 }
                 changed = true;
             }
+            changed |= self.journal.sample(self.rec.cgroup.as_ref());
             if changed {
                 self.sync_state(active_of(&conns));
             }
@@ -561,18 +570,27 @@ impl Supervisor {
             }
             Request::Renew { ttl_ms } => {
                 self.renew(ttl_ms);
+                let (ttl_ms, expires_ms) = (self.rec.ttl_ms, self.rec.expires_ms);
+                self.journal.record(EventKind::Renew { ttl_ms, expires_ms });
                 self.answer(c, Reply { ok: true, ..self.lease() })
             }
             Request::Status => {
                 let state = if active > 0 { State::Executing } else { State::Ready };
+                self.journal.sample(self.rec.cgroup.as_ref());
                 let reply = Reply {
                     ok: true,
                     exec: self.rec.execs,
                     state: Some(state),
                     active_execs: active as u32,
+                    events: self.journal.recent(),
                     ..self.lease()
                 };
                 self.answer(c, reply)
+            }
+            Request::Events => {
+                self.journal.sample(self.rec.cgroup.as_ref());
+                let events = self.journal.since(c.since);
+                self.answer(c, Reply { ok: true, events, ..self.lease() })
             }
             Request::Destroy => {
                 let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
@@ -606,6 +624,7 @@ impl Supervisor {
         };
         self.rec.execs += 1;
         self.renew(None);
+        c.since = self.journal.record(EventKind::Exec { exec: self.rec.execs });
         let fds: Vec<RawFd> = init.namespaces().iter().map(|(_, fd)| fd.as_raw_fd()).collect();
         let reply = Reply {
             ok: true,
@@ -652,8 +671,11 @@ impl Supervisor {
             init.exec_abandoned(&x);
         }
         let Some(tree) = &self.rec.cgroup else { return };
+        // A removed leaf's counts go with it (v1): take them first.
+        self.journal.sample(Some(tree));
         self.kept.extend(c.leaf.take());
         self.kept.retain(|name| !tree.remove_leaf(name));
+        self.journal.rebase(Some(tree));
     }
 
     fn renew(&mut self, ttl_ms: Option<u64>) {
@@ -672,6 +694,7 @@ impl Supervisor {
     /// clients do not wait for the disk).
     fn sync_state(&mut self, active: usize) {
         self.rec.active_execs = active as u32;
+        self.rec.events = self.journal.recent();
         self.rec.state = if active > 0 { State::Executing } else { State::Ready };
         let _ = state::write_record(&self.dir, &self.rec);
     }
