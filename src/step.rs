@@ -90,6 +90,9 @@ phases! {
     Plan => "plan",
     /// Creating, configuring or joining the sandbox's cgroup.
     Cgroup => "cgroup",
+    /// A limit the backend cannot apply as asked (runsc: a --pids the
+    /// command could escape inside gVisor, or too large a host budget).
+    Limits => "limits",
     /// Blocking the forwarded signals / the signalfd.
     Signals => "signals",
     /// Pipes for the command's stdio.

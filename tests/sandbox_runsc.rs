@@ -255,9 +255,29 @@ fn runsc_sandbox_memory_bomb_is_oom_killed_and_reported() {
     // cgroup): the host's OOM killer ends it, and the exec says so.
     let (v, code) = s.exec_json(&id, &[], &["/usr/bin/husk-probe", "memhog", "600M"]);
     assert_eq!((code, &v["termination"]), (137, &Value::from("oom_killed")), "{v:#}");
-    assert_eq!(v["limits"]["memory"]["applied"], 128 * 1024 * 1024, "{v:#}");
+    // 128M for the command, gVisor's sentry and gofer on top.
+    assert_eq!(v["limits"]["memory"]["requested"], 128 * 1024 * 1024, "{v:#}");
+    assert_eq!(v["limits"]["memory"]["applied"], (128 + 32) * 1024 * 1024, "{v:#}");
     assert!(wait_until(Duration::from_secs(15), || !s.dir(&id).exists()), "{id} outlived its sentry");
     assert_gvisor_gone(&s, &rec);
+}
+
+/// `--pids` holds for every exec: each `runsc exec` process gets the
+/// sandbox's RLIMIT_NPROC inside gVisor, so a fork bomb meets EAGAIN there
+/// while 20 background processes still start.
+#[test]
+fn runsc_sandbox_execs_meet_the_pids_limit_inside_gvisor() {
+    require_root!();
+    require_runsc!();
+    let s = Sbx::new();
+    let id = create_runsc(&s, &["--pids", "64"]);
+    let (out, code) = s.sh(&id, "for i in $(seq 20); do sleep 1 & done; wait; echo ok");
+    assert_eq!((code, out.as_str()), (0, "ok\n"));
+    let (v, _) = s.exec_json(&id, &[], &["/usr/bin/husk-probe", "forkbomb", "4096"]);
+    let r: Value = serde_json::from_str(stdout_of(&v).trim()).unwrap_or_else(|_| panic!("{v:#}"));
+    assert_eq!(r["errno"], "EAGAIN", "{r}");
+    assert!(r["forked"].as_u64().is_some_and(|n| (40..64).contains(&n)), "{r}");
+    assert_eq!(v["limits"]["pids"]["workload_limit"], 64, "{v:#}");
 }
 
 mod rootless {

@@ -38,6 +38,12 @@ pub trait Backend {
     fn prepare_hold(&self, _spec: &mut Spec) -> Result<(), String> {
         Ok(())
     }
+    /// Adapts a built plan to how the backend applies it, before anything
+    /// is made (runsc: the limits, split between gVisor and the host
+    /// cgroup). Err: the plan cannot be applied as asked (fail closed).
+    fn adapt(&self, _plan: &mut Plan) -> Result<(), ErrorReport> {
+        Ok(())
+    }
     /// Starts a sandbox that lives (`plan.role` is `Hold`), its processes
     /// born in `cgroup`; returns once it can take execs.
     fn create(&self, plan: &mut Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport>;

@@ -32,7 +32,7 @@ mod v2;
 pub use hooks::{CgroupJoin, GroupKill};
 pub use limits::{Limits, Source, Swap};
 pub use probe::{CgroupHost, CgroupMode, Controller};
-pub use report::{CgroupReport, LimitsReport, Usage, explain};
+pub use report::{Adaptation, Adapted, CgroupReport, LimitsReport, Usage, explain};
 
 use crate::sys::Errno;
 use nix::unistd::Pid;
@@ -152,6 +152,9 @@ pub enum CgroupPlan {
     Enforced {
         limits: Limits,
         placement: Placement,
+        /// Set by a backend that bounds the workload partly outside the
+        /// cgroup (`adapt`); the verdict reports it.
+        adaptation: Option<Box<Adaptation>>,
     },
 }
 
@@ -177,7 +180,7 @@ impl CgroupPlan {
             }
             CgroupMode::Absent => return Err(CgroupError::NotMounted),
         };
-        Ok(CgroupPlan::Enforced { limits, placement })
+        Ok(CgroupPlan::Enforced { limits, placement, adaptation: None })
     }
 
     /// Creates the sandbox's cgroup and applies every limit; `None` when
@@ -191,14 +194,38 @@ impl CgroupPlan {
     /// rest while the sandbox runs its setup. `None` when cgroups are
     /// disabled. Dropping the result removes what it made.
     pub fn begin(&self, id: &str) -> Result<Option<PendingCgroup>, CgroupError> {
-        let CgroupPlan::Enforced { limits, placement } = self else {
+        let CgroupPlan::Enforced { limits, placement, adaptation } = self else {
             return Ok(None);
         };
         let clone_dir = match placement {
             Placement::Unified(site) => Some(v2::V2Cgroup::clone_dir(site, id)?),
             Placement::Legacy(site) => v1::V1Cgroup::clone_dir(site, id)?,
         };
-        Ok(Some(PendingCgroup { id: id.to_string(), limits: *limits, placement: placement.clone(), clone_dir }))
+        Ok(Some(PendingCgroup {
+            id: id.to_string(),
+            limits: *limits,
+            adaptation: adaptation.as_deref().cloned(),
+            placement: placement.clone(),
+            clone_dir,
+        }))
+    }
+
+    /// Lets a backend change the limits the cgroup gets and say how it
+    /// applies what the user asked (see `Adaptation`); `f` gets the
+    /// resolved limits. Nothing to adapt without a cgroup.
+    pub fn adapt<E>(&mut self, f: impl FnOnce(&mut Limits) -> Result<Adaptation, E>) -> Result<(), E> {
+        if let CgroupPlan::Enforced { limits, adaptation, .. } = self {
+            *adaptation = Some(Box::new(f(limits)?));
+        }
+        Ok(())
+    }
+
+    /// The adaptation a backend made (`adapt`), if any.
+    pub fn adaptation(&self) -> Option<&Adaptation> {
+        match self {
+            CgroupPlan::Enforced { adaptation, .. } => adaptation.as_deref(),
+            CgroupPlan::Disabled => None,
+        }
     }
 
     /// What the verdict's `isolation.downgrades` lists for this plan.
@@ -217,6 +244,7 @@ impl CgroupPlan {
 pub struct PendingCgroup {
     id: String,
     limits: Limits,
+    adaptation: Option<Adaptation>,
     placement: Placement,
     clone_dir: Option<(PathBuf, OwnedFd)>,
 }
@@ -226,7 +254,7 @@ impl PendingCgroup {
     /// sandbox already inside is killed by the removal).
     pub fn complete(mut self) -> Result<SandboxCgroup, CgroupError> {
         let made = self.clone_dir.take();
-        let (cg, applied): (Box<dyn Cgroup>, LimitsReport) = match (&self.placement, made) {
+        let (cg, mut applied): (Box<dyn Cgroup>, LimitsReport) = match (&self.placement, made) {
             (Placement::Unified(site), Some(dir)) => {
                 let (cg, r) = v2::V2Cgroup::create(site, &self.limits, dir)?;
                 (Box::new(cg), r)
@@ -237,6 +265,9 @@ impl PendingCgroup {
                 (Box::new(cg), r)
             }
         };
+        if let Some(a) = &self.adaptation {
+            a.annotate(&mut applied);
+        }
         Ok(SandboxCgroup { cg, limits: applied, group_killed: Cell::new(false) })
     }
 }

@@ -27,6 +27,47 @@ pub struct Limit {
     pub source: Option<Source>,
     pub applied: Option<u64>,
     pub file: Option<&'static str>,
+    /// Set when the backend bounds the workload somewhere else than this
+    /// cgroup, which then holds a larger budget (`applied`) for the
+    /// backend's own machinery too (runsc: see `Adapted`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub adapted: Option<Adapted>,
+}
+
+/// How a backend applies a limit that the cgroup alone would not express
+/// as the user means it. Under runsc the cgroup holds gVisor's sentry and
+/// gofer besides the workload, so it gets the workload's limit plus
+/// gVisor's budget, and the workload's own bound (where gVisor has one) is
+/// applied inside gVisor.
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct Adapted {
+    /// The bound on the sandboxed workload itself; null where the backend
+    /// has none to apply (gVisor keeps no memory limit of its own).
+    pub workload_limit: Option<u64>,
+    /// In words: where each part is applied, with its numbers.
+    pub applied_as: String,
+}
+
+/// A backend's adaptation of a plan's limits (`CgroupPlan::adapt`): for
+/// each limit, what the user asked (reported as `requested`) and how it is
+/// applied. The plan's `Limits` then hold the cgroup's larger values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Adaptation {
+    pub memory: Option<(u64, Adapted)>,
+    pub pids: Option<(u64, Adapted)>,
+}
+
+impl Adaptation {
+    /// Puts the user's values and the adaptation into a report made from
+    /// the adapted limits.
+    pub fn annotate(&self, r: &mut LimitsReport) {
+        for (limit, a) in [(&mut r.memory, &self.memory), (&mut r.pids, &self.pids)] {
+            if let Some((requested, adapted)) = a {
+                limit.requested = Some(*requested);
+                limit.adapted = Some(adapted.clone());
+            }
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Debug, Default, PartialEq)]
@@ -132,7 +173,13 @@ pub fn explain(o: &Outcome) -> Option<String> {
     let res = o.resources.as_ref()?;
     let lim = o.limits.as_ref()?;
     let size = |v: &serde_json::Value| v.as_u64().map(crate::units::format_size);
-    let mem = size(&lim["memory"]["applied"]).unwrap_or_else(|| "?".into());
+    // An adapted limit (runsc) names what the user asked and the host
+    // cgroup's larger value, which is what was hit.
+    let adapted = |l: &serde_json::Value, what: String| match (l.get("applied_as"), size(&l["requested"])) {
+        (Some(_), Some(req)) if what != "?" => format!("{req} (host cgroup {what}, with the backend's share)"),
+        _ => what,
+    };
+    let mem = adapted(&lim["memory"], size(&lim["memory"]["applied"]).unwrap_or_else(|| "?".into()));
     let peak = size(&res["memory_peak_bytes"]).map(|p| format!(", peak {p}")).unwrap_or_default();
     let ooms = res["oom_kills"].as_u64().unwrap_or(0);
     if o.termination == Termination::OomKilled {
@@ -146,6 +193,11 @@ pub fn explain(o: &Outcome) -> Option<String> {
     if res["pids_limit_hit"].as_bool() == Some(true) {
         let max = lim["pids"]["applied"].as_u64().map(|n| n.to_string()).unwrap_or_else(|| "?".into());
         let n = res["pids_limit_hits"].as_u64().unwrap_or(0);
+        if let (Some(_), Some(req)) = (lim["pids"].get("applied_as"), lim["pids"]["requested"].as_u64()) {
+            return Some(format!(
+                "the sandbox hit its host budget of {max} tasks (for --pids {req} and the backend's own tasks); {n} fork(s) failed"
+            ));
+        }
         return Some(format!("the sandbox hit its limit of {max} tasks; {n} fork(s) failed (--pids)"));
     }
     None

@@ -199,8 +199,8 @@ impl V1Cgroup {
 
     fn apply(&self, l: &Limits) -> Result<LimitsReport, CgroupError> {
         let mut r = LimitsReport {
-            memory: Limit { requested: l.memory, source: Some(l.memory_source), applied: None, file: None },
-            pids: Limit { requested: l.pids, source: Some(l.pids_source), applied: None, file: None },
+            memory: Limit { requested: l.memory, source: Some(l.memory_source), ..Default::default() },
+            pids: Limit { requested: l.pids, source: Some(l.pids_source), ..Default::default() },
             swap: SwapLimit { requested: "unlimited", applied_bytes: None, how: "not limited" },
             ..Default::default()
         };

@@ -205,8 +205,8 @@ impl V2Cgroup {
                 membership: "clone_into_cgroup",
                 kill: self.kill.name(),
             },
-            memory: Limit { requested: l.memory, source: Some(l.memory_source), applied: None, file: None },
-            pids: Limit { requested: l.pids, source: Some(l.pids_source), applied: None, file: None },
+            memory: Limit { requested: l.memory, source: Some(l.memory_source), ..Default::default() },
+            pids: Limit { requested: l.pids, source: Some(l.pids_source), ..Default::default() },
             swap: SwapLimit { requested: "unlimited", applied_bytes: None, how: "not limited" },
             cpus: None,
         };

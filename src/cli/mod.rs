@@ -269,7 +269,7 @@ pub struct SandboxArgs {
     pub cpus: Option<String>,
 
     /// Task limit (processes + threads, the sandbox init included);
-    /// default 1024, "unlimited" to lift it.
+    /// default 1024 (256 under --runtime runsc), "unlimited" to lift it.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub pids: Option<String>,
 

@@ -49,13 +49,16 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
         OutputSpec::Capture { limit } => Some(limit),
         OutputSpec::Passthrough => None,
     };
-    let plan = match Plan::build(spec, &host, root) {
+    let mut plan = match Plan::build(spec, &host, root) {
         Ok(p) => p,
         Err(e) => {
             let o = early_failure(Phase::Plan, e.to_string(), e.hint());
             return report(&o, "", "none", &serde_json::Value::Null, &p);
         }
     };
+    if let Err(e) = backend.adapt(&mut plan) {
+        return report(&crate::outcome::Outcome::setup_failed(e), "", backend.name(), &serde_json::Value::Null, &p);
+    }
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
     if let (Some(note), Some(obj)) = (selected.note, isolation.as_object_mut()) {

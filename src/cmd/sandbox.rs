@@ -99,8 +99,9 @@ fn create_inner(
     let (root, lease) = crate::image::root::root_input(&spec, &host, paths)
         .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Root, e)))?;
     let inputs = HoldInputs::of(&root);
-    let plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
+    let mut plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
         .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Plan, e.to_string())))?;
+    selected.backend.adapt(&mut plan).map_err(SandboxError::Setup)?;
     let req = CreateRequest {
         name: args.name,
         labels,

@@ -46,7 +46,8 @@ pub fn render(inp: &Inputs<'_>) -> Result<Spec, BundleError> {
     let plan = inp.plan;
     let lossy = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
     let args = plan.process.argv.iter().map(lossy).collect();
-    let process = process(&plan.process, args, lossy(&plan.mounts.workdir), plan.last_cap)?;
+    let nproc = super::limits::workload_nproc(plan);
+    let process = process(&plan.process, args, lossy(&plan.mounts.workdir), plan.last_cap, nproc)?;
 
     let mut namespaces = vec![LinuxNamespaceType::Pid, LinuxNamespaceType::Ipc, LinuxNamespaceType::Uts];
     namespaces.push(LinuxNamespaceType::Mount);
@@ -103,8 +104,16 @@ pub fn render(inp: &Inputs<'_>) -> Result<Spec, BundleError> {
 /// The OCI process for `p` running `args` in `cwd`: its user, env and
 /// rlimits, only its `--cap-add` capabilities, noNewPrivileges. Also what
 /// `husk exec` hands `runsc exec --process` for a sandbox that lives.
-pub fn process(p: &ProcessPlan, args: Vec<String>, cwd: String, last_cap: u32) -> Result<Process, BundleError> {
-    process_with_caps(p, args, cwd, p.caps_keep, last_cap)
+/// `nproc`: the workload's task limit inside gVisor (`limits`), applied
+/// as RLIMIT_NPROC unless `--rlimit nproc` is lower.
+pub fn process(
+    p: &ProcessPlan,
+    args: Vec<String>,
+    cwd: String,
+    last_cap: u32,
+    nproc: Option<u64>,
+) -> Result<Process, BundleError> {
+    process_with_caps(p, args, cwd, p.caps_keep, last_cap, nproc)
 }
 
 /// `process` with the capability set `caps` instead of the plan's.
@@ -114,6 +123,7 @@ pub fn process_with_caps(
     cwd: String,
     caps: u64,
     last_cap: u32,
+    nproc: Option<u64>,
 ) -> Result<Process, BundleError> {
     let lossy = |c: &std::ffi::CStr| c.to_string_lossy().into_owned();
     let caps = capabilities(caps, last_cap)?;
@@ -142,7 +152,7 @@ pub fn process_with_caps(
                 .build()
                 .map_err(oci("process.capabilities"))?,
         )
-        .rlimits(rlimits(p)?)
+        .rlimits(rlimits(p, nproc)?)
         .no_new_privileges(true)
         .build()
         .map_err(oci("process"))
@@ -184,14 +194,20 @@ fn rlimit_type(resource: u32) -> Option<PosixRlimitType> {
     })
 }
 
-fn rlimits(p: &ProcessPlan) -> Result<Vec<PosixRlimit>, BundleError> {
-    p.rlimits
-        .iter()
-        .map(|r| {
+fn rlimits(p: &ProcessPlan, nproc: Option<u64>) -> Result<Vec<PosixRlimit>, BundleError> {
+    let mut all: Vec<(u32, u64, u64)> = p.rlimits.iter().map(|r| (r.resource, r.soft, r.hard)).collect();
+    if let Some(n) = nproc {
+        match all.iter_mut().find(|(res, ..)| *res == libc::RLIMIT_NPROC) {
+            Some((_, soft, hard)) => (*soft, *hard) = ((*soft).min(n), (*hard).min(n)),
+            None => all.push((libc::RLIMIT_NPROC, n, n)),
+        }
+    }
+    all.into_iter()
+        .map(|(resource, soft, hard)| {
             PosixRlimitBuilder::default()
-                .typ(rlimit_type(r.resource).ok_or(BundleError::Rlimit(r.resource))?)
-                .soft(r.soft)
-                .hard(r.hard)
+                .typ(rlimit_type(resource).ok_or(BundleError::Rlimit(resource))?)
+                .soft(soft)
+                .hard(hard)
                 .build()
                 .map_err(oci("process.rlimits"))
         })

@@ -317,7 +317,8 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     // sandbox's own compiled filter into the command itself.
     let args = helper::reap_argv(process.caps_keep, seccomp.map(|p| p.to_bytes()).as_deref(), &plan.argv);
     let caps = process.caps_keep | helper::REAPER_CAPS;
-    let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, plan.last_cap) {
+    let nproc = super::limits::workload_nproc_of(at.limits);
+    let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, plan.last_cap, nproc) {
         Ok(p) => p,
         Err(e) => return failed(Phase::Bundle, e.to_string(), None),
     };

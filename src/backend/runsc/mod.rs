@@ -10,6 +10,7 @@ pub mod gc;
 pub mod helper;
 pub mod launch;
 pub mod layout;
+pub mod limits;
 pub mod live;
 pub mod outcome;
 pub mod prepare;
@@ -93,6 +94,13 @@ impl Backend for Runsc {
         cgroup: Option<&dyn crate::cgroup::CgroupJoin>,
     ) -> Result<Box<dyn Live>, ErrorReport> {
         Ok(Box::new(live::start(plan, self.cfg.clone(), cgroup)?))
+    }
+
+    /// `--pids` and `--memory` split between gVisor and the host cgroup
+    /// (see `limits`).
+    fn adapt(&self, plan: &mut Plan) -> Result<(), ErrorReport> {
+        limits::adapt_plan(plan)
+            .map_err(|e| ErrorReport::new(crate::step::Phase::Limits, e.to_string()).with_hint(e.hint()))
     }
 
     /// An exec's processes live in the sentry, in the sandbox's `init` leaf.
