@@ -18,17 +18,22 @@ pub const MAX_LIMIT: u64 = 16 << 20;
 
 /// `--output-limit`'s check: over `MAX_LIMIT` is refused, not clamped, so a
 /// caller never gets less than it asked for without being told.
-pub fn check_limit(limit: u64) -> Result<u64, String> {
+pub fn check_limit(limit: u64) -> Result<u64, LimitTooLarge> {
     if limit > MAX_LIMIT {
-        return Err(format!(
-            "{limit} bytes is above husk's bound of {} MiB per captured stream (captured output is held in husk's \
-             own memory, outside the sandbox's cgroup, and printed in one JSON verdict); for more output, run \
-             without --json, redirect stdout/stderr to files and take the verdict from --verdict-file",
-            MAX_LIMIT >> 20
-        ));
+        return Err(LimitTooLarge(limit));
     }
     Ok(limit)
 }
+
+/// An `--output-limit` above `MAX_LIMIT`.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "{0} bytes is above husk's bound of {max} MiB per captured stream (captured output is held in husk's \
+     own memory, outside the sandbox's cgroup, and printed in one JSON verdict); for more output, run \
+     without --json, redirect stdout/stderr to files and take the verdict from --verdict-file",
+    max = MAX_LIMIT >> 20
+)]
+pub struct LimitTooLarge(pub u64);
 
 #[derive(Debug)]
 pub struct Capture {
@@ -179,7 +184,7 @@ mod tests {
     #[test]
     fn a_limit_above_the_ceiling_is_refused_with_the_way_out() {
         assert_eq!(check_limit(MAX_LIMIT), Ok(MAX_LIMIT));
-        let e = check_limit(1 << 40).unwrap_err();
+        let e = check_limit(1 << 40).unwrap_err().to_string();
         assert!(e.contains("16 MiB") && e.contains("--verdict-file"), "{e}");
     }
 

@@ -24,7 +24,9 @@ pub enum PlanError {
     )]
     TooLong { what: &'static str, name: String, len: usize },
     #[error("invalid --user {value:?}: {why}")]
-    BadUser { value: String, why: String },
+    BadUser { value: String, why: &'static str },
+    #[error("invalid --user {value:?}: {source}")]
+    UnknownUser { value: String, source: crate::users::UserError },
     #[error("unknown capability {value:?} in --cap-add (e.g. CAP_NET_BIND_SERVICE; see capabilities(7))")]
     BadCap { value: String },
     #[error("invalid --rlimit {value:?}: {why}")]
@@ -32,7 +34,7 @@ pub enum PlanError {
     #[error("invalid --rlimit {value:?}: the hard limit is above husk's own ({caller}), which a sandbox cannot exceed")]
     RlimitAboveCaller { value: String, caller: String },
     #[error("invalid --hostname: {0}")]
-    BadHostname(String),
+    BadHostname(#[from] crate::rootfs::etc::BadHostname),
     #[error(transparent)]
     IdMap(#[from] IdMapError),
     #[error(transparent)]
@@ -41,11 +43,29 @@ pub enum PlanError {
     Seccomp(#[from] crate::seccomp::SeccompError),
     #[error(transparent)]
     Cgroup(#[from] crate::cgroup::CgroupError),
-    #[error("{0}")]
-    Other(String),
 }
 
 impl PlanError {
+    /// The kernel's errno, when reading the host (a bind source, a profile
+    /// file, the cgroup tree) failed.
+    pub fn errno(&self) -> Option<nix::errno::Errno> {
+        match self {
+            PlanError::Cgroup(e) => e.errno(),
+            PlanError::Mounts(rootfs::MountPlanError::BindSource { source, .. })
+            | PlanError::Seccomp(crate::seccomp::SeccompError::Read { error: source, .. }) => {
+                crate::step::io_errno(source)
+            }
+            _ => None,
+        }
+    }
+
+    /// The failure as the verdict's `error` (step `plan`).
+    pub fn report(&self) -> crate::outcome::ErrorReport {
+        crate::outcome::ErrorReport::new(crate::step::Phase::Plan, self.to_string())
+            .with_errno(self.errno())
+            .with_hint(self.hint())
+    }
+
     /// The remedy, for the verdict's `error.hint`.
     pub fn hint(&self) -> Option<String> {
         match self {
@@ -159,7 +179,7 @@ pub fn cstr(what: &'static str, s: &str) -> Result<CString, PlanError> {
 /// Parses `UID[:GID]` (numeric). Names are resolved by the caller against
 /// the root's /etc/passwd before this.
 pub fn parse_user(value: &str) -> Result<(u32, Option<u32>), PlanError> {
-    let bad = |why: &str| PlanError::BadUser { value: value.to_string(), why: why.to_string() };
+    let bad = |why: &'static str| PlanError::BadUser { value: value.to_string(), why };
     let (u, g) = match value.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (value, None),
@@ -343,7 +363,8 @@ pub fn identity(
 ) -> Result<crate::users::Identity, PlanError> {
     match spec.user.as_ref().or(image.user.as_ref()) {
         None => Ok(crate::users::Identity { uid: 0, gid: 0, home: None, groups: Vec::new() }),
-        Some(u) => crate::users::resolve(u, passwd, group).map_err(|why| PlanError::BadUser { value: u.clone(), why }),
+        Some(u) => crate::users::resolve(u, passwd, group)
+            .map_err(|source| PlanError::UnknownUser { value: u.clone(), source }),
     }
 }
 
@@ -542,7 +563,7 @@ impl Plan {
     }
 
     pub fn build_as(spec: Spec, host: &HostFacts, root: RootInput<'_>, role: InitRole) -> Result<Plan, PlanError> {
-        crate::rootfs::etc::validate_hostname(&spec.hostname).map_err(PlanError::BadHostname)?;
+        crate::rootfs::etc::validate_hostname(&spec.hostname)?;
 
         // Command: explicit, else the image's Entrypoint + Cmd (husk runs
         // exactly what the caller typed: agents pass full command lines).

@@ -32,15 +32,26 @@ pub struct Identity {
 /// memberships than this are pathological).
 const MAX_GROUPS: usize = 64;
 
+/// Why a `--user` value does not resolve against the root's files.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum UserError {
+    #[error("expected USER[:GROUP], e.g. 1000:1000 or app")]
+    Shape,
+    #[error("user {0:?} is not in the root's /etc/passwd; use a numeric UID[:GID]")]
+    NoSuchUser(String),
+    #[error("group {0:?} is not in the root's /etc/group; use a numeric GID")]
+    NoSuchGroup(String),
+}
+
 /// Resolves `USER[:GROUP]`, each a name or a number. A numeric uid absent
 /// from passwd keeps gid = uid unless a group is given.
-pub fn resolve(spec: &str, passwd: Option<&str>, group: Option<&str>) -> Result<Identity, String> {
+pub fn resolve(spec: &str, passwd: Option<&str>, group: Option<&str>) -> Result<Identity, UserError> {
     let (u, g) = match spec.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (spec, None),
     };
     if u.is_empty() || g == Some("") {
-        return Err("expected USER[:GROUP], e.g. 1000:1000 or app".into());
+        return Err(UserError::Shape);
     }
     let entry = passwd.and_then(|p| match u.parse::<u32>() {
         Ok(uid) => passwd_entries(p).find(|e| e.1 == uid),
@@ -50,7 +61,7 @@ pub fn resolve(spec: &str, passwd: Option<&str>, group: Option<&str>) -> Result<
         (_, Some((name, uid, gid, home))) => (uid, gid, Some(home.to_string()), Some(name)),
         (Ok(uid), None) => (uid, uid, None, None),
         (Err(_), None) => {
-            return Err(format!("user {u:?} is not in the root's /etc/passwd; use a numeric UID[:GID]"));
+            return Err(UserError::NoSuchUser(u.into()));
         }
     };
     if let Some(g) = g {
@@ -58,7 +69,7 @@ pub fn resolve(spec: &str, passwd: Option<&str>, group: Option<&str>) -> Result<
             Ok(n) => n,
             Err(_) => group
                 .and_then(|t| group_entries(t).find(|e| e.0 == g).map(|e| e.1))
-                .ok_or_else(|| format!("group {g:?} is not in the root's /etc/group; use a numeric GID"))?,
+                .ok_or_else(|| UserError::NoSuchGroup(g.into()))?,
         };
     }
     let mut groups: Vec<u32> = match (name, group) {
@@ -98,8 +109,8 @@ mod tests {
 
     #[test]
     fn unknown_names_are_errors() {
-        assert!(resolve("nobody-here", Some(PW), Some(GR)).unwrap_err().contains("/etc/passwd"));
-        assert!(resolve("app:nogroup", Some(PW), Some(GR)).unwrap_err().contains("/etc/group"));
+        assert!(resolve("nobody-here", Some(PW), Some(GR)).unwrap_err().to_string().contains("/etc/passwd"));
+        assert!(resolve("app:nogroup", Some(PW), Some(GR)).unwrap_err().to_string().contains("/etc/group"));
         assert!(resolve("app:", Some(PW), Some(GR)).is_err());
     }
 }

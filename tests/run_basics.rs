@@ -57,6 +57,28 @@ fn limits_beyond_the_host_or_negative_are_refused_with_the_real_reason() {
     }
 }
 
+/// A host path that does not exist is the kernel's ENOENT: the verdict
+/// names it as `error.errno`, not only in the message text, with the
+/// message and exit code as before.
+#[test]
+fn missing_host_paths_name_their_errno_in_the_verdict() {
+    let (v, code) = run_json(&["--bind", "/husk-no-such-source:/x"], &["true"]);
+    assert_eq!(code, 125, "{v:#}");
+    assert_eq!(v["error"]["step"], "arguments", "{v:#}");
+    assert_eq!(v["error"]["errno"], "ENOENT", "{v:#}");
+    let msg = v["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("--bind source \"/husk-no-such-source\"") && msg.contains("give an existing host path"),
+        "{v:#}"
+    );
+
+    let (v, code) = run_json(&["--verdict-file", "/husk-no-such-dir/v.json"], &["true"]);
+    assert_eq!(code, 125, "{v:#}");
+    assert_eq!(v["error"]["step"], "arguments", "{v:#}");
+    assert_eq!(v["error"]["errno"], "ENOENT", "{v:#}");
+    assert!(v["error"]["message"].as_str().unwrap_or("").contains("create it first"), "{v:#}");
+}
+
 #[test]
 fn env_name_with_a_control_character_is_refused() {
     let err = refused(&["--env", "A\tB=1"]);

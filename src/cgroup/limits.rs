@@ -175,30 +175,49 @@ fn is_unlimited(s: &str) -> bool {
     matches!(s.trim(), "unlimited" | "max" | "-1")
 }
 
+/// A limit flag's value that is not one.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LimitValueError {
+    #[error("invalid value {0:?}: a size cannot be negative; give e.g. 256M, or 'unlimited'")]
+    NegativeSize(String),
+    #[error(transparent)]
+    Size(#[from] crate::units::UnitError),
+    #[error("invalid value {0:?}: a cpu quota cannot be negative; give a positive number, e.g. 0.5")]
+    NegativeCpus(String),
+    #[error("invalid value {0:?}: expected a positive number of cpus, e.g. 0.5, 1, 2.5")]
+    Cpus(String),
+    #[error("invalid value {0:?}: at most three decimals (millicores)")]
+    CpuDecimals(String),
+    #[error("invalid value {0:?}: a task count cannot be negative; give a number or 'unlimited'")]
+    NegativePids(String),
+    #[error("invalid value {0:?}: expected a number of tasks or 'unlimited'")]
+    Pids(String),
+}
+
 /// `--memory SIZE` / `--memory-swap SIZE`: a size, or `unlimited`.
-pub fn parse_memory(s: &str) -> Result<u64, String> {
+pub fn parse_memory(s: &str) -> Result<u64, LimitValueError> {
     if is_unlimited(s) {
         return Ok(UNLIMITED);
     }
     if s.trim().starts_with('-') {
-        return Err(format!("invalid value {s:?}: a size cannot be negative; give e.g. 256M, or 'unlimited'"));
+        return Err(LimitValueError::NegativeSize(s.into()));
     }
-    crate::units::parse_size(s).map_err(|e| e.to_string())
+    Ok(crate::units::parse_size(s)?)
 }
 
 /// `--cpus N`: fractional cpus (`0.5`, `2`, `1.25`) -> millicores.
-pub fn parse_cpus(s: &str) -> Result<u64, String> {
-    let err = || format!("invalid value {s:?}: expected a positive number of cpus, e.g. 0.5, 1, 2.5");
+pub fn parse_cpus(s: &str) -> Result<u64, LimitValueError> {
+    let err = || LimitValueError::Cpus(s.into());
     let t = s.trim();
     if t.starts_with('-') {
-        return Err(format!("invalid value {s:?}: a cpu quota cannot be negative; give a positive number, e.g. 0.5"));
+        return Err(LimitValueError::NegativeCpus(s.into()));
     }
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
     if (int.is_empty() && frac.is_empty()) || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
         return Err(err());
     }
     if frac.len() > 3 {
-        return Err(format!("invalid value {s:?}: at most three decimals (millicores)"));
+        return Err(LimitValueError::CpuDecimals(s.into()));
     }
     let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| err())? };
     let frac: u64 = if frac.is_empty() { 0 } else { format!("{frac:0<3}").parse().map_err(|_| err())? };
@@ -210,14 +229,14 @@ pub fn parse_cpus(s: &str) -> Result<u64, String> {
 }
 
 /// `--pids N`: a count, or `unlimited`.
-pub fn parse_pids(s: &str) -> Result<u64, String> {
+pub fn parse_pids(s: &str) -> Result<u64, LimitValueError> {
     if is_unlimited(s) {
         return Ok(UNLIMITED);
     }
     if s.trim().starts_with('-') {
-        return Err(format!("invalid value {s:?}: a task count cannot be negative; give a number or 'unlimited'"));
+        return Err(LimitValueError::NegativePids(s.into()));
     }
-    s.trim().parse::<u64>().map_err(|_| format!("invalid value {s:?}: expected a number of tasks or 'unlimited'"))
+    s.trim().parse::<u64>().map_err(|_| LimitValueError::Pids(s.into()))
 }
 
 #[cfg(test)]
@@ -245,9 +264,9 @@ mod tests {
 
     #[test]
     fn negative_limits_are_refused_with_the_real_reason() {
-        assert!(parse_cpus("-1").unwrap_err().contains("cannot be negative"));
-        assert!(parse_pids("-5").unwrap_err().contains("cannot be negative"));
-        assert!(parse_memory("-5M").unwrap_err().contains("cannot be negative"));
+        assert!(parse_cpus("-1").unwrap_err().to_string().contains("cannot be negative"));
+        assert!(parse_pids("-5").unwrap_err().to_string().contains("cannot be negative"));
+        assert!(parse_memory("-5M").unwrap_err().to_string().contains("cannot be negative"));
         // Docker's spelling of unlimited stays.
         assert_eq!(parse_memory("-1").unwrap(), UNLIMITED);
     }

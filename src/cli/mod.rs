@@ -117,41 +117,56 @@ pub struct GvisorHelperArgs {
     pub command: Vec<String>,
 }
 
-fn size(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
+/// A flag's value clap refused (clap prints it as the reason).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ValueError {
+    #[error(transparent)]
+    Unit(#[from] crate::units::UnitError),
+    #[error(transparent)]
+    OutputLimit(#[from] crate::capture::LimitTooLarge),
+    #[error("a tmpfs of size 0 would have no size limit at all; give a size, e.g. 64M")]
+    EmptyTmpfs,
+    #[error("a timeout of 0 would kill every run at once; leave --timeout out for no limit")]
+    ZeroTimeout,
+    #[error("a lease of 0 would remove the sandbox at once; give e.g. 10m")]
+    ZeroLease,
+}
+
+fn size(s: &str) -> Result<u64, ValueError> {
+    Ok(parse_size(s)?)
 }
 
 /// `--output-limit`: captured output is held in husk's memory, so it has a
 /// ceiling (`capture::MAX_LIMIT`).
-fn output_limit(s: &str) -> Result<u64, String> {
-    crate::capture::check_limit(size(s)?)
+fn output_limit(s: &str) -> Result<u64, ValueError> {
+    Ok(crate::capture::check_limit(size(s)?)?)
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
+fn duration(s: &str) -> Result<Duration, ValueError> {
+    Ok(parse_duration(s)?)
 }
 
 /// A tmpfs size: tmpfs reads `size=0` as "no limit", so 0 is refused
 /// instead of silently meaning the opposite of what it says.
-pub fn tmpfs_size(s: &str) -> Result<u64, String> {
-    match parse_size(s).map_err(|e| e.to_string())? {
-        0 => Err("a tmpfs of size 0 would have no size limit at all; give a size, e.g. 64M".into()),
+pub fn tmpfs_size(s: &str) -> Result<u64, ValueError> {
+    match parse_size(s)? {
+        0 => Err(ValueError::EmptyTmpfs),
         n => Ok(n),
     }
 }
 
 /// `--timeout`: 0 would end every run as it starts; no flag means no limit.
-fn timeout(s: &str) -> Result<Duration, String> {
+fn timeout(s: &str) -> Result<Duration, ValueError> {
     match duration(s)? {
-        d if d.is_zero() => Err("a timeout of 0 would kill every run at once; leave --timeout out for no limit".into()),
+        d if d.is_zero() => Err(ValueError::ZeroTimeout),
         d => Ok(d),
     }
 }
 
 /// `--ttl`: a lease of 0 would remove the sandbox as it is made.
-fn lease(s: &str) -> Result<Duration, String> {
+fn lease(s: &str) -> Result<Duration, ValueError> {
     match duration(s)? {
-        d if d.is_zero() => Err("a lease of 0 would remove the sandbox at once; give e.g. 10m".into()),
+        d if d.is_zero() => Err(ValueError::ZeroLease),
         d => Ok(d),
     }
 }

@@ -4,14 +4,9 @@
 use super::ProcessArgs;
 use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome, Termination, Verdict};
 use crate::step::Phase;
+use nix::errno::Errno;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// A failure before the sandbox exists, as a verdict (for --json callers)
-/// and a message on stderr.
-pub fn early_failure(step: Phase, message: String, hint: Option<String>) -> Outcome {
-    Outcome::setup_failed(ErrorReport::new(step, message).with_hint(hint))
-}
 
 /// Prints the verdict / writes the verdict file / explains a failure.
 pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json::Value, p: &ProcessArgs) -> i32 {
@@ -63,40 +58,87 @@ pub fn report_with(
 /// missing or unwritable directory, a directory, or a link to nothing is
 /// refused up front. On failure the option is cleared (the early verdict
 /// cannot go there either).
-pub fn check_verdict_file(p: &mut ProcessArgs) -> Result<(), String> {
+pub fn check_verdict_file(p: &mut ProcessArgs) -> Result<(), VerdictFileError> {
     let Some(path) = &p.verdict_file else { return Ok(()) };
-    let r = verdict_target(path).map_err(|why| format!("--verdict-file {}: {why}", path.display()));
+    let r = verdict_target(path).map_err(|why| VerdictFileError { path: path.clone(), why });
     if r.is_err() {
         p.verdict_file = None;
     }
     r
 }
 
-fn verdict_target(path: &Path) -> Result<(), String> {
+/// A `--verdict-file` the verdict could not be written to.
+#[derive(Debug, thiserror::Error)]
+#[error("--verdict-file {}: {why}", path.display())]
+pub struct VerdictFileError {
+    pub path: PathBuf,
+    pub why: VerdictTarget,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerdictTarget {
+    #[error("is a directory; give a file path, e.g. DIR/verdict.json")]
+    IsDir,
+    #[error("names a directory; give a file path, e.g. DIR/verdict.json")]
+    NamesDir,
+    #[error("not writable: {}: {errno:?} ({})", path.display(), errno.desc())]
+    NotWritable { path: PathBuf, errno: Errno },
+    #[error("{0} (a link to nothing?)")]
+    Dangling(std::io::Error),
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("its directory is not writable: {}: {errno:?} ({})", path.display(), errno.desc())]
+    DirNotWritable { path: PathBuf, errno: Errno },
+    #[error("{} is not a directory", .0.display())]
+    NotDir(PathBuf),
+    #[error("directory {}: {source}; create it first", path.display())]
+    NoDir { path: PathBuf, source: std::io::Error },
+}
+
+impl VerdictFileError {
+    pub fn errno(&self) -> Option<Errno> {
+        match &self.why {
+            VerdictTarget::NotWritable { errno, .. } | VerdictTarget::DirNotWritable { errno, .. } => Some(*errno),
+            VerdictTarget::Dangling(e) | VerdictTarget::Io(e) | VerdictTarget::NoDir { source: e, .. } => {
+                crate::step::io_errno(e)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A refused `--verdict-file`, as the verdict reports it (step `arguments`).
+impl From<VerdictFileError> for ErrorReport {
+    fn from(e: VerdictFileError) -> Self {
+        ErrorReport::new(Phase::Arguments, e.to_string()).with_errno(e.errno())
+    }
+}
+
+fn verdict_target(path: &Path) -> Result<(), VerdictTarget> {
     use nix::unistd::{AccessFlags, access};
-    let writable = |p: &Path, flags| access(p, flags).map_err(|e| format!("{}: {e:?} ({})", p.display(), e.desc()));
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => return Err("is a directory; give a file path, e.g. DIR/verdict.json".into()),
+        Ok(m) if m.is_dir() => return Err(VerdictTarget::IsDir),
         // Anything but a regular file is written in place (write_atomic):
         // a FIFO, a device, /dev/stderr; through a link, what it names.
         Ok(m) if !m.is_file() => {
             return match std::fs::metadata(path) {
-                Ok(t) if t.is_dir() => Err("names a directory; give a file path, e.g. DIR/verdict.json".into()),
-                Ok(_) => writable(path, AccessFlags::W_OK).map_err(|e| format!("not writable: {e}")),
-                Err(e) => Err(format!("{e} (a link to nothing?)")),
+                Ok(t) if t.is_dir() => Err(VerdictTarget::NamesDir),
+                Ok(_) => access(path, AccessFlags::W_OK)
+                    .map_err(|errno| VerdictTarget::NotWritable { path: path.to_path_buf(), errno }),
+                Err(e) => Err(VerdictTarget::Dangling(e)),
             };
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(VerdictTarget::Io(e)),
     }
     // A regular file is replaced by a rename from its directory.
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => writable(dir, AccessFlags::W_OK | AccessFlags::X_OK)
-            .map_err(|e| format!("its directory is not writable: {e}")),
-        Ok(_) => Err(format!("{} is not a directory", dir.display())),
-        Err(e) => Err(format!("directory {}: {e}; create it first", dir.display())),
+        Ok(m) if m.is_dir() => access(dir, AccessFlags::W_OK | AccessFlags::X_OK)
+            .map_err(|errno| VerdictTarget::DirNotWritable { path: dir.to_path_buf(), errno }),
+        Ok(_) => Err(VerdictTarget::NotDir(dir.to_path_buf())),
+        Err(source) => Err(VerdictTarget::NoDir { path: dir.to_path_buf(), source }),
     }
 }
 

@@ -2,12 +2,69 @@
 //! checked and turned into what the library takes (`Plan::build` then
 //! validates the whole against the host).
 
-use super::{NetworkArg, ProcessArgs, RuntimeArg, SandboxArgs};
-use crate::cgroup::limits;
+use super::{NetworkArg, ProcessArgs, RuntimeArg, SandboxArgs, ValueError};
+use crate::cgroup::limits::{self, LimitValueError};
 use crate::spec::{Access, BindSpec, LimitSpec, NetworkMode, OutputSpec, RootSpec, RuntimeChoice, Spec, TmpfsSpec};
+use nix::errno::Errno;
+use std::path::PathBuf;
+
+/// A flag (or a combination of flags) husk refuses, before anything runs.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    #[error("--writable needs --image or --rootfs (host mode is always read-only)")]
+    WritableHost,
+    #[error("invalid --bind {spec:?}: mode {mode:?} must be ro or rw")]
+    BindMode { spec: String, mode: String },
+    #[error("invalid --bind {0:?}: expected SRC:DST[:ro|rw], e.g. ./data:/data:rw")]
+    BindShape(String),
+    #[error("invalid --bind {0:?}: SRC and DST must be non-empty")]
+    BindEmpty(String),
+    #[error("--bind source {path:?}: {source}; give an existing host path")]
+    BindSource { path: String, source: std::io::Error },
+    #[error("--tmpfs {spec:?}: {source}")]
+    Tmpfs { spec: String, source: ValueError },
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    #[error(transparent)]
+    IdRange(#[from] crate::userns::IdMapError),
+    #[error(transparent)]
+    Seccomp(#[from] crate::seccomp::UnknownProfile),
+    #[error("{flag}: {source}")]
+    Limit { flag: &'static str, source: LimitValueError },
+    #[error("{0} needs a cgroup, but --no-cgroup (or HUSK_NO_CGROUP) turns cgroups off; drop one of them")]
+    LimitWithoutCgroup(&'static str),
+    #[error("{0} applies to --runtime runsc or auto only; this run uses --runtime native")]
+    RunscFlag(&'static str),
+    #[error(transparent)]
+    EnvFile(#[from] crate::userfile::UserFileError),
+    #[error("--env-file {} line {line}: expected KEY=VALUE, got {text:?}", path.display())]
+    EnvLine { path: PathBuf, line: usize, text: String },
+    #[error(
+        "invalid environment variable name {0:?} (--env or --env-file): names must be non-empty and hold no control characters"
+    )]
+    EnvName(String),
+}
+
+/// Refused flags, as the verdict reports them (step `arguments`).
+impl From<ArgsError> for crate::outcome::ErrorReport {
+    fn from(e: ArgsError) -> Self {
+        crate::outcome::ErrorReport::new(crate::step::Phase::Arguments, e.to_string()).with_errno(e.errno())
+    }
+}
+
+impl ArgsError {
+    /// The kernel's errno, when a host path could not be read.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            ArgsError::BindSource { source, .. } => crate::step::io_errno(source),
+            ArgsError::EnvFile(crate::userfile::UserFileError::Io { source, .. }) => crate::step::io_errno(source),
+            _ => None,
+        }
+    }
+}
 
 /// Turns the sandbox-shaping flags into the spec (shared with `create`).
-pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String> {
+pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), ArgsError> {
     spec.root = match (&a.rootfs, &a.image) {
         (Some(dir), _) => RootSpec::Rootfs(dir.clone()),
         (None, Some(r)) => RootSpec::Image(r.clone()),
@@ -15,7 +72,7 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
     };
     spec.pull = a.pull.into();
     if a.writable && spec.root == RootSpec::Host {
-        return Err("--writable needs --image or --rootfs (host mode is always read-only)".into());
+        return Err(ArgsError::WritableHost);
     }
     spec.writable = a.writable;
     spec.workdir = a.workdir.clone();
@@ -29,9 +86,8 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
     };
     spec.hostname = a.hostname.clone();
     spec.cap_add = a.cap_add.clone();
-    spec.rlimits =
-        a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-    spec.id_range = a.id_range.as_deref().map(crate::userns::parse_range).transpose().map_err(|e| e.to_string())?;
+    spec.rlimits = a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r)).collect::<Result<_, _>>()?;
+    spec.id_range = a.id_range.as_deref().map(crate::userns::parse_range).transpose()?;
     spec.seccomp = crate::seccomp::parse_arg(&a.seccomp)?;
     spec.seccomp_report = a.seccomp_report;
     spec.runtime = match a.runtime {
@@ -43,7 +99,7 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
     if spec.runtime == RuntimeChoice::Native {
         let runsc_flag = [("--runsc-platform", a.runsc_platform.is_some()), ("--runsc-path", a.runsc_path.is_some())];
         if let Some((flag, _)) = runsc_flag.iter().find(|(_, given)| *given) {
-            return Err(format!("{flag} applies to --runtime runsc or auto only; this run uses --runtime native"));
+            return Err(ArgsError::RunscFlag(flag));
         }
     }
     spec.runsc = crate::spec::RunscSpec { path: a.runsc_path.clone(), platform: a.runsc_platform.clone() };
@@ -55,20 +111,22 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), String
 pub const ENV_FILE_LIMIT: u64 = 1 << 20;
 
 /// Applies per-command flags (shared with `exec`).
-pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), String> {
+pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsError> {
     spec.timeout = p.timeout;
     spec.kill_grace = p.kill_grace;
     spec.output = if p.json { OutputSpec::Capture { limit: p.output_limit } } else { OutputSpec::Passthrough };
     spec.user = p.user.clone();
     for f in &p.env_file {
-        let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT).map_err(|e| e.to_string())?;
+        let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT)?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (k, v) = line.split_once('=').ok_or_else(|| {
-                format!("--env-file {} line {}: expected KEY=VALUE, got {line:?}", f.display(), n + 1)
+            let (k, v) = line.split_once('=').ok_or_else(|| ArgsError::EnvLine {
+                path: f.clone(),
+                line: n + 1,
+                text: line.to_string(),
             })?;
             spec.env.push((k.trim().to_string(), v.to_string()));
         }
@@ -89,37 +147,34 @@ pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), String
     // sequence) is never what was meant, and some shells and tools in the
     // sandbox would skip or mangle the variable.
     if let Some((k, _)) = spec.env.iter().find(|(k, _)| k.is_empty() || k.chars().any(char::is_control)) {
-        return Err(format!(
-            "invalid environment variable name {k:?} (--env or --env-file): names must be non-empty and hold no control characters"
-        ));
+        return Err(ArgsError::EnvName(k.clone()));
     }
     Ok(())
 }
 
-pub fn parse_bind(s: &str) -> Result<BindSpec, String> {
+pub fn parse_bind(s: &str) -> Result<BindSpec, ArgsError> {
     let parts: Vec<&str> = s.split(':').collect();
     let (src, dst, access) = match parts.as_slice() {
         [src, dst] => (*src, *dst, Access::ReadOnly),
         [src, dst, "ro"] => (*src, *dst, Access::ReadOnly),
         [src, dst, "rw"] => (*src, *dst, Access::ReadWrite),
         [_, _, mode] => {
-            return Err(format!("invalid --bind {s:?}: mode {mode:?} must be ro or rw"));
+            return Err(ArgsError::BindMode { spec: s.into(), mode: mode.to_string() });
         }
         _ => {
-            return Err(format!("invalid --bind {s:?}: expected SRC:DST[:ro|rw], e.g. ./data:/data:rw"));
+            return Err(ArgsError::BindShape(s.into()));
         }
     };
     if src.is_empty() || dst.is_empty() {
-        return Err(format!("invalid --bind {s:?}: SRC and DST must be non-empty"));
+        return Err(ArgsError::BindEmpty(s.into()));
     }
-    let source =
-        std::fs::canonicalize(src).map_err(|e| format!("--bind source {src:?}: {e}; give an existing host path"))?;
+    let source = std::fs::canonicalize(src).map_err(|source| ArgsError::BindSource { path: src.into(), source })?;
     Ok(BindSpec { source, target: dst.to_string(), access })
 }
 
-pub fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, String> {
+pub fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, ArgsError> {
     let (dst, size) = match s.split_once(':') {
-        Some((d, z)) => (d, super::tmpfs_size(z).map_err(|e| format!("--tmpfs {s:?}: {e}"))?),
+        Some((d, z)) => (d, super::tmpfs_size(z).map_err(|source| ArgsError::Tmpfs { spec: s.into(), source })?),
         None => (s, crate::spec::DEFAULT_TMP_SIZE),
     };
     Ok(TmpfsSpec { target: dst.to_string(), size })
@@ -128,9 +183,9 @@ pub fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, String> {
 /// The `--memory`, `--memory-swap`, `--cpus`, `--pids`, `--no-cgroup` and
 /// `--cgroup-parent` flags as a `LimitSpec` (defaults are applied later,
 /// by `Limits::resolve`).
-pub fn limit_spec(a: &SandboxArgs) -> Result<LimitSpec, String> {
-    let opt = |v: &Option<String>, flag: &str, f: fn(&str) -> Result<u64, String>| {
-        v.as_deref().map(|s| f(s).map_err(|e| format!("{flag}: {e}"))).transpose()
+pub fn limit_spec(a: &SandboxArgs) -> Result<LimitSpec, ArgsError> {
+    let opt = |v: &Option<String>, flag: &'static str, f: fn(&str) -> Result<u64, LimitValueError>| {
+        v.as_deref().map(|s| f(s).map_err(|source| ArgsError::Limit { flag, source })).transpose()
     };
     if a.no_cgroup {
         let given = [
@@ -141,9 +196,7 @@ pub fn limit_spec(a: &SandboxArgs) -> Result<LimitSpec, String> {
             ("--cgroup-parent", a.cgroup_parent.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "{flag} needs a cgroup, but --no-cgroup (or HUSK_NO_CGROUP) turns cgroups off; drop one of them"
-            ));
+            return Err(ArgsError::LimitWithoutCgroup(flag));
         }
     }
     Ok(LimitSpec {

@@ -2,11 +2,11 @@
 
 use crate::backend::{self, RunIo};
 use crate::cli::RunArgs;
-use crate::cli::report::{check_verdict_file, early_failure, report};
+use crate::cli::report::{check_verdict_file, report};
 use crate::cli::spec::{apply_process_args, apply_sandbox_args};
 use crate::host::HostFacts;
 use crate::image::store::{Check, Lease};
-use crate::outcome::{Outcome, Termination};
+use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::paths::{Paths, PathsError};
 use crate::plan::Plan;
 use crate::spec::{OutputSpec, Spec};
@@ -16,17 +16,14 @@ use std::path::Path;
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
     if let Err(e) = check_verdict_file(&mut p) {
-        return report(&early_failure(Phase::Arguments, e, None), "", "none", &serde_json::Value::Null, &p);
+        return report(&Outcome::setup_failed(e.into()), "", "none", &serde_json::Value::Null, &p);
     }
-    let fail = |step: Phase, msg: String| {
-        let o = early_failure(step, msg, None);
-        report(&o, "", "none", &serde_json::Value::Null, &p)
-    };
+    let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", &serde_json::Value::Null, &p);
     let mut spec = Spec::new(args.command.clone());
     if let Err(e) =
         apply_sandbox_args(&mut spec, &args.sandbox).and_then(|_| apply_process_args(&mut spec, &args.process))
     {
-        return fail(Phase::Arguments, e);
+        return fail(e.into());
     }
     // Reading the cgroup layout on a `background` thread while the root is
     // resolved did not pay: the join still waited ~0.1 ms (thread start and
@@ -38,11 +35,11 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     }
     let (root, _lease) = match crate::image::root::root_input(&spec, &host, paths) {
         Ok(r) => r,
-        Err(e) => return fail(Phase::Root, e),
+        Err(e) => return fail(ErrorReport::new(Phase::Root, e)),
     };
     let selected = match backend::select(&spec, &host, state_dir) {
         Ok(b) => b,
-        Err(e) => return fail(Phase::Backend, e),
+        Err(e) => return fail(ErrorReport::new(Phase::Backend, e)),
     };
     let backend = selected.backend;
     let capture = match spec.output {
@@ -52,7 +49,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     let mut plan = match Plan::build(spec, &host, root) {
         Ok(p) => p,
         Err(e) => {
-            let o = early_failure(Phase::Plan, e.to_string(), e.hint());
+            let o = Outcome::setup_failed(e.report());
             return report(&o, "", "none", &serde_json::Value::Null, &p);
         }
     };

@@ -83,9 +83,10 @@ fn create_inner(
         state::check_name(n)?;
     }
     let mut spec = Spec::new(Vec::new());
-    crate::cli::spec::apply_sandbox_args(&mut spec, &args.sandbox).map_err(usage)?;
+    let args_err = |e: crate::cli::spec::ArgsError| SandboxError::Setup(e.into());
+    crate::cli::spec::apply_sandbox_args(&mut spec, &args.sandbox).map_err(args_err)?;
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
-    crate::cli::spec::apply_process_args(&mut spec, &p).map_err(usage)?;
+    crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
     let store = store_of(paths)?;
     // The same choice as `husk run`.
     let state = store.state_dir();
@@ -100,7 +101,7 @@ fn create_inner(
         .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Root, e)))?;
     let inputs = HoldInputs::of(&root);
     let mut plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
-        .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Plan, e.to_string())))?;
+        .map_err(|e| SandboxError::Setup(e.report()))?;
     selected.backend.adapt(&mut plan).map_err(SandboxError::Setup)?;
     let req = CreateRequest {
         name: args.name,
@@ -130,7 +131,7 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
 pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
     if let Err(e) = crate::cli::report::check_verdict_file(&mut p) {
-        let o = crate::cli::report::early_failure(Phase::Arguments, e, None);
+        let o = Outcome::setup_failed(e.into());
         return crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p);
     }
     let early = |e: SandboxError| {
@@ -139,7 +140,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
     };
     let mut spec = Spec::new(Vec::new());
     if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process) {
-        return early(SandboxError::Usage(e));
+        return early(SandboxError::Setup(e.into()));
     }
     let req = ExecRequest {
         target: args.sandbox.clone(),

@@ -27,13 +27,18 @@ pub fn resolv_conf(network: NetworkMode) -> String {
 }
 
 /// Valid hostname: 1..=64 bytes of [A-Za-z0-9.-], not starting with '-'.
-pub fn validate_hostname(name: &str) -> Result<(), String> {
+pub fn validate_hostname(name: &str) -> Result<(), BadHostname> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('-')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-    if ok { Ok(()) } else { Err(format!("invalid hostname {name:?}: use 1-64 letters, digits, '-' and '.'")) }
+    if ok { Ok(()) } else { Err(BadHostname(name.into())) }
 }
+
+/// A hostname the kernel (or resolvers in the sandbox) would not take.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid hostname {0:?}: use 1-64 letters, digits, '-' and '.'")]
+pub struct BadHostname(pub String);
 
 #[cfg(test)]
 mod tests {

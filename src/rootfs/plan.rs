@@ -77,6 +77,8 @@ const MAX_MOUNT_DATA: usize = 4095;
 pub enum MountPlanError {
     #[error("{what} {path}: {why}")]
     BadTarget { what: &'static str, path: String, why: String },
+    #[error("{what} {}: {source}", source.path)]
+    Target { what: &'static str, source: super::resolve::TargetError },
     #[error("{what} {target} is given twice; each mount point may appear once")]
     Duplicate { what: &'static str, target: String },
     #[error("bind source {path:?}: {source}; give an existing host path")]
@@ -226,11 +228,8 @@ impl Placer {
 /// Builds the mount plan. `source` decides the root; `inputs` the rest.
 pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPlan, MountPlanError> {
     let staging = STAGING_CANDIDATES.iter().find(|p| Path::new(p).is_dir()).ok_or(MountPlanError::NoStaging)?;
-    let workdir = normalize_target(inputs.workdir).map_err(|why| MountPlanError::BadTarget {
-        what: "workdir",
-        path: inputs.workdir.into(),
-        why,
-    })?;
+    let workdir =
+        normalize_target(inputs.workdir).map_err(|source| MountPlanError::Target { what: "workdir", source })?;
     if workdir.is_empty() || is_reserved(&workdir) {
         return Err(MountPlanError::BadTarget {
             what: "workdir",
@@ -440,7 +439,7 @@ fn is_reserved(target: &str) -> bool {
 }
 
 fn checked_target(what: &'static str, raw: &str) -> Result<String, MountPlanError> {
-    let t = normalize_target(raw).map_err(|why| MountPlanError::BadTarget { what, path: raw.into(), why })?;
+    let t = normalize_target(raw).map_err(|source| MountPlanError::Target { what, source })?;
     if t.is_empty() || is_reserved(&t) {
         return Err(MountPlanError::BadTarget {
             what,

@@ -153,21 +153,42 @@ fn join(parts: &[String]) -> String {
 
 /// Validates a user-given absolute target path: absolute, no `..`, no NUL,
 /// normalized (`//` and `.` removed). Returns it without the leading `/`.
-pub fn normalize_target(path: &str) -> Result<String, String> {
+pub fn normalize_target(path: &str) -> Result<String, TargetError> {
+    let err = |kind| TargetError { path: path.into(), kind };
     if !path.starts_with('/') {
-        return Err(format!("{path:?} is not absolute; use a path starting with /"));
+        return Err(err(TargetFault::Relative));
     }
     if path.contains('\0') {
-        return Err(format!("{path:?} contains a NUL byte"));
+        return Err(err(TargetFault::Nul));
     }
     let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     if comps.contains(&"..") {
-        return Err(format!("{path:?} contains '..'; give the path without it"));
+        return Err(err(TargetFault::DotDot));
     }
     if Path::new(path).as_os_str().len() > 4000 {
-        return Err(format!("{path:?} is longer than 4000 bytes"));
+        return Err(err(TargetFault::TooLong));
     }
     Ok(comps.join("/"))
+}
+
+/// A target path `normalize_target` refuses, and why.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{path:?} {kind}")]
+pub struct TargetError {
+    pub path: String,
+    pub kind: TargetFault,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TargetFault {
+    #[error("is not absolute; use a path starting with /")]
+    Relative,
+    #[error("contains a NUL byte")]
+    Nul,
+    #[error("contains '..'; give the path without it")]
+    DotDot,
+    #[error("is longer than 4000 bytes")]
+    TooLong,
 }
 
 /// Reads a small file at `path` inside `root` without following any

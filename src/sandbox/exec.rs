@@ -8,10 +8,9 @@ use super::SandboxError;
 use super::proto::{Client, Request};
 use super::state::{Record, Store};
 use crate::backend::Attached;
-use crate::outcome::{ErrorReport, Outcome};
+use crate::outcome::Outcome;
 use crate::plan::{ExecPlan, ExecPlanError, HeldSandbox, ProcessPlan};
 use crate::spec::ExecSpec;
-use crate::step::Phase;
 use std::collections::BTreeMap;
 
 /// What one exec asks for.
@@ -62,7 +61,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     };
     let mut plan = ExecPlan::build(&held, &req.exec, t_start).map_err(|e| match e {
         ExecPlanError::Usage(m) => SandboxError::Usage(m),
-        ExecPlanError::Plan(e) => SandboxError::Setup(ErrorReport::new(Phase::Plan, e.to_string())),
+        ExecPlanError::Plan(e) => SandboxError::Setup(e.report()),
     })?;
     plan.seccomp = seccomp_of(&rec, store)?;
 

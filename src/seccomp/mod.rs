@@ -127,17 +127,22 @@ pub enum SeccompError {
 }
 
 /// `--seccomp VALUE`: a shipped name, `unconfined`, or a path.
-pub fn parse_arg(value: &str) -> Result<SeccompSpec, String> {
+pub fn parse_arg(value: &str) -> Result<SeccompSpec, UnknownProfile> {
     match value {
         "unconfined" => Ok(SeccompSpec::Unconfined),
         v if shipped(v).is_some() => Ok(SeccompSpec::Named(v.to_string())),
         v if v.contains('/') || v.ends_with(".json") || Path::new(v).exists() => Ok(SeccompSpec::File(v.into())),
-        v => Err(format!(
-            "--seccomp {v:?}: no shipped profile by that name ({}), and no such file; give a path like ./{v}",
-            shipped_names().join(", ")
-        )),
+        v => Err(UnknownProfile(v.to_string())),
     }
 }
+
+/// A `--seccomp` value that names neither a shipped profile nor a file.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "--seccomp {0:?}: no shipped profile by that name ({names}), and no such file; give a path like ./{0}",
+    names = shipped_names().join(", ")
+)]
+pub struct UnknownProfile(pub String);
 
 /// Where the program came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -288,7 +288,7 @@ fn husk_seccomp_flags_map_to_specs() {
     assert_eq!(parse_arg("strict"), Ok(SeccompSpec::Named("strict".into())));
     assert_eq!(parse_arg("unconfined"), Ok(SeccompSpec::Unconfined));
     assert_eq!(parse_arg("./p.json"), Ok(SeccompSpec::File("./p.json".into())));
-    assert!(parse_arg("defualt").unwrap_err().contains("default, strict"));
+    assert!(parse_arg("defualt").unwrap_err().to_string().contains("default, strict"));
 }
 
 #[test]
