@@ -130,6 +130,8 @@ pub enum ValueError {
     ZeroTimeout,
     #[error("a lease of 0 would remove the sandbox at once; give e.g. 10m")]
     ZeroLease,
+    #[error("a maximum lifetime of 0 would remove the sandbox at once; give e.g. 1h")]
+    ZeroLifetime,
 }
 
 fn size(s: &str) -> Result<u64, ValueError> {
@@ -171,9 +173,9 @@ fn lease(s: &str) -> Result<Duration, ValueError> {
     }
 }
 
-fn lifetime(s: &str) -> Result<Duration, String> {
+fn lifetime(s: &str) -> Result<Duration, ValueError> {
     match duration(s)? {
-        d if d.is_zero() => Err("a maximum lifetime of 0 would remove the sandbox at once; give e.g. 1h".into()),
+        d if d.is_zero() => Err(ValueError::ZeroLifetime),
         d => Ok(d),
     }
 }
