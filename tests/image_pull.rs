@@ -276,3 +276,149 @@ fn rate_limited_registry_is_retried_after_retry_after() {
     assert!(stderr(&o).contains("429"), "the retry is reported: {}", stderr(&o));
     assert_eq!(srv.count(|r| r.path.contains("/manifests/")), 2);
 }
+
+#[test]
+fn pull_by_digest_pins_content() {
+    let tmp = TempDir::new("pull-digest");
+    let reg = Registry::start(Auth::None);
+    let (_, first) = busybox_image(&tmp.join("a"), "first\n");
+    reg.push(&tmp.join("a"), "app:stable", None, false);
+    let (_, second) = busybox_image(&tmp.join("b"), "second\n");
+    // The tag moves on; the digest still names the first image.
+    reg.push(&tmp.join("b"), "app:stable", None, false);
+    assert_ne!(first["digest"], second["digest"]);
+    let store = tmp.join("store");
+    let pinned = format!("{}/app@{}", reg.addr, first["digest"].as_str().unwrap());
+    let (res, _) = pull_json(&store, &[&pinned]);
+    assert_eq!(res["name"], pinned);
+    assert_eq!(res["digest"], first["digest"]);
+    assert_eq!(run_out(&store, &pinned, &["--pull", "never"], &[]), "first\n");
+    // By tag (pulled on the fly by run, --pull missing): the moved tag.
+    assert_eq!(run_out(&store, &format!("{}/app:stable", reg.addr), &[], &[]), "second\n");
+    // A digest the registry does not have.
+    let e = pull_err(&store, &[&format!("{}/app@sha256:{}", reg.addr, "0".repeat(64))]);
+    assert!(e.contains("404"), "{e}");
+}
+
+#[test]
+fn pull_multiplatform_index_picks_linux_amd64() {
+    let tmp = TempDir::new("pull-multi");
+    let reg = Registry::start(Auth::None);
+    let mut l = Layout::new(&tmp.join("img"));
+    let mut descs = Vec::new();
+    for arch in ["arm64", "amd64", "s390x"] {
+        let layers = [Layer::gzip(busybox_tar()), marker_layer(&format!("{arch}\n"))];
+        let mut d = l.manifest(&layers, &Layout::config(&layers, json!({}), arch));
+        d["platform"] = json!({"os": "linux", "architecture": arch});
+        descs.push(d);
+    }
+    let index = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": descs});
+    let idx = l.put(&serde_json::to_vec(&index).unwrap(), "application/vnd.oci.image.index.v1+json");
+    l.manifests = vec![idx];
+    l.write_index();
+    reg.push(&l.dir, "multi:1", None, true);
+    let reference = format!("{}/multi:1", reg.addr);
+    let store = tmp.join("store");
+    let (res, _) = pull_json(&store, &[&reference]);
+    assert_eq!(res["platform"], "linux/amd64");
+    assert_eq!(res["digest"], descs[1]["digest"]);
+    assert_eq!(run_out(&store, &reference, &["--pull", "never"], &["cat", "/etc/marker"]), "amd64\n");
+    let other = tmp.join("store-arm");
+    let (res, _) = pull_json(&other, &["--platform", "linux/arm64", &reference]);
+    assert_eq!(res["platform"], "linux/arm64");
+    assert_eq!(res["digest"], descs[0]["digest"]);
+    let e = pull_err(&other, &["--platform", "linux/riscv64", &reference]);
+    assert!(e.contains("no manifest for linux/riscv64") && e.contains("linux/s390x"), "{e}");
+}
+
+#[test]
+fn shared_layer_not_downloaded_twice() {
+    let tmp = TempDir::new("pull-shared");
+    let reg = Registry::start(Auth::None);
+    busybox_image(&tmp.join("x"), "x\n");
+    busybox_image(&tmp.join("y"), "y\n");
+    reg.push(&tmp.join("x"), "x:1", None, false);
+    reg.push(&tmp.join("y"), "y:1", None, false);
+    let base = sha256(&Layer::gzip(busybox_tar()).blob);
+    let store = tmp.join("store");
+    pull_json(&store, &[&format!("{}/x:1", reg.addr)]);
+    let (res, _) = pull_json(&store, &[&format!("{}/y:1", reg.addr)]);
+    assert_eq!((res["extracted"].as_u64(), res["reused"].as_u64()), (Some(1), Some(1)), "{res}");
+    assert_eq!(reg.blob_gets(&base), 1, "the shared base layer was fetched again:\n{}", reg.access_log());
+    // A layer an import brought is not downloaded either.
+    let imported = tmp.join("store-imported");
+    import_ok(&imported, &tmp.join("x"), &[]);
+    pull_json(&imported, &[&format!("{}/y:1", reg.addr)]);
+    assert_eq!(reg.blob_gets(&base), 1, "a layer the store had from an import was fetched");
+}
+
+#[test]
+fn concurrent_pulls_of_one_image_one_copy() {
+    let tmp = TempDir::new("pull-concurrent");
+    let reg = Registry::start(Auth::None);
+    let (l, _) = busybox_image(&tmp.join("img"), "c\n");
+    reg.push(&l.dir, "c:1", None, false);
+    let store = tmp.join("store");
+    let reference = format!("{}/c:1", reg.addr);
+    let spawn = || {
+        std::process::Command::new(husk_bin())
+            .args(["pull", "--quiet", &reference])
+            .env("HUSK_ROOT", &store)
+            .env_remove("HUSK_ID_RANGE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    for c in [a, b] {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o).trim(), reference);
+    }
+    let base = sha256(&Layer::gzip(busybox_tar()).blob);
+    let top = sha256(&marker_layer("c\n").blob);
+    assert_eq!((reg.blob_gets(&base), reg.blob_gets(&top)), (1, 1), "{}", reg.access_log());
+    let dirs: Vec<String> = std::fs::read_dir(store.join("layers"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert!(tree(&store.join("tmp")).is_empty());
+}
+
+#[test]
+fn progress_events_json_schema() {
+    let tmp = TempDir::new("pull-events");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    let srv = hostile(&l.dir, |_| None);
+    let store = tmp.join("store");
+    let (_, lines) = pull_json(&store, &[&format!("{}/x/y:1", srv.addr)]);
+    let is_digest = |v: &Value| v.as_str().is_some_and(|s| s.starts_with("sha256:") && s.len() == 71);
+    let (last, events) = lines.split_last().unwrap();
+    for e in events {
+        match e["event"].as_str() {
+            Some("resolved") => {
+                assert!(is_digest(&e["digest"]) && e["layers"] == 2 && e["platform"] == "linux/amd64", "{e}");
+                assert_eq!(e["reference"], format!("{}/x/y:1", srv.addr));
+            }
+            Some("downloading") | Some("downloaded") => assert!(is_digest(&e["digest"]) && e["size"].is_u64(), "{e}"),
+            _ => panic!("unexpected event before the result: {e}"),
+        }
+    }
+    assert_eq!(events.iter().filter(|e| e["event"] == "downloaded").count(), 2);
+    assert_eq!(last["event"], "result", "{last}");
+    for k in ["name", "reference", "registry", "repository", "tag", "platform"] {
+        assert!(last[k].is_string(), "result.{k}: {last}");
+    }
+    assert!(is_digest(&last["digest"]) && last["layers"].as_array().unwrap().len() == 2, "{last}");
+    assert!(last["layers"].as_array().unwrap().iter().all(|l| l["status"] == "extracted"), "{last}");
+    // A failure ends the stream with one error object.
+    let o = husk_in(&store, &["pull", "--json", &format!("{}/x/y@sha256:{}", srv.addr, "1".repeat(64))]);
+    let out = stdout(&o);
+    let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "error", "{out}");
+    assert!(last["error"].is_string());
+}
