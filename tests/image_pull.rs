@@ -422,3 +422,78 @@ fn progress_events_json_schema() {
     assert_eq!(last["event"], "error", "{out}");
     assert!(last["error"].is_string());
 }
+
+/// husk with HUSK_ROOT=`store`, `stdin` fed, extra environment.
+fn husk_with(store: &Path, args: &[&str], stdin: &str, env: &[(&str, &Path)]) -> std::process::Output {
+    use std::io::Write;
+    let mut cmd = std::process::Command::new(husk_bin());
+    cmd.args(args).env("HUSK_ROOT", store).env_remove("HUSK_ID_RANGE").env_remove("DOCKER_CONFIG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn basic_auth_from_login_and_docker_config() {
+    use base64::Engine;
+    let tmp = TempDir::new("pull-basic");
+    let reg = Registry::start(Auth::Basic("tester", "s3cret"));
+    let (l, _) = busybox_image(&tmp.join("img"), "basic\n");
+    reg.push(&l.dir, "private/app:1", Some("tester:s3cret"), false);
+    let reference = format!("{}/private/app:1", reg.addr);
+    let store = tmp.join("store");
+    let e = pull_err(&store, &[&reference]);
+    assert!(e.contains(&format!("husk login {}", reg.addr)), "{e}");
+
+    let login = |pw: &str| husk_with(&store, &["login", &reg.addr, "-u", "tester", "--password-stdin"], pw, &[]);
+    let bad = login("wrong\n");
+    assert_eq!(bad.status.code(), Some(125), "{}", stdout(&bad));
+    assert!(stderr(&bad).contains("refused"), "{}", stderr(&bad));
+    assert!(!store.join("auth.json").exists(), "refused credentials were stored");
+    let ok = login("s3cret\n");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let meta = std::fs::metadata(store.join("auth.json")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o600);
+    pull_json(&store, &[&reference]);
+
+    // Docker's config, read-only: a fresh store with no husk login.
+    let docker = tmp.join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode("tester:s3cret");
+    let config = json!({"auths": {reg.addr.clone(): {"auth": auth}}});
+    std::fs::write(docker.join("config.json"), serde_json::to_vec(&config).unwrap()).unwrap();
+    let other = tmp.join("store2");
+    let o = husk_with(&other, &["pull", "--quiet", &reference], "", &[("DOCKER_CONFIG", &docker)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(docker.join("config.json")).unwrap(), serde_json::to_vec(&config).unwrap());
+    let o = husk_with(&other, &["logout", &reg.addr], "", &[]);
+    assert_eq!(o.status.code(), Some(125), "nothing was stored by husk in store2");
+}
+
+#[test]
+fn bearer_token_flow() {
+    let tmp = TempDir::new("pull-bearer");
+    let issuer = TokenIssuer::start("tester", "t0ken");
+    let reg = Registry::start(Auth::Token { realm: issuer.realm(), cert: issuer.cert.clone() });
+    let (l, _) = busybox_image(&tmp.join("img"), "bearer\n");
+    reg.push(&l.dir, "team/app:1", Some("tester:t0ken"), false);
+    let reference = format!("{}/team/app:1", reg.addr);
+    let store = tmp.join("store");
+    let e = pull_err(&store, &[&reference]);
+    assert!(e.contains("token service") && e.contains("husk login"), "{e}");
+    let before = issuer.requests();
+    let ok = husk_with(&store, &["login", &reg.addr, "-u", "tester", "--password-stdin"], "t0ken", &[]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let (res, _) = pull_json(&store, &[&reference]);
+    assert_eq!(res["extracted"], 2);
+    assert!(issuer.requests() > before, "no token was asked for");
+    assert_eq!(run_out(&store, &reference, &["--pull", "never"], &[]), "bearer\n");
+}

@@ -287,3 +287,100 @@ pub fn layout_reply(layout: &Path, req: &Request) -> Reply {
     }
     reply
 }
+
+/// A token issuer for the registry's `auth.token` mode: RS256 JWTs signed
+/// with a fresh self-signed key (openssl), granting pull+push on every
+/// repository a request's `scope` names, to `user:password` only.
+pub struct TokenIssuer {
+    pub server: Server,
+    pub cert: PathBuf,
+    _dir: TempDir,
+}
+
+impl TokenIssuer {
+    pub fn start(user: &'static str, password: &'static str) -> TokenIssuer {
+        let dir = TempDir::new("issuer");
+        let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
+        let o = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=husk-test-issuer"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl");
+        assert!(o.status.success(), "openssl req: {}", String::from_utf8_lossy(&o.stderr));
+        let der = Command::new("openssl").args(["x509", "-outform", "DER", "-in"]).arg(&cert).output().unwrap().stdout;
+        use base64::Engine;
+        let std64 = base64::engine::general_purpose::STANDARD;
+        let header = serde_json::json!({"typ": "JWT", "alg": "RS256", "x5c": [std64.encode(&der)]});
+        let want = format!("Basic {}", std64.encode(format!("{user}:{password}")));
+        let key2 = key.clone();
+        let server = Server::start(Arc::new(move |req: &Request| {
+            if req.authorization.as_deref() != Some(want.as_str()) {
+                return Reply::status(401);
+            }
+            let query = req.path.split_once('?').map(|(_, q)| q).unwrap_or("");
+            let access: Vec<serde_json::Value> = query
+                .split('&')
+                .filter_map(|kv| kv.strip_prefix("scope="))
+                .map(decode)
+                .filter_map(|s| {
+                    let mut p = s.splitn(3, ':');
+                    let (kind, name) = (p.next()?, p.next()?);
+                    Some(serde_json::json!({"type": kind, "name": name, "actions": ["pull", "push"]}))
+                })
+                .collect();
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+            let claims = serde_json::json!({
+                "iss": "husk-test-issuer", "sub": user, "aud": "husk-test-registry",
+                "exp": now + 600, "nbf": now - 60, "iat": now, "jti": format!("{now}-{}", query.len()),
+                "access": access,
+            });
+            let b64 = |v: &serde_json::Value| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
+            };
+            let signing = format!("{}.{}", b64(&header), b64(&claims));
+            let mut child = Command::new("openssl")
+                .args(["dgst", "-sha256", "-sign"])
+                .arg(&key2)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(signing.as_bytes()).unwrap();
+            let sig = child.wait_with_output().unwrap().stdout;
+            let jwt = format!("{signing}.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig));
+            Reply::ok(serde_json::to_vec(&serde_json::json!({"token": jwt})).unwrap())
+        }));
+        TokenIssuer { server, cert, _dir: dir }
+    }
+
+    pub fn realm(&self) -> String {
+        format!("http://{}/token", self.server.addr)
+    }
+
+    /// Token requests the issuer answered or refused.
+    pub fn requests(&self) -> usize {
+        self.server.count(|r| r.path.starts_with("/token"))
+    }
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&String::from_utf8_lossy(&b[i + 1..i + 3]), 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
