@@ -16,6 +16,7 @@ pub mod cli;
 pub mod cmd;
 pub mod files;
 pub mod host;
+pub mod idrange;
 pub mod ids;
 pub mod image;
 pub mod kernel;

@@ -27,6 +27,53 @@ fn container_root_is_unprivileged_on_host() {
     assert_eq!(owner(&dir.join("g")), (uid + 1000, gid + 1000));
 }
 
+fn husk_out(args: &[&str]) -> (Option<i32>, String) {
+    let o = husk(args).env_remove("HUSK_ID_RANGE").output().unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// `--id-range 1:65536` would make sandbox root host uid 1 (`daemon`) and
+/// give files the sandbox writes to the host's own accounts. As root it
+/// is refused with every reason and the fix, for run and image import
+/// alike; `--id-range-force` accepts it; the default and free ranges run.
+#[test]
+fn id_range_over_host_users_is_refused_unless_forced() {
+    require_root!();
+    let (code, err) = husk_out(&["run", "--id-range", "1:65536", "--", "/bin/true"]);
+    assert_eq!(code, Some(125), "{err}");
+    assert!(err.contains("starts below SUB_UID_MIN/SUB_GID_MIN"), "{err}");
+    assert!(err.contains("overlaps host users in /etc/passwd (daemon = uid 1"), "{err}");
+    assert!(err.contains("overlaps host groups in /etc/group"), "{err}");
+    assert!(err.contains("--id-range-force"), "{err}");
+    let store = TempDir::new("idrange-store");
+    let root = store.path().to_str().unwrap();
+    let (code, err) = husk_out(&["--root", root, "image", "import", "--id-range", "1:65536", "/nonexistent"]);
+    assert_eq!(code, Some(125), "{err}");
+    assert!(err.contains("overlaps host users"), "import checks the range before reading the source: {err}");
+
+    // Another user's subordinate ids (scripts/test.sh's `tester` has some:
+    // useradd allocates them).
+    let subuid = std::fs::read_to_string("/etc/subuid").unwrap_or_default();
+    let (who, start) = subuid
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() == 3 && f[0] != "husk").then(|| (f[0].to_string(), f[1].to_string()))
+        })
+        .expect("an /etc/subuid entry of some user (useradd tester adds one)");
+    let range = format!("{start}:10");
+    let (code, err) = husk_out(&["run", "--id-range", &range, "--", "/bin/true"]);
+    assert_eq!(code, Some(125), "{err}");
+    assert!(err.contains(&format!("overlaps subordinate ids in /etc/subuid ({who}'s {start}:")), "{err}");
+
+    let (code, err) = husk_out(&["run", "--id-range", "1:65536", "--id-range-force", "--", "/bin/true"]);
+    assert_eq!(code, Some(0), "forced: {err}");
+    let (code, err) = husk_out(&["run", "--id-range", "2000000000:65536", "--", "/bin/true"]);
+    assert_eq!(code, Some(0), "a free range: {err}");
+    let (code, err) = husk_out(&["run", "--", "/bin/true"]);
+    assert_eq!(code, Some(0), "the default range: {err}");
+}
+
 /// A setuid-root binary (owned by the id sandbox root maps to, so inside it
 /// *is* root's) gives a `--user` command nothing: binds are nosuid and
 /// no_new_privs is set.

@@ -254,8 +254,14 @@ pub struct SandboxArgs {
     pub rlimit: Vec<String>,
 
     /// Host id range for the sandbox's ids when running as root: BASE:COUNT.
+    /// Refused when it overlaps host users, groups or other users'
+    /// /etc/subuid ranges, or starts below SUB_UID_MIN (/etc/login.defs).
     #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
     pub id_range: Option<String>,
+
+    /// Accept an --id-range that overlaps the host's own users and groups.
+    #[arg(long, requires = "id_range")]
+    pub id_range_force: bool,
 
     /// Isolation backend: native, runsc (gVisor), or auto (native where the
     /// host supports it, else runsc; refuses if neither works).
@@ -564,9 +570,13 @@ pub struct ImageImportArgs {
     /// Bound on one layer's number of entries.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_entries: u64,
-    /// Host id range the layers are unpacked for (as root): BASE:COUNT.
+    /// Host id range the layers are unpacked for (as root): BASE:COUNT,
+    /// checked like `run --id-range`.
     #[arg(long, value_name = "BASE:COUNT", env = "HUSK_ID_RANGE")]
     pub id_range: Option<String>,
+    /// Accept an --id-range that overlaps the host's own users and groups.
+    #[arg(long, requires = "id_range")]
+    pub id_range_force: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,6 +28,8 @@ pub enum ArgsError {
     #[error(transparent)]
     IdRange(#[from] crate::userns::IdMapError),
     #[error(transparent)]
+    IdRangeRefused(#[from] crate::idrange::RangeRefused),
+    #[error(transparent)]
     Seccomp(#[from] crate::seccomp::UnknownProfile),
     #[error("{flag}: {source}")]
     Limit { flag: &'static str, source: LimitValueError },
@@ -88,6 +90,9 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), ArgsEr
     spec.cap_add = a.cap_add.clone();
     spec.rlimits = a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r)).collect::<Result<_, _>>()?;
     spec.id_range = a.id_range.as_deref().map(crate::userns::parse_range).transpose()?;
+    if let Some(r) = spec.id_range {
+        crate::idrange::check_unless_forced(r, a.id_range_force)?;
+    }
     spec.seccomp = crate::seccomp::parse_arg(&a.seccomp)?;
     spec.seccomp_report = a.seccomp_report;
     spec.runtime = match a.runtime {

@@ -195,6 +195,9 @@ fn verify_cmd(store: &Store, host: &HostFacts, a: ImageVerifyArgs) -> Result<i32
 
 fn import_cmd(store: &Store, host: &HostFacts, a: ImageImportArgs) -> Result<(), ImageError> {
     let range = id_range(a.id_range.as_deref())?;
+    if let Some(r) = range {
+        crate::idrange::check_unless_forced(r, a.id_range_force).map_err(|e| ImageError::Source(e.to_string()))?;
+    }
     let opts = ImportOptions {
         name: a.name,
         limits: Limits {
