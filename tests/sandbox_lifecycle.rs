@@ -41,6 +41,41 @@ mod rootless {
         assert_eq!(b.ids(), vec![in_b], "rm --label / --all in one state dir reached another's sandbox");
     }
 
+    /// Deleting a live sandbox's record (its directory, or the whole state
+    /// directory) used to leave its processes running while every command said
+    /// "no sandbox": `husk gc` finds the supervisor by what is on the host and
+    /// ends the sandbox, and only this state directory's.
+    #[test]
+    fn gc_ends_sandbox_whose_state_dir_was_deleted() {
+        let other = Sbx::new();
+        let kept = other.create(&[]);
+        let s = Sbx::new();
+        for (tag, whole) in [("record", false), ("statedir", true)] {
+            let (marker, tmpfs) = marker_mount(tag);
+            let id = s.create(&["--tmpfs", &tmpfs, "--name", tag]);
+            let daemon = unique("unrecorded");
+            let (v, _) = s.exec_json(&id, &[], &[PROBE, "daemon", &daemon, "300"]);
+            assert_eq!(v["termination"], "exited", "{v:#}");
+            let rec = s.inspect(&id);
+            let gone = if whole { s.state.path().to_path_buf() } else { s.dir(&id) };
+            // The supervisor may be writing its record right now (after the
+            // inspect it answered): rm -rf fails then, as it would for a user.
+            assert!(wait_until(Duration::from_secs(10), || std::fs::remove_dir_all(&gone).is_ok()));
+            assert!(running(&rec["supervisor"]) && !host_pids_with(&format!("sleep\0{daemon}\0")).is_empty());
+            let out = s.out(&["gc"]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{tag}: {text}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(text.contains(&format!("removed sandbox {id}")), "{tag}: {text}");
+            assert_gone(&s, &rec, Some(&marker));
+            assert!(
+                wait_until(Duration::from_secs(10), || host_pids_with(&format!("sleep\0{daemon}\0")).is_empty()),
+                "{tag}: a process of the sandbox whose state was deleted still runs"
+            );
+        }
+        assert_eq!(other.ids(), vec![kept.clone()], "gc of one state dir reaped another's sandbox");
+        assert_eq!(other.sh(&kept, "echo alive").0, "alive\n");
+    }
+
     fn err_of(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
@@ -105,43 +140,6 @@ mod rootless {
 
 use common::*;
 use sandboxkit::*;
-use std::time::Duration;
-
-/// Deleting a live sandbox's record (its directory, or the whole state
-/// directory) used to leave its processes running while every command said
-/// "no sandbox": `husk gc` finds the supervisor by what is on the host and
-/// ends the sandbox, and only this state directory's.
-#[test]
-fn gc_ends_sandbox_whose_state_dir_was_deleted() {
-    require_root!();
-    let other = Sbx::new();
-    let kept = other.create(&[]);
-    let s = Sbx::new();
-    for (tag, whole) in [("record", false), ("statedir", true)] {
-        let (marker, tmpfs) = marker_mount(tag);
-        let id = s.create(&["--tmpfs", &tmpfs, "--name", tag]);
-        let daemon = unique("unrecorded");
-        let (v, _) = s.exec_json(&id, &[], &[PROBE, "daemon", &daemon, "300"]);
-        assert_eq!(v["termination"], "exited", "{v:#}");
-        let rec = s.inspect(&id);
-        let gone = if whole { s.state.path().to_path_buf() } else { s.dir(&id) };
-        // The supervisor may be writing its record right now (after the
-        // inspect it answered): rm -rf fails then, as it would for a user.
-        assert!(wait_until(Duration::from_secs(10), || std::fs::remove_dir_all(&gone).is_ok()));
-        assert!(running(&rec["supervisor"]) && !host_pids_with(&format!("sleep\0{daemon}\0")).is_empty());
-        let out = s.out(&["gc"]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{tag}: {text}{}", String::from_utf8_lossy(&out.stderr));
-        assert!(text.contains(&format!("removed sandbox {id}")), "{tag}: {text}");
-        assert_gone(&s, &rec, Some(&marker));
-        assert!(
-            wait_until(Duration::from_secs(10), || host_pids_with(&format!("sleep\0{daemon}\0")).is_empty()),
-            "{tag}: a process of the sandbox whose state was deleted still runs"
-        );
-    }
-    assert_eq!(other.ids(), vec![kept.clone()], "gc of one state dir reaped another's sandbox");
-    assert_eq!(other.sh(&kept, "echo alive").0, "alive\n");
-}
 
 /// A process an earlier exec left in the background and the kernel
 /// OOM-killed while a later exec ran showed nowhere (the later exec's own
