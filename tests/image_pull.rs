@@ -497,3 +497,85 @@ fn bearer_token_flow() {
     assert!(issuer.requests() > before, "no token was asked for");
     assert_eq!(run_out(&store, &reference, &["--pull", "never"], &[]), "bearer\n");
 }
+
+#[test]
+fn pull_resumes_after_kill() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = TempDir::new("pull-resume");
+    let (l, top_blob, top_diff) = plain_top_image(&tmp.join("img"));
+    let base_blob = sha256(&Layer::gzip(busybox_tar()).blob);
+    let base_diff = sha256(&busybox_tar());
+    // The top layer's blob hangs until released: the pull is killed
+    // while it waits, after the base layer was published.
+    let hold = Arc::new(AtomicBool::new(true));
+    let (h, want) = (hold.clone(), top_blob.clone());
+    let srv = hostile(&l.dir, move |req| {
+        if !is_blob(req, &want) || !h.load(Ordering::SeqCst) {
+            return None;
+        }
+        while h.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Some(Reply::status(500))
+    });
+    let store = tmp.join("store");
+    let reference = format!("{}/x/y:1", srv.addr);
+    let mut child = std::process::Command::new(husk_bin())
+        .args(["pull", "--quiet", &reference])
+        .env("HUSK_ROOT", &store)
+        .env_remove("HUSK_ID_RANGE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base_published = || {
+        std::fs::read_dir(store.join("layers")).is_ok_and(|rd| {
+            rd.flatten().any(|e| e.path().is_dir() && e.file_name().to_string_lossy().starts_with(&base_diff[7..]))
+        })
+    };
+    let mut ready = false;
+    for _ in 0..3000 {
+        if base_published() && srv.count(|r| is_blob(r, &top_blob)) == 1 {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(ready, "the pull never reached the held layer with the base published");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    hold.store(false, Ordering::SeqCst);
+    assert!(tree(&store.join("images")).is_empty(), "a killed pull wrote a record");
+
+    let (res, _) = pull_json(&store, &[&reference]);
+    assert_eq!((res["extracted"].as_u64(), res["reused"].as_u64()), (Some(1), Some(1)), "{res}");
+    assert_eq!(srv.count(|r| is_blob(r, &base_blob)), 1, "the completed layer was fetched again");
+    assert_eq!(srv.count(|r| is_blob(r, &top_blob)), 2);
+    assert!(tree(&store.join("tmp")).is_empty(), "the killed pull's partial build is left");
+    let hex = &top_diff[7..];
+    assert!(tree(&store.join("layers")).iter().any(|p| p.starts_with(hex)));
+}
+
+#[test]
+fn selftest_image_is_resolved_once_by_its_pull_policy() {
+    let tmp = TempDir::new("pull-selftest");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    let srv = hostile(&l.dir, |_| None);
+    let store = tmp.join("store");
+    let reference = format!("{}/x/y:1", srv.addr);
+    let args = |policy: &'static str| {
+        vec!["selftest", "--json", "--probe", "/bin/busybox", "--only", "capabilities", "--pull", policy]
+    };
+    let mut a = args("never");
+    a.extend(["--image", &reference]);
+    let o = husk_in(&store, &a);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(stderr(&o).contains("--pull never"), "{}", stderr(&o));
+    assert_eq!(srv.count(|_| true), 0, "--pull never reached the registry");
+    let mut a = args("missing");
+    a.extend(["--image", &reference]);
+    husk_in(&store, &a);
+    assert_eq!(srv.count(|r| r.path.contains("/manifests/")), 1, "pulled once for every probe run");
+    let ls: Value = serde_json::from_slice(&husk_in(&store, &["image", "ls", "--json"]).stdout).unwrap();
+    assert_eq!(ls[0]["name"], reference);
+}

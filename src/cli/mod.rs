@@ -706,6 +706,11 @@ pub struct SelftestArgs {
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
 
+    /// When to fetch --image from its registry (once, before the probes):
+    /// missing, always, never.
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "missing")]
+    pub pull: PullArg,
+
     /// One JSON report on stdout instead of the table.
     #[arg(long)]
     pub json: bool,

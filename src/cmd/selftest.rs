@@ -6,6 +6,26 @@ use crate::outcome::EXIT_HUSK_FAILED;
 use crate::selftest::{self, Options, report, runner};
 use std::path::PathBuf;
 
+fn stored_image(
+    reference: &str,
+    policy: crate::spec::PullPolicy,
+    root: Option<&std::path::Path>,
+) -> Result<String, crate::image::ImageError> {
+    let paths = crate::paths::Paths::from_cli(root, None)?;
+    let store = crate::image::Store::open(&paths.root)?;
+    // The id range the probes' runs will use (they inherit HUSK_ID_RANGE).
+    let range = match std::env::var("HUSK_ID_RANGE") {
+        Ok(v) => Some(
+            crate::userns::parse_range(&v)
+                .map_err(|e| crate::image::ImageError::Source(format!("HUSK_ID_RANGE: {e}")))?,
+        ),
+        Err(_) => None,
+    };
+    let owners = crate::image::root::owners_for(&crate::host::HostFacts::probe(), range);
+    let progress = nix::unistd::isatty(std::io::stderr()).unwrap_or(false);
+    crate::image::root::stored_name(&store, reference, policy, owners, progress)
+}
+
 pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     if args.list {
         for l in report::list() {
@@ -26,8 +46,17 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
         RuntimeArg::Runsc => "runsc".to_string(),
         RuntimeArg::Auto => "auto".to_string(),
     });
+    // The image is resolved (imported or pulled per --pull) once, here:
+    // every probe's run then finds it stored.
+    let image = match &args.image {
+        Some(r) => match stored_image(r, args.pull.into(), store_root.as_deref()) {
+            Ok(name) => Some(name),
+            Err(e) => return fail(&format!("--image {r}: {e}")),
+        },
+        None => None,
+    };
     let opts = Options {
-        run: runner::RunConfig { husk, runtime, image: args.image.clone(), weaken: args.weaken.clone(), store_root },
+        run: runner::RunConfig { husk, runtime, image, weaken: args.weaken.clone(), store_root },
         probe,
         only: args.only.clone(),
         fixture_base: std::env::temp_dir(),

@@ -113,6 +113,31 @@ pub fn resolve_name(
     Ok(pull(store, &r, &opts)?.name)
 }
 
+/// The stored name `reference` (a path, a stored name or a registry
+/// reference) means, importing or pulling it as needed.
+pub fn stored_name(
+    store: &Store,
+    reference: &str,
+    policy: PullPolicy,
+    owners: Owners,
+    progress: bool,
+) -> Result<String, ImageError> {
+    Ok(if is_path(store, reference) {
+        let opts = ImportOptions {
+            name: None,
+            limits: limits_from_env(),
+            owners,
+            progress,
+            stored: Stored::Trust,
+            replace: Vec::new(),
+            expect_id: None,
+        };
+        import(store, reference, &opts)?.name
+    } else {
+        resolve_name(store, reference, policy, owners, progress)?
+    })
+}
+
 /// Resolves `reference` for a run. The lease must live as long as the
 /// sandbox: it keeps `husk image rm` and `prune` off these layers.
 pub fn root_for_run(
@@ -123,20 +148,7 @@ pub fn root_for_run(
     progress: bool,
 ) -> Result<(RootInput<'static>, Lease), ImageError> {
     let store = Store::open(store_root)?;
-    let name = if is_path(&store, reference) {
-        let opts = ImportOptions {
-            name: None,
-            limits: limits_from_env(),
-            owners,
-            progress,
-            stored: Stored::Trust,
-            replace: Vec::new(),
-            expect_id: None,
-        };
-        import(&store, reference, &opts)?.name
-    } else {
-        resolve_name(&store, reference, policy, owners, progress)?
-    };
+    let name = stored_name(&store, reference, policy, owners, progress)?;
     let (rec, dirs, lease) = store.lease(&name, &owners)?;
     if dirs.is_empty() {
         return Err(ImageError::Format(format!("image {} has no layers: nothing to run", rec.name)));
