@@ -5,7 +5,7 @@
 //! running a sandbox per run. Whatever is picked, the verdict says which
 //! backend ran and why.
 
-use super::runsc::config::RunscConfig;
+use super::runsc::config::{RunscConfig, RunscError};
 use crate::host::{HostView, blockers};
 
 /// The decision and why.
@@ -26,14 +26,14 @@ pub struct Facts {
 impl Facts {
     /// `runsc` is called only when native is blocked (it may start runsc
     /// once to learn its version, cached per binary afterwards).
-    pub fn probe(v: &HostView, runsc: impl FnOnce() -> Result<RunscConfig, String>) -> Facts {
+    pub fn probe(v: &HostView, runsc: impl FnOnce() -> Result<RunscConfig, RunscError>) -> Facts {
         let native = blockers::native(v);
         let runsc = (!native.is_empty()).then(|| match runsc() {
             Ok(cfg) => {
                 let b = blockers::runsc(v, &cfg.platform);
                 if b.is_empty() { Ok(cfg) } else { Err(b) }
             }
-            Err(e) => Err(vec![e]),
+            Err(e) => Err(vec![e.to_string()]),
         });
         Facts { native, runsc }
     }
@@ -41,7 +41,7 @@ impl Facts {
 
 /// Native when nothing blocks it; else runsc; else an error naming both.
 /// The note goes into the verdict (`isolation.runtime_choice`).
-pub fn choose(f: Facts) -> Result<(Pick, serde_json::Value), String> {
+pub fn choose(f: Facts) -> Result<(Pick, serde_json::Value), AutoError> {
     if f.native.is_empty() {
         let note =
             serde_json::json!({"requested": "auto", "chosen": "native", "why": "the host supports native isolation"});
@@ -56,13 +56,23 @@ pub fn choose(f: Facts) -> Result<(Pick, serde_json::Value), String> {
             });
             Ok((Pick::Runsc(cfg), note))
         }
-        Some(Err(r)) => Err(format!(
-            "--runtime auto: no backend can isolate this command here. native: {}. runsc: {}",
-            f.native.join("; "),
-            r.join("; ")
-        )),
-        None => Err(format!("--runtime auto: native isolation is unavailable: {}", f.native.join("; "))),
+        Some(Err(runsc)) => Err(AutoError::NoBackend { native: f.native, runsc }),
+        None => Err(AutoError::NativeUnavailable { native: f.native }),
     }
+}
+
+/// `--runtime auto` found no backend; each list holds the reasons (the
+/// host's blockers, or why runsc could not be resolved).
+#[derive(Debug, thiserror::Error)]
+pub enum AutoError {
+    #[error(
+        "--runtime auto: no backend can isolate this command here. native: {}. runsc: {}",
+        native.join("; "),
+        runsc.join("; ")
+    )]
+    NoBackend { native: Vec<String>, runsc: Vec<String> },
+    #[error("--runtime auto: native isolation is unavailable: {}", native.join("; "))]
+    NativeUnavailable { native: Vec<String> },
 }
 
 #[cfg(test)]
@@ -111,7 +121,7 @@ mod tests {
         let mut v = healthy();
         v.root = false;
         v.apparmor_restrict_unprivileged_userns = Some(1);
-        let err = choose(Facts::probe(&v, || Ok(cfg()))).unwrap_err();
+        let err = choose(Facts::probe(&v, || Ok(cfg()))).unwrap_err().to_string();
         assert!(err.contains("native:") && err.contains("runsc:"), "{err}");
         // Native blocked (no pidfd) but runsc fine: runsc, with the reason.
         let mut v = healthy();
@@ -126,15 +136,15 @@ mod tests {
     fn auto_refuses_naming_both_reasons() {
         let mut v = healthy();
         v.max_user_namespaces = Some(0);
-        let err = choose(Facts::probe(&v, || Ok(cfg()))).unwrap_err();
+        let err = choose(Facts::probe(&v, || Ok(cfg()))).unwrap_err().to_string();
         assert!(err.contains("native: the native backend needs a new user namespace"), "{err}");
         assert!(err.contains("runsc: runsc needs a new user namespace"), "{err}");
-        let err = choose(Facts::probe(&v, || Err("runsc is not installed".into()))).unwrap_err();
+        let err = choose(Facts::probe(&v, || Err(RunscError::NotInstalled))).unwrap_err().to_string();
         assert!(err.contains("runsc: runsc is not installed"), "{err}");
         let mut v = healthy();
         v.overlayfs = false;
         v.ptrace_scope = Some(3);
-        let err = choose(Facts::probe(&v, || Ok(cfg()))).unwrap_err();
+        let err = choose(Facts::probe(&v, || Ok(cfg()))).unwrap_err().to_string();
         assert!(err.contains("ptrace_scope = 3"), "{err}");
     }
 

@@ -14,6 +14,7 @@ use crate::host::HostFacts;
 use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::{ExecPlan, Plan};
 use crate::spec::{RuntimeChoice, Spec};
+use runsc::config::RunscError;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
@@ -35,7 +36,7 @@ pub trait Backend {
     fn isolation(&self, plan: &Plan) -> serde_json::Value;
     /// Adds to a sandbox's spec what the backend needs inside it to hold
     /// it (before `Plan::build`).
-    fn prepare_hold(&self, _spec: &mut Spec) -> Result<(), String> {
+    fn prepare_hold(&self, _spec: &mut Spec) -> Result<(), ErrorReport> {
         Ok(())
     }
     /// Adapts a built plan to how the backend applies it, before anything
@@ -142,7 +143,33 @@ pub struct Selected {
 /// runsc the profile is enforced inside gVisor, where husk cannot see them.
 const REPORT_NATIVE_ONLY: &str = "--seccomp-report needs the native backend (under runsc, gVisor enforces the profile inside its own kernel); drop --seccomp-report or use --runtime native";
 
-pub fn select(spec: &Spec, host: &HostFacts, state: Option<&Path>) -> Result<Selected, String> {
+/// Why no backend was selected for the run.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error("{REPORT_NATIVE_ONLY}")]
+    ReportNeedsNative,
+    #[error("--runtime runsc: {0}")]
+    Runsc(RunscError),
+    #[error("--runtime runsc cannot work on this host: {}", .0.join("; "))]
+    RunscBlocked(Vec<String>),
+    #[error(transparent)]
+    Auto(#[from] auto::AutoError),
+    #[error("--runtime auto picked runsc ({note}), but {REPORT_NATIVE_ONLY}")]
+    AutoReport { note: serde_json::Value },
+}
+
+/// A refused backend, as the verdict reports it (step `backend`).
+impl From<SelectError> for ErrorReport {
+    fn from(e: SelectError) -> ErrorReport {
+        let errno = match &e {
+            SelectError::Runsc(r) => r.errno(),
+            _ => None,
+        };
+        ErrorReport::new(crate::step::Phase::Backend, e.to_string()).with_errno(errno)
+    }
+}
+
+pub fn select(spec: &Spec, host: &HostFacts, state: Option<&Path>) -> Result<Selected, SelectError> {
     select_in(spec, host, || runsc::config::state_dir(state))
 }
 
@@ -151,8 +178,8 @@ pub fn select(spec: &Spec, host: &HostFacts, state: Option<&Path>) -> Result<Sel
 pub fn select_in(
     spec: &Spec,
     host: &HostFacts,
-    state_dir: impl FnOnce() -> Result<PathBuf, String>,
-) -> Result<Selected, String> {
+    state_dir: impl FnOnce() -> Result<PathBuf, RunscError>,
+) -> Result<Selected, SelectError> {
     let (runsc, note) = choose_runsc(spec, host, state_dir)?;
     let backend: Box<dyn Backend> = match runsc {
         Some(cfg) => Box::new(runsc::Runsc::new(cfg)),
@@ -168,19 +195,19 @@ pub fn select_in(
 fn choose_runsc(
     spec: &Spec,
     host: &HostFacts,
-    state_dir: impl FnOnce() -> Result<PathBuf, String>,
-) -> Result<(Option<runsc::config::RunscConfig>, Option<serde_json::Value>), String> {
+    state_dir: impl FnOnce() -> Result<PathBuf, RunscError>,
+) -> Result<(Option<runsc::config::RunscConfig>, Option<serde_json::Value>), SelectError> {
     let runsc_cfg = || runsc::config::RunscConfig::resolve(&spec.runsc, &state_dir()?);
     match spec.runtime {
         RuntimeChoice::Native => Ok((None, None)),
         RuntimeChoice::Runsc => {
             if spec.seccomp_report {
-                return Err(REPORT_NATIVE_ONLY.into());
+                return Err(SelectError::ReportNeedsNative);
             }
-            let cfg = runsc_cfg().map_err(|e| format!("--runtime runsc: {e}"))?;
+            let cfg = runsc_cfg().map_err(SelectError::Runsc)?;
             let blockers = crate::host::blockers::runsc(host.view(), &cfg.platform);
             if !blockers.is_empty() {
-                return Err(format!("--runtime runsc cannot work on this host: {}", blockers.join("; ")));
+                return Err(SelectError::RunscBlocked(blockers));
             }
             Ok((Some(cfg), None))
         }
@@ -188,9 +215,7 @@ fn choose_runsc(
             let (pick, note) = auto::choose(auto::Facts::probe(host.view(), runsc_cfg))?;
             match pick {
                 auto::Pick::Native => Ok((None, Some(note))),
-                auto::Pick::Runsc(_) if spec.seccomp_report => {
-                    Err(format!("--runtime auto picked runsc ({note}), but {REPORT_NATIVE_ONLY}"))
-                }
+                auto::Pick::Runsc(_) if spec.seccomp_report => Err(SelectError::AutoReport { note }),
                 auto::Pick::Runsc(cfg) => Ok((Some(cfg), Some(note))),
             }
         }

@@ -90,11 +90,11 @@ fn runsc_check(host: &HostFacts, no_cgroup: bool) -> Check {
     let fix = Some("apt-get install runsc (for --runtime runsc), or pass --runsc-path".to_string());
     let dir = match crate::backend::runsc::config::state_dir(None) {
         Ok(dir) => dir,
-        Err(e) => return fail(e, None),
+        Err(e) => return fail(e.to_string(), None),
     };
     let cfg = match RunscConfig::resolve(&crate::spec::RunscSpec::default(), &dir) {
         Ok(cfg) => cfg,
-        Err(e) => return fail(e, fix),
+        Err(e) => return fail(e.to_string(), fix),
     };
     let blocked = blockers::runsc(host.view(), &cfg.platform);
     if !blocked.is_empty() {

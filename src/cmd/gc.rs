@@ -68,7 +68,7 @@ pub fn gc_cgroups(host: &HostFacts, args: &GcArgs) -> cgroup::gc::GcReport {
 pub fn gc_runsc(state_dir: Option<&Path>) -> RunscGcReport {
     match crate::backend::runsc::config::state_dir(state_dir) {
         Ok(state) => crate::backend::runsc::gc::gc_runsc(&state),
-        Err(e) => RunscGcReport { errors: vec![e], ..Default::default() },
+        Err(e) => RunscGcReport { errors: vec![e.to_string()], ..Default::default() },
     }
 }
 

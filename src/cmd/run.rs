@@ -39,7 +39,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     };
     let selected = match backend::select(&spec, &host, state_dir) {
         Ok(b) => b,
-        Err(e) => return fail(ErrorReport::new(Phase::Backend, e)),
+        Err(e) => return fail(e.into()),
     };
     let backend = selected.backend;
     let capture = match spec.output {

@@ -3,6 +3,7 @@
 //! privilege mode, and where runsc keeps its state.
 
 use crate::spec::RunscSpec;
+use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -47,14 +48,59 @@ impl Mode {
     }
 }
 
+/// Why runsc cannot be used here, as found while resolving it.
+#[derive(Debug, thiserror::Error)]
+pub enum RunscError {
+    #[error(transparent)]
+    StateDir(#[from] crate::paths::PathsError),
+    #[error("creating {}: {source}", path.display())]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("--runsc-path {}: not found in PATH", .0.display())]
+    NotInPath(PathBuf),
+    #[error(
+        "runsc is not installed (not found in PATH): install gVisor (`apt-get install runsc`) or pass --runsc-path"
+    )]
+    NotInstalled,
+    #[error("runsc binary {}: {source}", path.display())]
+    Binary { path: PathBuf, source: std::io::Error },
+    #[error("runsc binary {} is not an executable file", .0.display())]
+    NotExecutable(PathBuf),
+    #[error("running {} {args}: {source}", bin.display())]
+    Spawn { bin: PathBuf, args: String, source: std::io::Error },
+    #[error("{} {args} failed ({status}): {stderr}", bin.display())]
+    Failed { bin: PathBuf, args: String, status: std::process::ExitStatus, stderr: String },
+    #[error("{} --version: not a runsc version line", .0.display())]
+    NoVersion(PathBuf),
+    #[error("--runsc-platform {asked}: runsc {version} supports only {} ", platforms.join(", "))]
+    NoSuchPlatform { asked: String, version: String, platforms: Vec<String> },
+    #[error(
+        "runsc {version} offers neither {PREFERRED_PLATFORM} nor {FALLBACK_PLATFORM} (only {}); pass --runsc-platform",
+        platforms.join(", ")
+    )]
+    NoDefaultPlatform { version: String, platforms: Vec<String> },
+    #[error("runsc's state dir {} belongs to uid {owner}, not to husk's uid {me} here", path.display())]
+    ForeignRoot { path: PathBuf, owner: u32, me: u32 },
+}
+
+impl RunscError {
+    /// The kernel's errno, when a file or process call failed.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            RunscError::StateDir(crate::paths::PathsError::Io { source, .. })
+            | RunscError::CreateDir { source, .. }
+            | RunscError::Binary { source, .. }
+            | RunscError::Spawn { source, .. } => crate::step::io_errno(source),
+            _ => None,
+        }
+    }
+}
+
 /// husk's state directory (the `--state-dir` rule of the store/state
 /// layout: /run/husk as root, $XDG_RUNTIME_DIR/husk rootless, else
 /// `$XDG_DATA_HOME/husk/state` or `~/.local/share/husk/state`).
-pub fn state_dir(explicit: Option<&Path>) -> Result<PathBuf, String> {
+pub fn state_dir(explicit: Option<&Path>) -> Result<PathBuf, RunscError> {
     // The same rules as every other husk command (src/paths.rs).
-    crate::paths::Paths::resolve(None, explicit, &crate::paths::Env::current())
-        .map(|p| p.state)
-        .map_err(|e| e.to_string())
+    Ok(crate::paths::Paths::resolve(None, explicit, &crate::paths::Env::current())?.state)
 }
 
 /// runsc's own state (`runsc --root`) inside husk's state dir.
@@ -68,13 +114,13 @@ pub fn runs_dir(state: &Path) -> PathBuf {
 }
 
 /// Creates `dir` (mode 0700) and its parents.
-pub fn ensure_dir(dir: &Path) -> Result<(), String> {
+pub fn ensure_dir(dir: &Path) -> Result<(), RunscError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("creating {}: {e}", dir.display()))
+        .map_err(|source| RunscError::CreateDir { path: dir.to_path_buf(), source })
 }
 
 /// What the installed runsc is.
@@ -96,20 +142,17 @@ struct Cached {
 }
 
 /// Finds `name` in PATH (or takes an explicit path as is).
-pub fn resolve_binary(explicit: Option<&Path>) -> Result<PathBuf, String> {
+pub fn resolve_binary(explicit: Option<&Path>) -> Result<PathBuf, RunscError> {
     let p = match explicit {
         Some(p) if p.components().count() > 1 => p.to_path_buf(),
-        Some(p) => crate::host::which(&p.to_string_lossy())
-            .ok_or_else(|| format!("--runsc-path {}: not found in PATH", p.display()))?,
-        None => crate::host::which("runsc").ok_or_else(|| {
-            "runsc is not installed (not found in PATH): install gVisor (`apt-get install runsc`) or pass --runsc-path"
-                .to_string()
-        })?,
+        Some(p) => crate::host::which(&p.to_string_lossy()).ok_or_else(|| RunscError::NotInPath(p.to_path_buf()))?,
+        None => crate::host::which("runsc").ok_or(RunscError::NotInstalled)?,
     };
-    let p = std::fs::canonicalize(&p).map_err(|e| format!("runsc binary {}: {e}", p.display()))?;
-    let md = std::fs::metadata(&p).map_err(|e| format!("runsc binary {}: {e}", p.display()))?;
+    let binary = |path: &Path, source| RunscError::Binary { path: path.to_path_buf(), source };
+    let p = std::fs::canonicalize(&p).map_err(|e| binary(&p, e))?;
+    let md = std::fs::metadata(&p).map_err(|e| binary(&p, e))?;
     if !md.is_file() || md.mode() & 0o111 == 0 {
-        return Err(format!("runsc binary {} is not an executable file", p.display()));
+        return Err(RunscError::NotExecutable(p));
     }
     Ok(p)
 }
@@ -117,8 +160,8 @@ pub fn resolve_binary(explicit: Option<&Path>) -> Result<PathBuf, String> {
 /// `Info` for `bin`, from the cache file when the binary is unchanged,
 /// else by asking it (`runsc --version`, `runsc help platforms`: two
 /// process starts, ~40 ms each, once per binary).
-pub fn info(bin: &Path, cache: Option<&Path>) -> Result<Info, String> {
-    let md = std::fs::metadata(bin).map_err(|e| format!("runsc binary {}: {e}", bin.display()))?;
+pub fn info(bin: &Path, cache: Option<&Path>) -> Result<Info, RunscError> {
+    let md = std::fs::metadata(bin).map_err(|source| RunscError::Binary { path: bin.to_path_buf(), source })?;
     let key = |info: Info| Cached {
         path: bin.to_path_buf(),
         dev: md.dev(),
@@ -138,25 +181,23 @@ pub fn info(bin: &Path, cache: Option<&Path>) -> Result<Info, String> {
             return Ok(old.info);
         }
     }
-    let out = |args: &[&str]| -> Result<String, String> {
+    let out = |args: &[&str]| -> Result<String, RunscError> {
         let o = Command::new(bin)
             .args(args)
             .stdin(std::process::Stdio::null())
             .output()
-            .map_err(|e| format!("running {} {}: {e}", bin.display(), args.join(" ")))?;
+            .map_err(|source| RunscError::Spawn { bin: bin.to_path_buf(), args: args.join(" "), source })?;
         if !o.status.success() {
-            return Err(format!(
-                "{} {} failed ({}): {}",
-                bin.display(),
-                args.join(" "),
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
+            return Err(RunscError::Failed {
+                bin: bin.to_path_buf(),
+                args: args.join(" "),
+                status: o.status,
+                stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            });
         }
         Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     };
-    let version = parse_version(&out(&["--version"])?)
-        .ok_or_else(|| format!("{} --version: not a runsc version line", bin.display()))?;
+    let version = parse_version(&out(&["--version"])?).ok_or_else(|| RunscError::NoVersion(bin.to_path_buf()))?;
     let platforms = parse_platforms(&out(&["help", "platforms"])?);
     let info = Info { version, platforms };
     if let Some(c) = cache
@@ -187,19 +228,17 @@ pub fn parse_platforms(text: &str) -> Vec<String> {
 
 /// The platform for a run: the one asked for (which this runsc must have),
 /// else systrap where available, else ptrace. Never kvm unless asked.
-pub fn choose_platform(asked: Option<&str>, info: &Info) -> Result<String, String> {
+pub fn choose_platform(asked: Option<&str>, info: &Info) -> Result<String, RunscError> {
     match asked {
         Some(p) if info.platforms.iter().any(|x| x == p) => Ok(p.to_string()),
-        Some(p) => {
-            Err(format!("--runsc-platform {p}: runsc {} supports only {} ", info.version, info.platforms.join(", ")))
-        }
+        Some(p) => Err(RunscError::NoSuchPlatform {
+            asked: p.into(),
+            version: info.version.clone(),
+            platforms: info.platforms.clone(),
+        }),
         None if info.platforms.iter().any(|x| x == PREFERRED_PLATFORM) => Ok(PREFERRED_PLATFORM.into()),
         None if info.platforms.iter().any(|x| x == FALLBACK_PLATFORM) => Ok(FALLBACK_PLATFORM.into()),
-        None => Err(format!(
-            "runsc {} offers neither {PREFERRED_PLATFORM} nor {FALLBACK_PLATFORM} (only {}); pass --runsc-platform",
-            info.version,
-            info.platforms.join(", ")
-        )),
+        None => Err(RunscError::NoDefaultPlatform { version: info.version.clone(), platforms: info.platforms.clone() }),
     }
 }
 
@@ -217,23 +256,20 @@ pub struct RunscConfig {
 impl RunscConfig {
     /// Makes runsc's `--root` (for `run` and `create` alike). Rootless,
     /// runsc runs as husk's own uid: its state must be ours.
-    pub fn ensure_runsc_root(&self) -> Result<(), String> {
+    pub fn ensure_runsc_root(&self) -> Result<(), RunscError> {
         ensure_dir(&self.runsc_root())?;
         if self.mode != Mode::Root {
             use std::os::unix::fs::MetadataExt;
             let me = nix::unistd::Uid::effective().as_raw();
             let owner = std::fs::metadata(self.runsc_root()).map(|m| m.uid()).unwrap_or(me);
             if owner != me {
-                return Err(format!(
-                    "runsc's state dir {} belongs to uid {owner}, not to husk's uid {me} here",
-                    self.runsc_root().display()
-                ));
+                return Err(RunscError::ForeignRoot { path: self.runsc_root(), owner, me });
             }
         }
         Ok(())
     }
 
-    pub fn resolve(spec: &RunscSpec, state: &Path) -> Result<RunscConfig, String> {
+    pub fn resolve(spec: &RunscSpec, state: &Path) -> Result<RunscConfig, RunscError> {
         let bin = resolve_binary(spec.path.as_deref())?;
         let info = info(&bin, Some(&runs_dir(state).join("runsc-info.json")))?;
         let platform = choose_platform(spec.platform.as_deref(), &info)?;
@@ -281,7 +317,7 @@ mod tests {
         assert_eq!(choose_platform(None, &info(&["kvm", "ptrace", "systrap"])).unwrap(), "systrap");
         assert!(choose_platform(None, &info(&["kvm"])).is_err());
         assert_eq!(choose_platform(Some("kvm"), &info(&["kvm", "ptrace"])).unwrap(), "kvm");
-        let e = choose_platform(Some("systrap"), &info(&["kvm", "ptrace"])).unwrap_err();
+        let e = choose_platform(Some("systrap"), &info(&["kvm", "ptrace"])).unwrap_err().to_string();
         assert!(e.contains("kvm, ptrace"), "{e}");
     }
 

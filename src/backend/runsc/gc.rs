@@ -80,20 +80,20 @@ fn state_of(pid: i32) -> Option<char> {
 /// Kills `pid` if it is that sandbox, then waits until its parent has
 /// reaped it: `runsc delete` takes a zombie for a live sandbox and waits
 /// for it to stop. Err if it is alive and is not that sandbox, or lingers.
-fn kill_sandbox(pid: i32, runsc_root: &Path, id: &str, report: &mut RunscGcReport) -> Result<(), String> {
+fn kill_sandbox(pid: i32, runsc_root: &Path, id: &str, report: &mut RunscGcReport) -> Result<(), KillError> {
     let Ok(fd) = pidfd_open(Pid::from_raw(pid)) else { return Ok(()) };
     let start = start_time(pid);
     if state_of(pid) != Some('Z') {
         // Checked after the pidfd is held, so the process cannot be swapped
         // for another between the check and the signal.
         if !is_sandbox_of(pid, runsc_root, id) {
-            return Err(format!("pid {pid} (recorded for {id}) is no longer its sandbox; not signalling it"));
+            return Err(KillError::NotTheSandbox { pid, id: id.into() });
         }
         if pidfd_send_signal(fd.as_fd(), libc::SIGKILL).is_ok() {
             report.killed.push(pid);
         }
         if !wait_readable(fd.as_fd(), Duration::from_secs(5)) {
-            return Err(format!("sandbox pid {pid} of {id} did not exit after SIGKILL"));
+            return Err(KillError::Lingers { pid, id: id.into() });
         }
     }
     // Not our child: its parent (or init) reaps it.
@@ -105,9 +105,20 @@ fn kill_sandbox(pid: i32, runsc_root: &Path, id: &str, report: &mut RunscGcRepor
         gone
     });
     if !reaped {
-        return Err(format!("sandbox pid {pid} of {id} is dead but not reaped yet by its parent; run husk gc again"));
+        return Err(KillError::NotReaped { pid, id: id.into() });
     }
     Ok(())
+}
+
+/// Why a recorded sandbox process could not be ended.
+#[derive(Debug, thiserror::Error)]
+enum KillError {
+    #[error("pid {pid} (recorded for {id}) is no longer its sandbox; not signalling it")]
+    NotTheSandbox { pid: i32, id: String },
+    #[error("sandbox pid {pid} of {id} did not exit after SIGKILL")]
+    Lingers { pid: i32, id: String },
+    #[error("sandbox pid {pid} of {id} is dead but not reaped yet by its parent; run husk gc again")]
+    NotReaped { pid: i32, id: String },
 }
 
 /// Waits until a pidfd reports its process gone.
@@ -189,7 +200,7 @@ pub fn gc_runsc(state: &Path) -> RunscGcReport {
                 && c.pid > 0
                 && let Err(e) = kill_sandbox(c.pid, &runsc_root, &c.id, &mut report)
             {
-                report.errors.push(e);
+                report.errors.push(e.to_string());
                 continue;
             }
             if delete(cfg, &c.id, &mut report) {
@@ -223,7 +234,7 @@ fn reap_dir(
     let pid = read_pid(&dir.pid_file()).or(listed_pid);
     let mut ok = match pid.map(|p| kill_sandbox(p, runsc_root, id, report)) {
         Some(Err(e)) => {
-            report.errors.push(e);
+            report.errors.push(e.to_string());
             false
         }
         _ => true,
@@ -270,12 +281,12 @@ pub fn delete(cfg: &RunscConfig, id: &str, report: &mut RunscGcReport) -> bool {
             remove_stale_lock(cfg, id);
             true
         }
-        Err(e) if e.contains("does not exist") || e.contains("not found") => {
+        Err(e) if e.not_found() => {
             remove_stale_lock(cfg, id);
             true
         }
         Err(e) => {
-            report.errors.push(e);
+            report.errors.push(e.to_string());
             false
         }
     }

@@ -46,8 +46,8 @@ use std::time::{Duration, Instant};
 
 /// The bind that puts the husk binary (this very file, read-only) at
 /// `helper::PATH_IN_SANDBOX`.
-pub fn helper_bind() -> Result<crate::spec::BindSpec, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("finding husk's own binary (/proc/self/exe): {e}"))?;
+pub fn helper_bind() -> std::io::Result<crate::spec::BindSpec> {
+    let exe = std::env::current_exe()?;
     Ok(crate::spec::BindSpec {
         source: exe,
         target: helper::PATH_IN_SANDBOX.into(),
@@ -304,7 +304,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     };
     let cfg = match RunscConfig::resolve(&at.spec.runsc, at.state_dir) {
         Ok(c) => c,
-        Err(e) => return failed(Phase::Runsc, e, None),
+        Err(e) => return failed(Phase::Runsc, e.to_string(), e.errno()),
     };
     let dir = config::runs_dir(at.state_dir).join(id);
     let files = ExecFiles {

@@ -83,8 +83,12 @@ impl Backend for Runsc {
 
     /// husk's holder and each exec's reaper run from husk's own binary
     /// inside gVisor.
-    fn prepare_hold(&self, spec: &mut crate::spec::Spec) -> Result<(), String> {
-        spec.binds.push(live::helper_bind()?);
+    fn prepare_hold(&self, spec: &mut crate::spec::Spec) -> Result<(), ErrorReport> {
+        let bind = live::helper_bind().map_err(|e| {
+            ErrorReport::new(Phase::Runsc, format!("finding husk's own binary (/proc/self/exe): {e}"))
+                .with_errno(crate::step::io_errno(&e))
+        })?;
+        spec.binds.push(bind);
         Ok(())
     }
 
@@ -189,17 +193,36 @@ pub struct Ctl<'a> {
 
 impl Ctl<'_> {
     /// Runs `runsc <global flags> <args>`; Err carries runsc's message.
-    pub fn runsc(&self, args: &[&str]) -> Result<(), String> {
+    pub fn runsc(&self, args: &[&str]) -> Result<(), CtlError> {
         let mut cmd = Command::new(&self.cfg.bin);
         cmd.args(self.cfg.global_args(self.network)).args(args);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         crate::sys::command::die_with_parent(&mut cmd);
-        let out = cmd.output().map_err(|e| format!("running {}: {e}", self.cfg.bin.display()))?;
+        let out = cmd.output().map_err(|source| CtlError::Spawn { bin: self.cfg.bin.clone(), source })?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("runsc {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+            Err(CtlError::Refused {
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
         }
+    }
+}
+
+/// A `runsc` control command (kill, delete) that did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    #[error("running {}: {source}", bin.display())]
+    Spawn { bin: PathBuf, source: std::io::Error },
+    #[error("runsc {args}: {stderr}")]
+    Refused { args: String, stderr: String },
+}
+
+impl CtlError {
+    /// runsc no longer knows the container (it is gone already).
+    pub fn not_found(&self) -> bool {
+        matches!(self, CtlError::Refused { stderr, .. } if stderr.contains("does not exist") || stderr.contains("not found"))
     }
 }
 

@@ -75,8 +75,9 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
             .with_hint("pass --state-dir DIR (or HUSK_STATE_DIR) with a writable directory".to_string())
     };
     let state_io = |message: String, e: std::io::Error| state_err(format!("{message}: {e}")).with_errno(io_errno(&e));
-    cfg.ensure_runsc_root().map_err(state_err)?;
-    config::ensure_dir(&dir.path).map_err(state_err)?;
+    let runsc_err = |e: config::RunscError| state_err(e.to_string()).with_errno(e.errno());
+    cfg.ensure_runsc_root().map_err(runsc_err)?;
+    config::ensure_dir(&dir.path).map_err(runsc_err)?;
     let write = |p: PathBuf, data: Vec<u8>| {
         std::fs::write(&p, data).map_err(|e| state_io(format!("writing {}", p.display()), e))
     };
