@@ -86,6 +86,10 @@ mod rootless {
     #[test]
     fn exec_on_expired_or_removed_sandbox_says_so() {
         let s = Sbx::new();
+        // A negative value is taken as a value and refused for what it is.
+        let out = s.out(&["create", "--max-lifetime", "-1"]);
+        let err = err_of(&out);
+        assert!(out.status.code() == Some(125) && err.contains("invalid duration \"-1\""), "{err}");
         let id = s.create(&["--ttl", "10m", "--max-lifetime", "3s", "--name", "brief"]);
         let rec = s.inspect(&id);
         let ends = rec["lifetime_ends_ms"].as_u64().expect("the record has the lifetime's end");

@@ -397,7 +397,7 @@ pub struct CreateArgs {
     /// Absolute maximum lifetime: the sandbox is destroyed this long after
     /// its creation, however often it is used (execs and `husk renew` never
     /// extend the lease past it; a running exec ends with it).
-    #[arg(long, value_name = "DURATION", value_parser = lifetime)]
+    #[arg(long, value_name = "DURATION", value_parser = lifetime, allow_negative_numbers = true)]
     pub max_lifetime: Option<Duration>,
 
     /// A name to use instead of the id (unique per state dir).
