@@ -1,4 +1,10 @@
 fn main() {
+    // Before anything else, one look at argv[0]: started under a probe
+    // name, husk is `husk selftest`'s in-sandbox probe.
+    if husk::selftest::embedded::invoked_as_probe() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        std::process::exit(husk_probe::run(&args));
+    }
     let t_start = husk::spawn::now_ns();
     let cli = match husk::cli::Cli::parse_args() {
         Ok(cli) => cli,

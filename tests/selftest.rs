@@ -53,7 +53,7 @@ fn show(report: &Value) -> String {
 /// Every host fixture the report names is gone.
 fn assert_fixtures_gone(report: &Value) {
     let fx = &report["fixtures"];
-    for key in ["dir", "marker", "setuid_dir"] {
+    for key in ["dir", "marker", "setuid_dir", "probe_dir"] {
         if let Some(p) = fx[key].as_str() {
             assert!(!Path::new(p).exists(), "fixture {key} {p} is still on the host");
         }
@@ -110,6 +110,43 @@ fn selftest_finds_nothing_escaping_the_defaults() {
     // As root on this host every fixture can be made: nothing is skipped.
     assert_eq!(s["not_applicable"], 0, "not applicable here:\n{}", show(&r));
     assert_fixtures_gone(&r);
+}
+
+/// The README's install step copies one file, husk: `husk selftest` works
+/// from it alone (no husk-probe beside it, no HUSK_PROBE), with the probe
+/// built into husk, also as the setuid copies, and a sandbox writing to its
+/// own exe finds only the selftest's private copy, which is removed after.
+#[test]
+fn selftest_runs_with_nothing_but_the_husk_binary() {
+    require_root!();
+    let dir = TempDir::new("selftest-husk-alone");
+    let alone = dir.join("husk");
+    std::fs::copy(husk_bin(), &alone).unwrap();
+    let only = "capabilities,setuid-binary-host-root,setuid-binary-sandbox-root,exe-write";
+    let run = |json: bool| {
+        let mut args = vec!["selftest", "--only", only];
+        if json {
+            args.push("--json");
+        }
+        std::process::Command::new(&alone)
+            .args(&args)
+            .env_remove("HUSK_PROBE")
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn the lone husk")
+    };
+    let out = run(true);
+    let r: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    println!("{}", show(&r));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(r["summary"]["contained"], 4, "every probe ran and was contained:\n{}", show(&r));
+    let copy = r["fixtures"]["probe_dir"].as_str().expect("the report names the probe copy's directory");
+    assert!(!copy.starts_with(dir.path().to_str().unwrap()), "the probe is a copy, not the installed husk");
+    assert_fixtures_gone(&r);
+    assert_eq!(std::fs::read(&alone).unwrap(), std::fs::read(husk_bin()).unwrap(), "the installed husk is untouched");
+    let out = run(false);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("probe built into husk"), "the header says which probe");
 }
 
 /// The second wall: the same probes with the gVisor backend.

@@ -723,7 +723,7 @@ pub struct SelftestArgs {
     #[arg(long)]
     pub list: bool,
 
-    /// The static in-sandbox probe (default: husk-probe beside husk).
+    /// A static in-sandbox probe to use instead of the one built into husk.
     #[arg(long, value_name = "PATH", env = "HUSK_PROBE")]
     pub probe: Option<PathBuf>,
 

@@ -37,7 +37,7 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(&format!("cannot find the husk binary itself (/proc/self/exe): {e}")),
     };
-    let probe = match runner::find_probe(args.probe.as_deref(), &husk) {
+    let probe = match runner::find_probe(args.probe.as_deref()) {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
@@ -71,7 +71,7 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
             "husk selftest: {count} probes, runtime {}, root {}, probe {}",
             opts.run.runtime.as_deref().unwrap_or("default"),
             opts.run.image.as_deref().unwrap_or("host"),
-            opts.probe.display()
+            opts.probe
         );
         if !opts.run.weaken.is_empty() {
             crate::outln!("WEAKENED RUN (test only): every sandbox gets {}", opts.run.weaken.join(" "));

@@ -39,8 +39,10 @@ pub const KEYS: &[&str] = &[
 
 /// Where the probe and the setuid copies appear inside the sandbox.
 pub const PROBE_IN_SANDBOX: &str = "/.husk-probe";
-const SUID_HOST_IN_SANDBOX: &str = "/.husk-suid-host";
-const SUID_SANDBOX_IN_SANDBOX: &str = "/.husk-suid-sandbox";
+/// Named as the probe: the built-in probe (husk itself) runs as the probe
+/// under these names too (embedded.rs).
+const SUID_HOST_IN_SANDBOX: &str = "/.husk-probe-suid-host";
+const SUID_SANDBOX_IN_SANDBOX: &str = "/.husk-probe-suid-sandbox";
 
 /// Bigger than any realistic depth of the cwd.
 const UP: &str = "../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../";
@@ -339,8 +341,8 @@ fn setuid_copies(
     let dir = Dir(path.clone());
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).map_err(io("setuid directory", &path))?;
     for (key, name, owner, inner) in [
-        ("suid_host", "suid-host", (0, 0), SUID_HOST_IN_SANDBOX),
-        ("suid_sandbox", "suid-sandbox", (sroot_uid, sroot_gid), SUID_SANDBOX_IN_SANDBOX),
+        ("suid_host", "husk-probe-suid-host", (0, 0), SUID_HOST_IN_SANDBOX),
+        ("suid_sandbox", "husk-probe-suid-sandbox", (sroot_uid, sroot_gid), SUID_SANDBOX_IN_SANDBOX),
     ] {
         let file = path.join(name);
         std::fs::copy(probe, &file).map_err(io("setuid copy of the probe", &file))?;

@@ -7,11 +7,13 @@
 //!   file, listeners, an abstract socket, a SysV queue, a victim process,
 //!   setuid binaries, a terminal), created per run and removed after it.
 //! - `runner.rs`: one `husk run --json` per probe, parsed.
+//! - `embedded.rs`: the probe built into husk, and its private copy.
 //! - `judge.rs`: pure rules from a probe's report to a verdict.
 //! - `report.rs`: the text table and the JSON document.
 //!
 //! See docs/selftest.md for the probes, the verdict rules and exit codes.
 
+pub mod embedded;
 pub mod fixtures;
 pub mod judge;
 pub mod probes;
@@ -51,10 +53,28 @@ pub enum SelftestError {
     Preflight(String),
 }
 
+/// Which probe the sandboxes run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeChoice {
+    /// The one built into husk (a private copy of this binary).
+    Embedded,
+    /// `--probe PATH` / `HUSK_PROBE`.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for ProbeChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeChoice::Embedded => f.write_str("built into husk"),
+            ProbeChoice::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     pub run: RunConfig,
-    pub probe: PathBuf,
+    pub probe: ProbeChoice,
     /// Probe names or categories to run (empty: all).
     pub only: Vec<String>,
     /// Host directory for the marker and setuid fixtures.
@@ -152,13 +172,21 @@ pub fn exit_code(s: &Summary, interrupted: bool) -> i32 {
 /// Runs the selected probes; `progress` sees each result as it is judged.
 pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Report, SelftestError> {
     let selected = select(&opts.only)?;
-    if opts.run.image.is_some() && runner::is_dynamic_elf(&opts.probe) == Some(true) {
-        return Err(SelftestError::DynamicProbe { path: opts.probe.clone() });
-    }
     catch_interrupts().map_err(SelftestError::Signals)?;
-    let preflight = preflight(opts)?;
+    // Removed (on every return path) once the last sandbox has run.
+    let (probe, copy) = match &opts.probe {
+        ProbeChoice::File(p) => (p.clone(), None),
+        ProbeChoice::Embedded => {
+            let c = embedded::ProbeCopy::create(&opts.fixture_base)?;
+            (c.path.clone(), Some(c))
+        }
+    };
+    if opts.run.image.is_some() && runner::is_dynamic_elf(&probe) == Some(true) {
+        return Err(SelftestError::DynamicProbe { path: probe });
+    }
+    let preflight = preflight(opts, &probe)?;
     let defaults = defaults_from(&preflight.verdict);
-    let mut fx = Fixtures::create(&opts.fixture_base, &opts.probe, &defaults)?;
+    let mut fx = Fixtures::create(&opts.fixture_base, &probe, &defaults)?;
     let gvisor = preflight.verdict["isolation"]["kernel"] == "gvisor" || preflight.verdict["backend"] == "runsc";
     let ctx = Context {
         kernel: if gvisor { judge::SandboxKernel::Gvisor } else { judge::SandboxKernel::Host },
@@ -183,8 +211,12 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Rep
     }
     interrupted |= was_interrupted();
     let run_id = fx.run_id.clone();
-    let fixtures = fx.describe();
+    let mut fixtures = fx.describe();
     drop(fx);
+    if let (Some(c), Some(obj)) = (&copy, fixtures.as_object_mut()) {
+        obj.insert("probe_dir".into(), serde_json::json!(c.dir()));
+    }
+    drop(copy);
     let summary = summarize(&results);
     Ok(Report {
         selftest_version: SELFTEST_VERSION,
@@ -207,10 +239,10 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&ProbeResult)) -> Result<Rep
 /// One default sandbox running `husk-probe ids`: proves the setup works at
 /// all (else every probe would "fail" for the wrong reason) and tells what
 /// the defaults are on this host.
-fn preflight(opts: &Options) -> Result<judge::ProbeRun, SelftestError> {
+fn preflight(opts: &Options, probe: &Path) -> Result<judge::ProbeRun, SelftestError> {
     let inv = Invocation {
         argv: vec![fixtures::PROBE_IN_SANDBOX.into(), "ids".into()],
-        binds: vec![(opts.probe.clone(), fixtures::PROBE_IN_SANDBOX)],
+        binds: vec![(probe.to_path_buf(), fixtures::PROBE_IN_SANDBOX)],
         timeout_s: probes::DEFAULT_TIMEOUT_S,
         user: None,
         stdin: Stdin::Null,

@@ -142,31 +142,17 @@ pub fn parse(verdict: Value, exit_code: i32) -> ProbeRun {
     }
 }
 
-/// Where the probe binary is: `explicit` (from --probe or $HUSK_PROBE),
-/// else `husk-probe` beside the husk executable, else in
-/// `../libexec/husk/` next to it.
-pub fn find_probe(explicit: Option<&Path>, husk: &Path) -> Result<PathBuf, String> {
-    if let Some(p) = explicit {
-        return if p.is_file() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(format!("the probe {} does not exist (from --probe or HUSK_PROBE)", p.display()))
-        };
+/// The probe to run: `explicit` (from --probe or $HUSK_PROBE), which must
+/// exist, else the one built into husk.
+pub fn find_probe(explicit: Option<&Path>) -> Result<super::ProbeChoice, String> {
+    match explicit {
+        None => Ok(super::ProbeChoice::Embedded),
+        Some(p) if p.is_file() => Ok(super::ProbeChoice::File(p.to_path_buf())),
+        Some(p) => Err(format!(
+            "the probe {} does not exist (from --probe or HUSK_PROBE); leave both unset to use the probe built into husk",
+            p.display()
+        )),
     }
-    let dir = husk.parent().unwrap_or(Path::new("/"));
-    let candidates = [dir.join("husk-probe"), dir.join("../libexec/husk/husk-probe")];
-    for c in &candidates {
-        if c.is_file() {
-            return Ok(c.clone());
-        }
-    }
-    Err(format!(
-        "the in-sandbox probe husk-probe is missing: it must sit beside the husk binary; looked for {} and {}. \
-         Build it with the same profile as husk (`cargo build -p husk-probe`, or `cargo build --workspace`; \
-         .cargo/config.toml makes it static) and keep it next to husk, or pass --probe PATH (or HUSK_PROBE)",
-        candidates[0].display(),
-        candidates[1].display()
-    ))
 }
 
 /// Does the ELF file at `path` need a dynamic loader (has a PT_INTERP)?
