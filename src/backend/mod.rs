@@ -5,6 +5,7 @@
 //! this module never asks which backend it has.
 
 pub mod auto;
+pub mod gc;
 pub mod native;
 pub mod runsc;
 

@@ -2,7 +2,6 @@
 //! behind. One small function per resource kind, each returning its part
 //! of the report.
 
-use crate::backend::runsc::gc::RunscGcReport;
 use crate::cgroup::{self, Caller};
 use crate::cli::GcArgs;
 use crate::host::HostFacts;
@@ -13,11 +12,13 @@ use std::path::Path;
 /// before its own cleanup runs.
 #[derive(Serialize, Debug, Default)]
 pub struct Report {
-    /// The state directory whose sandboxes and runsc state were swept
+    /// The state directory whose sandboxes and backends' state were swept
     /// (another one's are never touched).
     pub state_dir: Option<String>,
     pub cgroups: cgroup::gc::GcReport,
-    pub runsc: RunscGcReport,
+    /// Each backend's own leftovers, one key per backend.
+    #[serde(flatten)]
+    pub backends: crate::backend::gc::GcReport,
     pub sandboxes: crate::sandbox::gc::SandboxGcReport,
     pub images: ImageGcReport,
 }
@@ -63,15 +64,6 @@ pub fn gc_cgroups(host: &HostFacts, args: &GcArgs) -> cgroup::gc::GcReport {
     cgroup::gc::collect(&parents, args.min_age)
 }
 
-/// Leftovers of runsc runs: sandboxes still alive, runsc's container
-/// state, husk's run directories.
-pub fn gc_runsc(state_dir: Option<&Path>) -> RunscGcReport {
-    match crate::backend::runsc::config::state_dir(state_dir) {
-        Ok(state) => crate::backend::runsc::gc::gc_runsc(&state),
-        Err(e) => RunscGcReport { errors: vec![e.to_string()], ..Default::default() },
-    }
-}
-
 /// Long-lived sandboxes (`husk create`) whose supervisor died or let the
 /// lease run out, and sandbox cgroups without a sandbox.
 pub fn gc_sandboxes(
@@ -105,29 +97,23 @@ pub fn gc(
         return crate::outcome::EXIT_HUSK_FAILED;
     }
     let host = HostFacts::probe();
-    // Sandboxes and runsc first: killing what is left empties cgroups,
+    // Sandboxes and backends first: killing what is left empties cgroups,
     // which the cgroup pass can then remove.
     let sandboxes = gc_sandboxes(&host, &args, paths);
-    let runsc = gc_runsc(state_dir);
+    let backends = crate::backend::gc::gc_all(state_dir);
     let report = Report {
         state_dir: paths.as_ref().ok().map(|p| p.state.display().to_string()),
         cgroups: gc_cgroups(&host, &args),
-        runsc,
+        backends,
         sandboxes,
         images: gc_images(paths),
     };
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
-        let r = &report.runsc;
-        for id in &r.removed {
-            crate::outln!("removed runsc container {id}");
-        }
-        for pid in &r.killed {
-            crate::outln!("killed runsc sandbox pid {pid}");
-        }
-        for id in &r.running {
-            crate::outln!("kept runsc run {id}: its husk is still running");
+        let b = &report.backends;
+        for line in b.actions() {
+            crate::outln!("{line}");
         }
         let s = &report.sandboxes;
         for id in &s.removed {
@@ -143,7 +129,7 @@ pub fn gc(
         for d in &c.busy {
             crate::outln!("kept cgroup {d}: it still has processes");
         }
-        for e in r.errors.iter().chain(&c.errors).chain(&s.errors).chain(&report.images.errors) {
+        for e in b.errors().chain(&c.errors).chain(&s.errors).chain(&report.images.errors) {
             crate::errln!("husk: gc: {e}");
         }
         crate::outln!(
@@ -153,11 +139,13 @@ pub fn gc(
             s.expired.len(),
             s.live.len()
         );
-        crate::outln!("runsc: {} removed, {} still running", r.removed.len(), r.running.len());
+        for line in b.summary() {
+            crate::outln!("{line}");
+        }
         crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
         crate::outln!("images: {} partial layer builds removed", report.images.partial_builds_removed);
     }
-    let clean = report.runsc.errors.is_empty()
+    let clean = report.backends.errors().next().is_none()
         && report.cgroups.errors.is_empty()
         && report.sandboxes.errors.is_empty()
         && report.images.errors.is_empty();
