@@ -66,8 +66,8 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
     plan.seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
-    let runsc_exec = crate::backend::announced_exec_id(&rec.backend);
-    let (reply, fds) = client.call(&Request::Exec { wait: req.wait, runsc_exec: runsc_exec.clone() })?;
+    let exec_id = crate::backend::announced_exec_id(&rec.backend);
+    let (reply, fds) = client.call(&Request::Exec { wait: req.wait, exec_id: exec_id.clone() })?;
     if reply.busy {
         return Err(SandboxError::Busy { id: rec.id.clone() });
     }
@@ -84,7 +84,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         leaf: reply.leaf.as_deref(),
         ns_kinds: &reply.namespaces,
         ns_fds: fds,
-        exec_id: runsc_exec.as_deref(),
+        exec_id: exec_id.as_deref(),
     };
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
     // What happened in the sandbox while the command ran (an OOM kill of a

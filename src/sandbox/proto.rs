@@ -30,11 +30,13 @@ pub enum Request {
     /// turn. The exec ends when its connection closes.
     Exec {
         wait: bool,
-        /// A gVisor sandbox's exec: its id (its files in the run directory
-        /// are `exec-<id>.*`), so the supervisor can end the command if
-        /// husk exec dies without a word (`Live::exec_abandoned`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        runsc_exec: Option<String>,
+        /// The exec's id, when its backend names an exec by one rather
+        /// than by a cgroup leaf (`backend::announced_exec_id`), so the
+        /// supervisor can end the command if husk exec dies without a word
+        /// (`Live::exec_abandoned`). Read under its former name too: a
+        /// husk exec of the previous version may talk to this supervisor.
+        #[serde(default, alias = "runsc_exec", skip_serializing_if = "Option::is_none")]
+        exec_id: Option<String>,
     },
     /// Extends the lease to now + `ttl_ms` (default: the sandbox's ttl),
     /// which also becomes the sandbox's ttl.
@@ -227,6 +229,17 @@ impl Client {
 mod tests {
     use super::*;
 
+    /// A husk exec of the previous version announced its id as
+    /// `runsc_exec`: the supervisor still gets it (and can end the command
+    /// when that husk exec dies), and the new name is what is sent.
+    #[test]
+    fn exec_id_is_read_under_its_former_name() {
+        let old: Request = serde_json::from_str(r#"{"op":"exec","wait":false,"runsc_exec":"abc"}"#).unwrap();
+        assert_eq!(old, Request::Exec { wait: false, exec_id: Some("abc".into()) });
+        let sent = serde_json::to_string(&Request::Exec { wait: false, exec_id: Some("abc".into()) }).unwrap();
+        assert_eq!(sent, r#"{"op":"exec","wait":false,"exec_id":"abc"}"#);
+    }
+
     #[test]
     fn requests_and_replies_round_trip_with_fds() {
         let t = std::env::temp_dir().join(format!("husk-proto-{}-{}", std::process::id(), "x".repeat(80)));
@@ -234,9 +247,9 @@ mod tests {
         let l = listen_at(&t).unwrap();
         let c = Client::connect(&t, ProcRef::of(std::process::id() as i32)).unwrap();
         let s = accept(l.as_fd()).unwrap().unwrap();
-        c.send(&Request::Exec { wait: true, runsc_exec: None }).unwrap();
+        c.send(&Request::Exec { wait: true, exec_id: None }).unwrap();
         let (req, fds) = recv::<Request>(s.as_fd()).unwrap().unwrap();
-        assert_eq!((req, fds.len()), (Request::Exec { wait: true, runsc_exec: None }, 0));
+        assert_eq!((req, fds.len()), (Request::Exec { wait: true, exec_id: None }, 0));
         let (r, w) = nix::unistd::pipe().unwrap();
         let reply = Reply { ok: true, exec: 3, namespaces: vec!["user".into()], ..Default::default() };
         send(s.as_fd(), &reply, &[w.as_raw_fd()]).unwrap();

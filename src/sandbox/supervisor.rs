@@ -316,8 +316,8 @@ struct Conn {
     /// Queued for its turn (`exec --wait`).
     waiting: bool,
     /// The id an exec without a cgroup leaf announced
-    /// (`Request::Exec::runsc_exec`).
-    runsc_exec: Option<String>,
+    /// (`Request::Exec::exec_id`).
+    exec_id: Option<String>,
     /// The journal's sequence number of this exec's start: `events`
     /// answers with what came after it.
     since: u64,
@@ -503,7 +503,7 @@ impl Supervisor {
             }
             if ready[2] {
                 while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
-                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false, runsc_exec: None, since: 0 });
+                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false, exec_id: None, since: 0 });
                 }
             }
             let mut changed = false;
@@ -551,14 +551,14 @@ impl Supervisor {
             }
         };
         match req {
-            Request::Exec { wait, runsc_exec } => {
+            Request::Exec { wait, exec_id } => {
                 if c.exec.is_some() || c.waiting {
                     return self.answer(
                         c,
                         Reply { error: Some("an exec already runs on this connection".into()), ..self.lease() },
                     );
                 }
-                c.runsc_exec = runsc_exec.filter(|x| state::is_id(x));
+                c.exec_id = exec_id.filter(|x| state::is_id(x));
                 if active > 0 && !self.rec.concurrent {
                     if wait {
                         c.waiting = true;
@@ -667,7 +667,7 @@ impl Supervisor {
         if c.exec.take().is_some() {
             self.renew(None);
         }
-        if let Some(x) = c.runsc_exec.take() {
+        if let Some(x) = c.exec_id.take() {
             init.exec_abandoned(&x);
         }
         let Some(tree) = &self.rec.cgroup else { return };
