@@ -5,7 +5,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use husk::seccomp::{compile, compile_text, shipped};
-use husk::sys::process::{Forked, exit_now, fork};
+use husk::sys::process::{Forked, SingleThreaded, exit_now, fork};
 use husk::sys::seccomp::{SockFilter, install_filter};
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 /// Forks `iters` children; each sets no_new_privs, loads `program` and writes
 /// the nanoseconds the load took. Returns the sum.
 fn load_in_children(program: &[SockFilter], iters: u64) -> Duration {
+    let one = SingleThreaded::check().expect("the benchmark is single-threaded");
     let mut total = Duration::ZERO;
     for _ in 0..iters {
         let (r, w) = nix::unistd::pipe().expect("pipe");
-        match fork().expect("fork") {
-            Forked::Child => {
+        match fork(&one).expect("fork") {
+            Forked::Child(_) => {
                 nix::sys::prctl::set_no_new_privs().expect("no_new_privs");
                 let t = Instant::now();
                 let ok = install_filter(program, 0).is_ok();

@@ -15,7 +15,7 @@ use husk::outcome::{Outcome, Termination, Verdict};
 use husk::plan::Plan;
 use husk::rootfs::{RootSource, plan::RootInputs};
 use husk::spec::{NetworkMode, Spec};
-use husk::sys::process::{Forked, clone3, exit_now};
+use husk::sys::process::{Forked, SingleThreaded, clone3, exit_now};
 use husk::userns::IdMap;
 use std::time::{Duration, Instant};
 
@@ -85,10 +85,11 @@ fn rootfs_dir() -> TempRoot {
 /// Forks `iters` children with `flags` (clone3, like the native backend),
 /// each exiting at once; returns the total wall time to clone and reap them.
 fn clone_and_reap(flags: libc::c_int, iters: u64) -> Duration {
+    let one = SingleThreaded::check().expect("the benchmark is single-threaded");
     let start = Instant::now();
     for _ in 0..iters {
-        match clone3(flags, None).expect("clone3") {
-            Forked::Child => exit_now(0),
+        match clone3(&one, flags, None).expect("clone3") {
+            Forked::Child(_) => exit_now(0),
             Forked::Parent { pid, .. } => {
                 let _ = nix::sys::wait::waitpid(pid, None);
             }

@@ -133,13 +133,50 @@ pub struct ProcessPlan {
     pub rlimits: Vec<Rlimit>,
 }
 
-/// Namespaces a run creates and their names for the verdict.
+/// The namespaces a run creates, split by who creates them; their names
+/// (the verdict's) are derived from both.
 #[derive(Clone, Debug)]
 pub struct Namespaces {
-    /// The CLONE_NEW* bits clone3 gets: all but the network namespace,
-    /// which the init makes itself (see spawn::netns).
+    /// The CLONE_NEW* bits clone3 gets.
     pub clone_flags: libc::c_int,
-    pub names: Vec<&'static str>,
+    /// The ones the init unshares itself, later: the cgroup namespace, once
+    /// the init is in every cgroup of the run (so the sandbox sees its own
+    /// cgroup as "/"), and the network namespace, made on a second thread of
+    /// the init while it mounts (spawn::netns), owned by the same user
+    /// namespace as if clone3 had made it.
+    pub by_init: libc::c_int,
+}
+
+impl Namespaces {
+    /// The verdict's names, in its order.
+    const NAMES: [(libc::c_int, &'static str); 7] = [
+        (libc::CLONE_NEWUSER, "user"),
+        (libc::CLONE_NEWPID, "pid"),
+        (libc::CLONE_NEWNS, "mount"),
+        (libc::CLONE_NEWIPC, "ipc"),
+        (libc::CLONE_NEWUTS, "uts"),
+        (libc::CLONE_NEWCGROUP, "cgroup"),
+        (libc::CLONE_NEWNET, "net"),
+    ];
+
+    fn names_of(flags: libc::c_int) -> Vec<&'static str> {
+        Self::NAMES.iter().filter(|(f, _)| flags & f != 0).map(|(_, n)| *n).collect()
+    }
+
+    /// Every namespace the sandbox gets.
+    pub fn names(&self) -> Vec<&'static str> {
+        Self::names_of(self.clone_flags | self.by_init)
+    }
+
+    /// Only those clone3 is asked for.
+    pub fn clone_names(&self) -> Vec<&'static str> {
+        Self::names_of(self.clone_flags)
+    }
+
+    /// Whether the init makes namespace `flag` itself.
+    pub fn made_by_init(&self, flag: libc::c_int) -> bool {
+        self.by_init & flag != 0
+    }
 }
 
 #[derive(Debug)]
@@ -608,15 +645,10 @@ impl Plan {
         };
         let mounts = rootfs::build(root.source, &inputs)?;
 
-        let flags =
+        let clone_flags =
             libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-        let mut names = vec!["user", "pid", "mount", "ipc", "uts", "cgroup"];
-        // No CLONE_NEWNET: the init makes its network namespace on a second
-        // thread while it mounts (spawn::netns), owned by the same user
-        // namespace; the flags are what clone3 gets.
-        if spec.network == NetworkMode::None {
-            names.push("net");
-        }
+        let net = if spec.network == NetworkMode::None { libc::CLONE_NEWNET } else { 0 };
+        let namespaces = Namespaces { clone_flags, by_init: libc::CLONE_NEWCGROUP | net };
 
         let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
         let cgroup = if spec.limits.no_cgroup {
@@ -630,7 +662,7 @@ impl Plan {
             hostname: cstr("--hostname", &spec.hostname)?,
             network: spec.network,
             ids,
-            namespaces: Namespaces { clone_flags: flags, names },
+            namespaces,
             mounts,
             process,
             last_cap: host.last_cap,

@@ -136,13 +136,17 @@ pub fn create(
     // confirmation that the id was handed over.
     let (ready_r, ready_w) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)
         .map_err(|e| release(errno_err(Phase::Socketpair, e)))?;
-    match crate::sys::process::fork() {
-        Err(e) => {
+    let forked = match crate::sys::process::SingleThreaded::check() {
+        Ok(one) => crate::sys::process::fork(&one).map_err(|e| (e.to_string(), Some(e))),
+        Err(t) => Err((t.to_string(), t.errno())),
+    };
+    match forked {
+        Err((why, errno)) => {
             let _ = std::fs::remove_dir_all(&dir);
-            let report = ErrorReport::new(Phase::ForkSupervisor, format!("forking the supervisor: {e}"));
-            Err(release(SandboxError::Setup(report.with_errno(e))))
+            let report = ErrorReport::new(Phase::ForkSupervisor, format!("forking the supervisor: {why}"));
+            Err(release(SandboxError::Setup(report.with_errno(errno))))
         }
-        Ok(Forked::Child) => {
+        Ok(Forked::Child(_)) => {
             drop(ready_r);
             let sup = Supervisor {
                 store_root: store.root.clone(),

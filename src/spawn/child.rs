@@ -3,14 +3,14 @@
 //! becoming its reaper. Runs on a fork-like copy of the parent's memory; all
 //! data it needs was built into the `Plan` before clone.
 
-use super::netns::PendingNetns;
+use super::netns::Netns;
 use super::{ChildStdio, fail, now_ns, phase};
 use crate::plan::{InitRole, Plan};
 use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
 use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
-use crate::sys::process::{Forked, exit_now, fork, fork_with_pid};
+use crate::sys::process::{Forked, SingleThreaded, exit_now, fork, fork_with_pid};
 use nix::fcntl::OFlag;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -19,14 +19,14 @@ use nix::unistd::{Gid, Uid};
 
 type R<T> = Result<T, StepError>;
 
-pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio, deferred_cgroup: bool) -> ! {
+pub fn run(plan: &Plan, chan: &Channel, stdio: ChildStdio, deferred_cgroup: bool, one: SingleThreaded) -> ! {
     let mut times = [0u64; MAX_TIMES];
     times[phase::CHILD_START] = now_ns();
     // `ps` shows what this process is, on the host and inside; and the
     // sandbox must not read husk's host command line from /proc/1/cmdline.
     let _ = prctl::set_name(c"husk:[init]");
     crate::sys::process::scrub_cmdline(&plan.arg_areas, b"husk:[init]");
-    match setup(plan, chan, stdio, deferred_cgroup, &mut times) {
+    match setup(plan, chan, stdio, deferred_cgroup, one, &mut times) {
         Ok(Some(cmd)) => super::init::reap(cmd, chan),
         Ok(None) => super::init::hold(),
         Err(e) => fail(chan, e),
@@ -60,6 +60,7 @@ fn setup(
     chan: &Channel,
     stdio: ChildStdio,
     deferred_cgroup: bool,
+    one: SingleThreaded,
     times: &mut [u64; MAX_TIMES],
 ) -> R<Option<nix::unistd::Pid>> {
     await_release(chan)?;
@@ -67,16 +68,13 @@ fn setup(
     become_root(plan, chan)?;
     // The network namespace is made on a second thread meanwhile; entered
     // before sysfs is mounted, and in any case before pivot_root.
-    let mut netns = match plan.network {
-        NetworkMode::None => Some(PendingNetns::start()),
-        _ => None,
-    };
-    let mut enter_netns = || netns.as_mut().map_or(Ok(()), PendingNetns::enter);
+    let mut netns = Netns::start(plan.namespaces.made_by_init(libc::CLONE_NEWNET), one);
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
     times[phase::NAMESPACES] = now_ns();
 
-    let assembled = assemble(&plan.mounts, &mut enter_netns)?;
-    enter_netns()?;
+    let assembled = assemble(&plan.mounts, &mut || netns.enter())?;
+    let pid_2_was_taken = netns.threaded();
+    let one = netns.finish()?;
     times[phase::MOUNTS] = now_ns();
     pivot(assembled.root.as_fd_compat())?;
     drop(assembled);
@@ -86,7 +84,9 @@ fn setup(
     }
     // Only once in every cgroup: the namespace is rooted where we are now,
     // so the sandbox sees its own cgroups as "/" (no host path).
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
+    if plan.namespaces.made_by_init(libc::CLONE_NEWCGROUP) {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
+    }
     times[phase::PIVOT] = now_ns();
 
     redirect_stdio(stdio)?;
@@ -104,8 +104,8 @@ fn setup(
     // init still holds capabilities: it waits at this gate until the init
     // has confined itself (EOF instead of a byte means the init failed).
     let (gate_r, gate_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).at(Step::ForkCommand)?;
-    match fork_command(netns.is_some()).at(Step::ForkCommand)? {
-        Forked::Child => {
+    match fork_command(&one, pid_2_was_taken).at(Step::ForkCommand)? {
+        Forked::Child(_) => {
             drop(gate_w);
             super::command::run(plan, chan, times, gate_r)
         }
@@ -124,17 +124,17 @@ fn setup(
 /// pid is freed a moment after the join returns; if it is still taken after
 /// a few tries, or the kernel predates set_tid, the command gets the next
 /// pid, which changes nothing but the number.
-fn fork_command(pid_2_was_taken: bool) -> Result<Forked, nix::errno::Errno> {
+fn fork_command(one: &SingleThreaded, pid_2_was_taken: bool) -> Result<Forked, nix::errno::Errno> {
     if pid_2_was_taken {
         for _ in 0..100 {
-            match fork_with_pid(2) {
+            match fork_with_pid(one, 2) {
                 Err(nix::errno::Errno::EEXIST) => std::thread::yield_now(),
                 Err(_) => break,
                 ok => return ok,
             }
         }
     }
-    fork()
+    fork(one)
 }
 
 /// Hold mode (`husk create`): the init confines itself as it would next to

@@ -13,7 +13,7 @@ use crate::cgroup::CgroupJoin;
 use crate::plan::Plan;
 use crate::sync::{Channel, Msg};
 use crate::sys::Errno;
-use crate::sys::process::{Forked, clone_legacy, clone3, exit_now};
+use crate::sys::process::{Forked, SingleThreaded, ThreadsError, clone_legacy, clone3, exit_now};
 use nix::unistd::Pid;
 use std::os::fd::{OwnedFd, RawFd};
 
@@ -54,6 +54,8 @@ pub enum SpawnError {
     IdMap(#[from] crate::userns::IdMapError),
     #[error("attaching the sandbox to its cgroup: {0}")]
     Cgroup(crate::cgroup::CgroupError),
+    #[error("before creating the sandbox process: {0}")]
+    Threads(#[from] ThreadsError),
 }
 
 /// A started sandbox, released and running its setup.
@@ -86,21 +88,24 @@ fn clone_hint(errno: Errno) -> Option<String> {
 /// clone3 into the plan's namespaces, write the id maps, attach to the
 /// cgroup and release the child. The child never returns from here.
 pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) -> Result<Spawned, SpawnError> {
+    let one = SingleThreaded::check()?;
     let (parent_end, child_end) = Channel::pair().map_err(SpawnError::Channel)?;
     let flags = plan.namespaces.clone_flags;
     let t_clone = now_ns();
     let into = cgroup.and_then(|c| c.clone_into());
     let mut born_inside = into.is_some();
-    let forked = match clone3(flags, into) {
+    let forked = match clone3(&one, flags, into) {
         Err(Errno::ENOSYS) | Err(Errno::E2BIG) => {
             born_inside = false;
-            clone_legacy(flags)
+            clone_legacy(&one, flags)
         }
         other => other,
     };
     match forked {
-        Err(errno) => Err(SpawnError::Clone { flags: plan.namespaces.names.join(","), errno, hint: clone_hint(errno) }),
-        Ok(Forked::Child) => {
+        Err(errno) => {
+            Err(SpawnError::Clone { flags: plan.namespaces.clone_names().join(","), errno, hint: clone_hint(errno) })
+        }
+        Ok(Forked::Child(alone)) => {
             drop(parent_end);
             let deferred = cgroup.is_some_and(|c| c.deferred());
             if let Some(cg) = cgroup
@@ -109,7 +114,7 @@ pub fn spawn(plan: &Plan, stdio: ChildStdio, cgroup: Option<&dyn CgroupJoin>) ->
             {
                 fail(&child_end, crate::step::StepError::new(crate::step::Step::JoinCgroup, errno));
             }
-            child::run(plan, &child_end, stdio, deferred)
+            child::run(plan, &child_end, stdio, deferred, alone)
         }
         Ok(Forked::Parent { pid, pidfd }) => {
             drop(child_end);

@@ -15,23 +15,42 @@
 use crate::background::Background;
 use crate::step::{AtStep, Step, StepError};
 use crate::sys::Errno;
+use crate::sys::process::SingleThreaded;
 use std::os::fd::{AsFd, OwnedFd};
 
 /// The new namespace's socket, or (after the netns was made?, errno).
 type Made = Result<OwnedFd, (bool, Errno)>;
 
-/// A network namespace being made; `enter` waits for it and moves the
-/// calling thread into it.
-pub struct PendingNetns(Option<Background<Made>>);
+/// The init's network namespace while it may still be in the making. It
+/// holds the init's `SingleThreaded` proof for as long as the thread may
+/// run, and gives it back (`finish`) only once the thread is joined.
+pub struct Netns {
+    pending: Option<Background<Made>>,
+    threaded: bool,
+    one: SingleThreaded,
+}
 
-impl PendingNetns {
-    pub fn start() -> PendingNetns {
-        PendingNetns(Some(Background::start("husk:netns", crate::sys::net::new_netns_with_loopback)))
+impl Netns {
+    /// Starts making the namespace when the plan says the init makes one.
+    pub fn start(wanted: bool, one: SingleThreaded) -> Netns {
+        let pending = wanted.then(|| Background::start("husk:netns", crate::sys::net::new_netns_with_loopback));
+        Netns { threaded: pending.is_some(), pending, one }
+    }
+
+    /// Whether a thread was started (it took a pid in the sandbox).
+    pub fn threaded(&self) -> bool {
+        self.threaded
+    }
+
+    /// The proof back, the thread joined and its namespace entered.
+    pub fn finish(mut self) -> Result<SingleThreaded, StepError> {
+        self.enter()?;
+        Ok(self.one)
     }
 
     /// Joins the thread and enters its namespace; a no-op the second time.
     pub fn enter(&mut self) -> Result<(), StepError> {
-        let Some(pending) = self.0.take() else { return Ok(()) };
+        let Some(pending) = self.pending.take() else { return Ok(()) };
         let sock = match pending.join() {
             Ok(sock) => sock,
             Err((false, errno)) => return Err(StepError::new(Step::NewNetns, errno)),

@@ -7,11 +7,77 @@ use nix::unistd::Pid;
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
+/// Proof that no other thread of this process can run user code: what makes
+/// a fork-like clone sound. The child gets a copy of the whole address space
+/// but only the calling thread, so a lock another thread held at that
+/// instant (malloc's, stdio's, a `Mutex`) would stay locked forever in the
+/// child, and data it was halfway through writing would stay torn.
+///
+/// A token rather than `unsafe fn` wrappers: the callers live outside
+/// `src/sys/`, where `unsafe` is not allowed, and a check costs one stat(2)
+/// (about 4 us) while turning a broken assumption (a thread some future
+/// change starts before a clone) into an error instead of a child that hangs
+/// now and then. There are two ways to get one:
+/// - `SingleThreaded::check()`, right before the clone: the link count of
+///   /proc/self/task is 2 + the number of threads (Linux and gVisor alike);
+/// - `Forked::Child(token)`: a process just made by a fork-like clone has
+///   exactly one thread, by the kernel's guarantee, with no /proc needed
+///   (the sandbox's init has none of its own at first).
+///
+/// Not `Send`: a token made on one thread proves nothing on another. It
+/// stays valid only while its holder starts no thread: take it by value
+/// where one is started (`spawn::netns`), or check again.
+#[derive(Debug)]
+pub struct SingleThreaded(std::marker::PhantomData<*const ()>);
+
+/// Why `SingleThreaded::check` refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadsError {
+    #[error("husk has {0} threads where it must have one to fork (a bug in husk: please report it)")]
+    Many(u64),
+    #[error("counting husk's threads (stat /proc/self/task): {0}; is /proc mounted?")]
+    Proc(Errno),
+}
+
+impl ThreadsError {
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            ThreadsError::Many(_) => None,
+            ThreadsError::Proc(e) => Some(*e),
+        }
+    }
+}
+
+impl SingleThreaded {
+    /// Counts this process's threads. A thread that was just joined may
+    /// still be counted for a few microseconds (the kernel wakes the joiner
+    /// when the thread has left user space, and unlists it a little later),
+    /// so a count above one is re-read a bounded number of times; past that
+    /// it is an error.
+    pub fn check() -> Result<SingleThreaded, ThreadsError> {
+        let mut threads = 0;
+        for _ in 0..1000 {
+            let st = nix::sys::stat::stat("/proc/self/task").map_err(ThreadsError::Proc)?;
+            threads = (st.st_nlink as u64).saturating_sub(2);
+            if threads == 1 {
+                return Ok(SingleThreaded::proven());
+            }
+            std::thread::yield_now();
+        }
+        Err(ThreadsError::Many(threads))
+    }
+
+    /// The child's token after a fork-like clone (or a passed check).
+    fn proven() -> SingleThreaded {
+        SingleThreaded(std::marker::PhantomData)
+    }
+}
+
 /// What a fork-like clone returned.
 #[derive(Debug)]
 pub enum Forked {
-    /// We are the new process.
-    Child,
+    /// We are the new process, with one thread.
+    Child(SingleThreaded),
     /// We are the caller; `pidfd` refers to the child when it was asked for.
     Parent { pid: Pid, pidfd: Option<OwnedFd> },
 }
@@ -39,9 +105,8 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// always gets a pidfd and, when `cgroup` is given, is born in that cgroup
 /// (CLONE_INTO_CGROUP), so not one instruction runs outside its limits.
 ///
-/// The caller must be single-threaded: like fork, only the calling thread
-/// exists in the child.
-pub fn clone3(ns_flags: libc::c_int, cgroup: Option<BorrowedFd<'_>>) -> SysResult<Forked> {
+/// Like fork, only the calling thread exists in the child (`one`).
+pub fn clone3(one: &SingleThreaded, ns_flags: libc::c_int, cgroup: Option<BorrowedFd<'_>>) -> SysResult<Forked> {
     let mut args = CloneArgs {
         flags: (ns_flags as u32 as u64) | CLONE_PIDFD,
         exit_signal: libc::SIGCHLD as u64,
@@ -51,12 +116,12 @@ pub fn clone3(ns_flags: libc::c_int, cgroup: Option<BorrowedFd<'_>>) -> SysResul
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = fd.as_raw_fd() as u64;
     }
-    fork_like(args)
+    fork_like(one, args)
 }
 
 /// clone3(2) with `args`, which must not hold CLONE_VM (the one place the
 /// syscall is made). With CLONE_PIDFD in its flags the parent gets the pidfd.
-fn fork_like(mut args: CloneArgs) -> SysResult<Forked> {
+fn fork_like(_one: &SingleThreaded, mut args: CloneArgs) -> SysResult<Forked> {
     let mut pidfd: libc::c_int = -1;
     let wants_pidfd = args.flags & CLONE_PIDFD != 0;
     if wants_pidfd {
@@ -66,11 +131,11 @@ fn fork_like(mut args: CloneArgs) -> SysResult<Forked> {
     // SAFETY: without CLONE_VM, clone3 behaves like fork: the child runs on a
     // copy of our address space and stack, so returning into Rust code in both
     // processes is sound. `args`, `pidfd` and whatever `args` points at (a
-    // set_tid array) outlive the call. Callers guarantee single-threadedness
-    // (no lock held by another thread is copied).
+    // set_tid array) outlive the call. `_one` proves no other thread exists
+    // whose locks or half-written data the child would inherit.
     let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
     match check(ret)? {
-        0 => Ok(Forked::Child),
+        0 => Ok(Forked::Child(SingleThreaded::proven())),
         pid => Ok(Forked::Parent {
             pid: Pid::from_raw(pid as i32),
             pidfd: wants_pidfd.then(|| owned(pidfd as libc::c_long)),
@@ -81,11 +146,11 @@ fn fork_like(mut args: CloneArgs) -> SysResult<Forked> {
 /// Legacy clone(2) with a pidfd, for kernels (5.2) or seccomp profiles that
 /// refuse clone3. Cannot place the child in a cgroup; callers attach it
 /// before releasing it.
-pub fn clone_legacy(ns_flags: libc::c_int) -> SysResult<Forked> {
+pub fn clone_legacy(_one: &SingleThreaded, ns_flags: libc::c_int) -> SysResult<Forked> {
     let mut pidfd: libc::c_int = -1;
     let flags = (ns_flags as libc::c_ulong) | (CLONE_PIDFD as libc::c_ulong) | libc::SIGCHLD as libc::c_ulong;
     // SAFETY: with a NULL stack and no CLONE_VM, raw clone is fork-like (see
-    // clone3 above). x86_64 argument order: flags, stack, parent_tid(=pidfd
+    // fork_like), and `_one` proves this process has no other thread. x86_64 argument order: flags, stack, parent_tid(=pidfd
     // out-pointer for CLONE_PIDFD), child_tid, tls.
     let ret = unsafe {
         libc::syscall(
@@ -99,7 +164,7 @@ pub fn clone_legacy(ns_flags: libc::c_int) -> SysResult<Forked> {
     };
     let pid = check(ret)?;
     if pid == 0 {
-        Ok(Forked::Child)
+        Ok(Forked::Child(SingleThreaded::proven()))
     } else {
         Ok(Forked::Parent { pid: Pid::from_raw(pid as i32), pidfd: Some(owned(pidfd as libc::c_long)) })
     }
@@ -110,22 +175,20 @@ pub fn clone_legacy(ns_flags: libc::c_int) -> SysResult<Forked> {
 /// command it starts inside the sandbox is husk exec's child (waited for and
 /// watched by pidfd there) while the joiner itself exits at once. The child
 /// inherits our exit signal (clone3 refuses one with CLONE_PARENT).
-///
-/// The caller must be single-threaded, as for `clone3`.
-pub fn clone_sibling() -> SysResult<Forked> {
+pub fn clone_sibling(one: &SingleThreaded) -> SysResult<Forked> {
     const CLONE_PARENT: u64 = 0x8000;
-    fork_like(CloneArgs { flags: CLONE_PARENT | CLONE_PIDFD, ..Default::default() })
+    fork_like(one, CloneArgs { flags: CLONE_PARENT | CLONE_PIDFD, ..Default::default() })
 }
 
 /// A plain fork, used by the sandbox's init to start the command.
-pub fn fork() -> SysResult<Forked> {
-    match fork_like(CloneArgs { exit_signal: libc::SIGCHLD as u64, ..Default::default() }) {
+pub fn fork(one: &SingleThreaded) -> SysResult<Forked> {
+    match fork_like(one, CloneArgs { exit_signal: libc::SIGCHLD as u64, ..Default::default() }) {
         Err(Errno::ENOSYS) => {
-            // SAFETY: fork(2) in a single-threaded process.
+            // SAFETY: fork(2) in a process with no other thread (`one`).
             let pid = unsafe { libc::fork() };
             match pid {
                 -1 => Err(Errno::last()),
-                0 => Ok(Forked::Child),
+                0 => Ok(Forked::Child(SingleThreaded::proven())),
                 p => Ok(Forked::Parent { pid: Pid::from_raw(p), pidfd: None }),
             }
         }
@@ -136,15 +199,18 @@ pub fn fork() -> SysResult<Forked> {
 /// fork() whose child gets `pid` in the caller's pid namespace (clone3's
 /// set_tid, Linux 5.5+; needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over
 /// that namespace). EEXIST while that pid is in use.
-pub fn fork_with_pid(pid: libc::pid_t) -> SysResult<Forked> {
+pub fn fork_with_pid(one: &SingleThreaded, pid: libc::pid_t) -> SysResult<Forked> {
     let set_tid = [pid];
     // `set_tid` lives until fork_like returns.
-    fork_like(CloneArgs {
-        exit_signal: libc::SIGCHLD as u64,
-        set_tid: set_tid.as_ptr() as u64,
-        set_tid_size: 1,
-        ..Default::default()
-    })
+    fork_like(
+        one,
+        CloneArgs {
+            exit_signal: libc::SIGCHLD as u64,
+            set_tid: set_tid.as_ptr() as u64,
+            set_tid_size: 1,
+            ..Default::default()
+        },
+    )
 }
 
 /// execve(2) from pre-built arrays; returns only on failure.
@@ -329,6 +395,18 @@ pub fn pin_to_other_cpu(thread: libc::pthread_t) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process with a second thread alive gets no proof, so no fork-like
+    /// clone can copy that thread's locks into a child.
+    #[test]
+    fn a_process_with_a_second_thread_gets_no_fork_proof() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let proof = SingleThreaded::check();
+        drop(tx);
+        let _ = other.join();
+        assert!(matches!(proof, Err(ThreadsError::Many(n)) if n >= 2), "{proof:?}");
+    }
 
     /// A process named to look like more fields (comm may hold spaces and
     /// ')') cannot move the areas husk scrubs.

@@ -111,6 +111,7 @@ impl Run<'_> {
                     JoinError::Cgroup(c) => c.errno(),
                     JoinError::Step(s) => Some(s.errno),
                     JoinError::Vanished => None,
+                    JoinError::Threads(e) => e.errno(),
                 };
                 return failed(step_of(&e), &e, errno);
             }
@@ -215,7 +216,7 @@ impl Run<'_> {
 
 fn step_of(e: &JoinError) -> Phase {
     match e {
-        JoinError::Clone(_) => Phase::Clone,
+        JoinError::Clone(_) | JoinError::Threads(_) => Phase::Clone,
         JoinError::Channel(_) => Phase::SyncChannel,
         JoinError::Cgroup(_) => Phase::Step(Step::JoinCgroup),
         JoinError::Step(s) => Phase::Step(s.step),

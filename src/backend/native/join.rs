@@ -35,7 +35,9 @@ use crate::spawn::{ChildStdio, fail, now_ns, phase};
 use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
-use crate::sys::process::{Forked, clone_legacy, clone_sibling, clone3, exit_now, wait_pidfd};
+use crate::sys::process::{
+    Forked, SingleThreaded, ThreadsError, clone_legacy, clone_sibling, clone3, exit_now, wait_pidfd,
+};
 use nix::fcntl::OFlag;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -72,26 +74,29 @@ pub enum JoinError {
     Step(StepError),
     #[error("the joiner ended without starting the command")]
     Vanished,
+    #[error("before starting the joiner: {0}")]
+    Threads(#[from] ThreadsError),
 }
 
 /// Starts the command inside the sandbox; returns once it runs (its own
 /// steps may still fail: the watch reads that from the channel).
 pub fn spawn(j: Join<'_>) -> Result<Joined, JoinError> {
+    let one = SingleThreaded::check()?;
     let (parent_end, child_end) = Channel::pair().map_err(JoinError::Channel)?;
     let into = j.cgroup.and_then(|c| c.clone_into());
     let mut born_inside = into.is_some();
     let t_clone = now_ns();
-    let forked = match clone3(0, into) {
+    let forked = match clone3(&one, 0, into) {
         Err(Errno::ENOSYS) | Err(Errno::E2BIG) => {
             born_inside = false;
-            clone_legacy(0)
+            clone_legacy(&one, 0)
         }
         other => other,
     };
     match forked.map_err(JoinError::Clone)? {
-        Forked::Child => {
+        Forked::Child(alone) => {
             drop(parent_end);
-            joiner(&j, &child_end, born_inside)
+            joiner(&j, &child_end, born_inside, alone)
         }
         Forked::Parent { pid, pidfd } => {
             drop(child_end);
@@ -128,7 +133,7 @@ pub fn spawn(j: Join<'_>) -> Result<Joined, JoinError> {
 type R<T> = Result<T, StepError>;
 
 /// The joiner: never returns.
-fn joiner(j: &Join<'_>, chan: &Channel, born_inside: bool) -> ! {
+fn joiner(j: &Join<'_>, chan: &Channel, born_inside: bool, one: SingleThreaded) -> ! {
     let mut times = [0u64; MAX_TIMES];
     times[phase::CHILD_START] = now_ns();
     if let Some(cg) = j.cgroup
@@ -145,7 +150,7 @@ fn joiner(j: &Join<'_>, chan: &Channel, born_inside: bool) -> ! {
     match join(j, chan) {
         Ok(gate) => {
             times[phase::NAMESPACES] = now_ns();
-            start_command(j, chan, gate, &mut times)
+            start_command(&one, j, chan, gate, &mut times)
         }
         Err(e) => fail(chan, e),
     }
@@ -199,14 +204,15 @@ fn join(j: &Join<'_>, chan: &Channel) -> R<(OwnedFd, OwnedFd)> {
 /// husk exec, then opens the gate and exits. The command waits at the gate
 /// so that `Joined` is always the first message husk exec reads.
 fn start_command(
+    one: &SingleThreaded,
     j: &Join<'_>,
     chan: &Channel,
     (gate_r, gate_w): (OwnedFd, OwnedFd),
     times: &mut [u64; MAX_TIMES],
 ) -> ! {
-    match clone_sibling() {
+    match clone_sibling(one) {
         Err(e) => fail(chan, StepError::new(Step::ForkCommand, e)),
-        Ok(Forked::Child) => {
+        Ok(Forked::Child(_)) => {
             drop(gate_w);
             command(j, chan, gate_r, times)
         }

@@ -35,7 +35,7 @@ impl Backend for Native {
             "gid_map": plan.ids.gid_map.trim(),
             "sandbox_root_host_uid": plan.ids.host_uid_of(0),
         });
-        super::isolation_report(plan, &plan.namespaces.names, mapping)
+        super::isolation_report(plan, &plan.namespaces.names(), mapping)
     }
 
     fn create(&self, plan: &mut Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport> {
@@ -77,6 +77,7 @@ pub(crate) fn spawn_error(e: SpawnError) -> ErrorReport {
         }
         SpawnError::IdMap(_) => (Phase::WriteIdMaps, None, None),
         SpawnError::Cgroup(e) => (Phase::Step(Step::JoinCgroup), e.errno(), None),
+        SpawnError::Threads(e) => (Phase::Clone, e.errno(), None),
     };
     ErrorReport::new(step, e.to_string()).with_errno(errno).with_hint(hint)
 }

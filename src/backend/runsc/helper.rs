@@ -20,7 +20,7 @@
 //! capabilities; the reaper starts with CAP_SYS_ADMIN and CAP_SETPCAP
 //! (`REAPER_CAPS`) and drops them, from every set, before it forks.
 
-use crate::sys::process::{Forked, exit_now};
+use crate::sys::process::{Forked, SingleThreaded, exit_now};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -179,11 +179,15 @@ pub fn reap(cmd: &[String]) -> i32 {
         Ok(p) => p,
         Err(e) => return fail("pipe", e),
     };
-    let init = match crate::sys::process::fork() {
+    let one = match SingleThreaded::check() {
+        Ok(one) => one,
         Err(e) => return fail("fork", e),
-        Ok(Forked::Child) => {
+    };
+    let init = match crate::sys::process::fork(&one) {
+        Err(e) => return fail("fork", e),
+        Ok(Forked::Child(alone)) => {
             drop(status_r);
-            exit_now(inner_init(&set, &argv, first, seccomp.as_ref(), status_w))
+            exit_now(inner_init(&alone, &set, &argv, first, seccomp.as_ref(), status_w))
         }
         Ok(Forked::Parent { pid, .. }) => pid,
     };
@@ -242,15 +246,16 @@ pub fn reap(cmd: &[String]) -> i32 {
 /// signals to it, reports its raw wait status on `status`, then reaps
 /// until nothing is left in the namespace.
 fn inner_init(
+    one: &SingleThreaded,
     set: &SigSet,
     argv: &[CString],
     first: &str,
     seccomp: Option<&crate::seccomp::Program>,
     status: std::os::fd::OwnedFd,
 ) -> i32 {
-    let cmd = match crate::sys::process::fork() {
+    let cmd = match crate::sys::process::fork(one) {
         Err(e) => return fail("fork", e),
-        Ok(Forked::Child) => {
+        Ok(Forked::Child(_)) => {
             let _ = SigSet::all().thread_unblock();
             // Last, as natively: nothing of husk's runs under the filter.
             // No flags: the command is single-threaded here (TSYNC is

@@ -20,7 +20,9 @@ use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::Errno;
 use crate::sys::fd::{CStrArray, CloseRange, close_from, dup_onto};
 use crate::sys::mount::{FsContext, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, move_mount_to_path};
-use crate::sys::process::{Forked, clone3, execve, exit_now, pidfd_send_signal, wait_pidfd};
+use crate::sys::process::{
+    Forked, SingleThreaded, ThreadsError, clone3, execve, exit_now, pidfd_send_signal, wait_pidfd,
+};
 use nix::fcntl::AT_FDCWD;
 use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal};
@@ -40,12 +42,14 @@ pub enum LaunchError {
     IdMap { file: &'static str, pid: i32, source: std::io::Error },
     #[error("attaching runsc to the run's cgroup: {0}")]
     Cgroup(crate::cgroup::CgroupError),
+    #[error("before creating runsc's process: {0}")]
+    Threads(#[from] ThreadsError),
 }
 
 impl LaunchError {
     pub fn step(&self) -> Phase {
         match self {
-            LaunchError::Clone { .. } => Phase::Clone,
+            LaunchError::Clone { .. } | LaunchError::Threads(_) => Phase::Clone,
             LaunchError::Channel(_) => Phase::SyncChannel,
             LaunchError::IdMap { .. } => Phase::WriteIdMaps,
             LaunchError::Cgroup(_) => Phase::Step(Step::JoinCgroup),
@@ -57,6 +61,7 @@ impl LaunchError {
             LaunchError::Clone { errno, .. } | LaunchError::Channel(errno) => Some(*errno),
             LaunchError::IdMap { source, .. } => crate::step::io_errno(source),
             LaunchError::Cgroup(e) => e.errno(),
+            LaunchError::Threads(e) => e.errno(),
         }
     }
 }
@@ -135,15 +140,16 @@ pub struct Launched {
 /// is mapped and it is in the run's cgroup (if any). With a cgroup, runsc,
 /// its gofer and its sandbox are all born in it (CLONE_INTO_CGROUP).
 pub fn spawn(l: &Launch<'_>, cgroup: Option<&dyn CgroupJoin>) -> Result<Launched, LaunchError> {
+    let one = SingleThreaded::check()?;
     let (parent_end, child_end) = Channel::pair().map_err(LaunchError::Channel)?;
     let (flags, names) = match &l.user_ns {
         Some(_) => (libc::CLONE_NEWUSER | libc::CLONE_NEWNS, "user,mount"),
         None => (libc::CLONE_NEWNS, "mount"),
     };
     let t_clone = now_ns();
-    match clone3(flags, cgroup.and_then(|c| c.clone_into())) {
+    match clone3(&one, flags, cgroup.and_then(|c| c.clone_into())) {
         Err(errno) => Err(LaunchError::Clone { flags: names, errno }),
-        Ok(Forked::Child) => {
+        Ok(Forked::Child(_)) => {
             drop(parent_end);
             // v1 hierarchies cannot be born into: join them first thing.
             if let Some(cg) = cgroup
