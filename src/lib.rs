@@ -8,7 +8,6 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod backend;
-pub mod background;
 pub mod capability;
 pub mod capture;
 pub mod cgroup;

@@ -141,9 +141,7 @@ pub struct Namespaces {
     pub clone_flags: libc::c_int,
     /// The ones the init unshares itself, later: the cgroup namespace, once
     /// the init is in every cgroup of the run (so the sandbox sees its own
-    /// cgroup as "/"), and the network namespace, made on a second thread of
-    /// the init while it mounts (spawn::netns), owned by the same user
-    /// namespace as if clone3 had made it.
+    /// cgroup as "/").
     pub by_init: libc::c_int,
 }
 
@@ -176,6 +174,11 @@ impl Namespaces {
     /// Whether the init makes namespace `flag` itself.
     pub fn made_by_init(&self, flag: libc::c_int) -> bool {
         self.by_init & flag != 0
+    }
+
+    /// Whether clone3 makes namespace `flag`.
+    pub fn made_by_clone(&self, flag: libc::c_int) -> bool {
+        self.clone_flags & flag != 0
     }
 }
 
@@ -645,10 +648,14 @@ impl Plan {
         };
         let mounts = rootfs::build(root.source, &inputs)?;
 
-        let clone_flags =
-            libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
         let net = if spec.network == NetworkMode::None { libc::CLONE_NEWNET } else { 0 };
-        let namespaces = Namespaces { clone_flags, by_init: libc::CLONE_NEWCGROUP | net };
+        let clone_flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS
+            | net;
+        let namespaces = Namespaces { clone_flags, by_init: libc::CLONE_NEWCGROUP };
 
         let who = crate::cgroup::Caller { uid: host.uid, privileged: host.privileged };
         let cgroup = if spec.limits.no_cgroup {

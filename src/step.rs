@@ -31,7 +31,6 @@ steps! {
     UnshareCgroupNs = 3 => "unshare_cgroup_ns",
     SetHostname = 4 => "set_hostname",
     Loopback = 5 => "loopback_up",
-    NewNetns = 17 => "new_netns",
     PrivateMounts = 6 => "private_mounts",
     OpenSources = 16 => "open_sources",
     Staging = 7 => "mount_staging",

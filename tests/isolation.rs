@@ -77,10 +77,9 @@ mod rootless {
         }
     }
 
-    /// The network namespace is made on a second init thread pinned to
-    /// another cpu (src/spawn/netns.rs). Confined to one cpu there is none:
-    /// the sandbox must still get a network of its own with lo up, and its
-    /// command must still be pid 2 (the thread held pid 2 for a moment).
+    /// Confined to one cpu, the sandbox still gets a network of its own with
+    /// lo up, and its command is pid 2: nothing in the init's setup may
+    /// depend on a second cpu or take a pid before the command.
     #[test]
     fn one_cpu_still_gets_a_private_network_and_pid_2() {
         let Ok(allowed) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {

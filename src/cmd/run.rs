@@ -25,9 +25,6 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     {
         return fail(e.into());
     }
-    // Reading the cgroup layout on a `background` thread while the root is
-    // resolved did not pay: the join still waited ~0.1 ms (thread start and
-    // its first allocations ate the ~0.2 ms the probe takes).
     let mut host = HostFacts::probe();
     // One store for everything (images, compiled seccomp profiles).
     if let Ok(p) = paths {

@@ -86,11 +86,9 @@ pub struct Assembled {
 }
 
 /// Steps private_mounts .. read_only_root: everything up to pivot_root.
-/// `before_sysfs` runs before a sysfs mount (sysfs shows the network devices
-/// of the mounter's netns, so the sandbox's must be entered by then).
-pub fn assemble(plan: &MountPlan, before_sysfs: &mut dyn FnMut() -> R<()>) -> R<Assembled> {
+pub fn assemble(plan: &MountPlan) -> R<Assembled> {
     let assembled = prepare(plan, |_| true)?;
-    mount_ops(plan, &assembled, before_sysfs)?;
+    mount_ops(plan, &assembled)?;
     seal_root(plan, &assembled)?;
     Ok(assembled)
 }
@@ -142,11 +140,8 @@ pub fn prepare(plan: &MountPlan, wanted: impl Fn(usize) -> bool) -> R<Assembled>
 }
 
 /// Step mount_filesystems: every op of the plan, in order, inside the root.
-pub fn mount_ops(plan: &MountPlan, a: &Assembled, before_sysfs: &mut dyn FnMut() -> R<()>) -> R<()> {
+pub fn mount_ops(plan: &MountPlan, a: &Assembled) -> R<()> {
     for (i, op) in plan.ops.iter().enumerate() {
-        if matches!(op.kind, MountKind::Sysfs) {
-            before_sysfs()?;
-        }
         run_op(a.root.as_fd(), a.staging.as_fd(), &plan.staging, op).map_err(|errno| StepError {
             step: Step::MountFilesystems,
             errno,

@@ -3,14 +3,13 @@
 //! becoming its reaper. Runs on a fork-like copy of the parent's memory; all
 //! data it needs was built into the `Plan` before clone.
 
-use super::netns::Netns;
 use super::{ChildStdio, fail, now_ns, phase};
 use crate::plan::{InitRole, Plan};
 use crate::rootfs::mount::{assemble, pivot};
 use crate::spec::NetworkMode;
 use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, MAX_TIMES, Msg};
-use crate::sys::process::{Forked, SingleThreaded, exit_now, fork, fork_with_pid};
+use crate::sys::process::{Forked, SingleThreaded, exit_now, fork};
 use nix::fcntl::OFlag;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -66,15 +65,14 @@ fn setup(
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
     become_root(plan, chan)?;
-    // The network namespace is made on a second thread meanwhile; entered
-    // before sysfs is mounted, and in any case before pivot_root.
-    let mut netns = Netns::start(plan.namespaces.made_by_init(libc::CLONE_NEWNET), one);
+    // A new network namespace has "lo", but down.
+    if plan.namespaces.made_by_clone(libc::CLONE_NEWNET) {
+        crate::sys::net::loopback_up().at(Step::Loopback)?;
+    }
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
     times[phase::NAMESPACES] = now_ns();
 
-    let assembled = assemble(&plan.mounts, &mut || netns.enter())?;
-    let pid_2_was_taken = netns.threaded();
-    let one = netns.finish()?;
+    let assembled = assemble(&plan.mounts)?;
     times[phase::MOUNTS] = now_ns();
     pivot(assembled.root.as_fd_compat())?;
     drop(assembled);
@@ -104,7 +102,7 @@ fn setup(
     // init still holds capabilities: it waits at this gate until the init
     // has confined itself (EOF instead of a byte means the init failed).
     let (gate_r, gate_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).at(Step::ForkCommand)?;
-    match fork_command(&one, pid_2_was_taken).at(Step::ForkCommand)? {
+    match fork(&one).at(Step::ForkCommand)? {
         Forked::Child(_) => {
             drop(gate_w);
             super::command::run(plan, chan, times, gate_r)
@@ -116,25 +114,6 @@ fn setup(
             Ok(Some(pid))
         }
     }
-}
-
-/// Forks the command as pid 2, as documented, even when the netns thread
-/// took pid 2 first: clone3's set_tid reuses it (the init still holds
-/// CAP_SYS_ADMIN in its user namespace here). The thread was joined, but its
-/// pid is freed a moment after the join returns; if it is still taken after
-/// a few tries, or the kernel predates set_tid, the command gets the next
-/// pid, which changes nothing but the number.
-fn fork_command(one: &SingleThreaded, pid_2_was_taken: bool) -> Result<Forked, nix::errno::Errno> {
-    if pid_2_was_taken {
-        for _ in 0..100 {
-            match fork_with_pid(one, 2) {
-                Err(nix::errno::Errno::EEXIST) => std::thread::yield_now(),
-                Err(_) => break,
-                ok => return ok,
-            }
-        }
-    }
-    fork(one)
 }
 
 /// Hold mode (`husk create`): the init confines itself as it would next to

@@ -5,7 +5,6 @@
 pub mod child;
 pub mod command;
 pub mod init;
-pub mod netns;
 #[cfg(test)]
 mod tests;
 

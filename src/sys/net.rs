@@ -1,38 +1,15 @@
-//! The sandbox's network namespace: created with its loopback up, then
-//! entered by the init through a socket that lives in it.
+//! The sandbox's network namespace: clone3 makes it (CLONE_NEWNET) with its
+//! loopback down; the init brings "lo" up.
 
 use super::{Errno, SysResult};
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
-/// SIOCGSKNS (linux/sockios.h): an fd for the netns a socket lives in. The
-/// libc crate defines it for Android only.
-const SIOCGSKNS: libc::c_ulong = 0x894C;
-
-/// unshare(CLONE_NEWNET) for the calling thread, and "lo" up in the new
-/// namespace. Returns the socket used for that: it lives in the new
-/// namespace, so `enter_netns_of` can bring another thread there.
-pub fn new_netns_with_loopback() -> Result<OwnedFd, (bool, Errno)> {
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| (false, e))?;
-    let sock = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None).map_err(|e| (true, e))?;
-    loopback_up(sock.as_raw_fd()).map_err(|e| (true, e))?;
-    Ok(sock)
-}
-
-/// setns into the network namespace `sock` lives in.
-pub fn enter_netns_of(sock: BorrowedFd<'_>) -> SysResult<()> {
-    // SAFETY: SIOCGSKNS takes no argument and returns a new fd or -1.
-    let fd = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNS as _) };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
-    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
-    let ns = unsafe { OwnedFd::from_raw_fd(fd) };
-    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
-}
-
-/// SIOCGIFFLAGS / SIOCSIFFLAGS on "lo": a new netns has lo, but down.
-fn loopback_up(sock: libc::c_int) -> SysResult<()> {
+/// SIOCGIFFLAGS / SIOCSIFFLAGS on "lo" in the caller's network namespace
+/// (needs CAP_NET_ADMIN over it): a new netns has lo, but down.
+pub fn loopback_up() -> SysResult<()> {
+    let sock = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)?;
+    let sock = sock.as_raw_fd();
     // SAFETY: ifreq is plain old data; zeroed is valid.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {

@@ -25,8 +25,9 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 ///   (the sandbox's init has none of its own at first).
 ///
 /// Not `Send`: a token made on one thread proves nothing on another. It
-/// stays valid only while its holder starts no thread: take it by value
-/// where one is started (`spawn::netns`), or check again.
+/// stays valid only while its holder starts no thread: whatever starts one
+/// must take the token by value and give it back only once the thread is
+/// joined, or the caller checks again.
 #[derive(Debug)]
 pub struct SingleThreaded(std::marker::PhantomData<*const ()>);
 
@@ -130,8 +131,8 @@ fn fork_like(_one: &SingleThreaded, mut args: CloneArgs) -> SysResult<Forked> {
     debug_assert!(args.flags & libc::CLONE_VM as u64 == 0, "fork_like is fork-like: no CLONE_VM");
     // SAFETY: without CLONE_VM, clone3 behaves like fork: the child runs on a
     // copy of our address space and stack, so returning into Rust code in both
-    // processes is sound. `args`, `pidfd` and whatever `args` points at (a
-    // set_tid array) outlive the call. `_one` proves no other thread exists
+    // processes is sound. `args` and `pidfd` (the only memory `args` points
+    // at) outlive the call. `_one` proves no other thread exists
     // whose locks or half-written data the child would inherit.
     let ret = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
     match check(ret)? {
@@ -194,23 +195,6 @@ pub fn fork(one: &SingleThreaded) -> SysResult<Forked> {
         }
         other => other,
     }
-}
-
-/// fork() whose child gets `pid` in the caller's pid namespace (clone3's
-/// set_tid, Linux 5.5+; needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over
-/// that namespace). EEXIST while that pid is in use.
-pub fn fork_with_pid(one: &SingleThreaded, pid: libc::pid_t) -> SysResult<Forked> {
-    let set_tid = [pid];
-    // `set_tid` lives until fork_like returns.
-    fork_like(
-        one,
-        CloneArgs {
-            exit_signal: libc::SIGCHLD as u64,
-            set_tid: set_tid.as_ptr() as u64,
-            set_tid_size: 1,
-            ..Default::default()
-        },
-    )
 }
 
 /// execve(2) from pre-built arrays; returns only on failure.
@@ -370,26 +354,6 @@ pub fn get_rlimit(resource: libc::__rlimit_resource_t, out: &mut libc::rlimit) -
     // SAFETY: `out` is a valid, writable rlimit.
     let ret = unsafe { libc::getrlimit(resource, out) };
     check(ret as libc::c_long).map(|_| ())
-}
-
-/// Moves a freshly spawned thread to a CPU other than the caller's, if the
-/// caller may run on another one; returns whether it did. A new thread is
-/// queued on its creator's CPU, and would only run once the creator
-/// blocks: pinning it elsewhere makes the two actually run side by side.
-pub fn pin_to_other_cpu(thread: libc::pthread_t) -> bool {
-    let Ok(here) = nix::sched::sched_getcpu() else { return false };
-    let Ok(allowed) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else { return false };
-    let Some(other) = (0..nix::sched::CpuSet::count()).find(|&c| c != here && allowed.is_set(c).unwrap_or(false))
-    else {
-        return false;
-    };
-    // SAFETY: cpu_set_t is plain old data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `other` < CpuSet::count() == CPU_SETSIZE, the set's capacity.
-    unsafe { libc::CPU_SET(other, &mut set) };
-    // SAFETY: `thread` is a live, unjoined thread of this process (the
-    // caller holds its JoinHandle); the set is valid for its size.
-    unsafe { libc::pthread_setaffinity_np(thread, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
 }
 
 #[cfg(test)]
