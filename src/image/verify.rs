@@ -193,8 +193,10 @@ pub fn repair(store: &Store, rec: &Record, owners: Owners, check: &mut ImageChec
         }
         Err(e) => {
             check.status = "unrepairable";
-            check.repair =
-                Some(format!("import it again from a good copy: `husk image import PATH --name {}`", rec.name));
+            check.repair = Some(match rec.source.strip_prefix(super::store::PULLED_PREFIX) {
+                Some(_) => format!("fetch it again: `{}`", super::store::refetch_hint(&rec.source, &rec.name)),
+                None => format!("import it again from a good copy: `husk image import PATH --name {}`", rec.name),
+            });
             check.repair_error = Some(format!("re-importing from {}: {e}", rec.source));
         }
     }
