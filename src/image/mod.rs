@@ -103,6 +103,8 @@ pub enum ImageError {
         "image {0} is not in the store and --pull never forbids fetching it; `husk pull {0}` fetches it, `husk image ls` lists what is stored"
     )]
     NotPulled(String),
+    #[error("no image named {name:?} in the store (`husk image ls` lists them), and pulling {canonical} failed: {err}")]
+    PullFailed { name: String, canonical: String, err: Box<ImageError> },
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
 }

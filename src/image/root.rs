@@ -110,7 +110,15 @@ pub fn resolve_name(
             expect_id: None,
         },
     };
-    Ok(pull(store, &r, &opts)?.name)
+    match pull(store, &r, &opts) {
+        Ok(rep) => Ok(rep.name),
+        // A name the user may have meant as a local image: say both.
+        Err(err) if policy == PullPolicy::Missing => {
+            let name = super::normalize_name(reference).unwrap_or_else(|_| reference.to_string());
+            Err(ImageError::PullFailed { name, canonical: r.to_string(), err: Box::new(err) })
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// The stored name `reference` (a path, a stored name or a registry

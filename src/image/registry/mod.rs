@@ -185,8 +185,8 @@ impl Client {
             attempt += 1;
             match self.get_once(url, accept) {
                 Ok(r) => return Ok(r),
-                Err((e, retry)) if attempt < ATTEMPTS && retry.is_some() => {
-                    let wait = retry.unwrap_or_default();
+                Err((e, Some(retry_after))) if attempt < ATTEMPTS => {
+                    let wait = retry_after.unwrap_or_else(|| backoff(attempt - 1));
                     tracing_note(&format!("{e}; retrying in {:.1}s", wait.as_secs_f64()));
                     std::thread::sleep(wait);
                 }
@@ -195,9 +195,14 @@ impl Client {
         }
     }
 
-    /// One attempt; on failure, how long to wait before the next (None:
-    /// do not retry).
-    fn get_once(&self, url: &str, accept: &[&str]) -> Result<Response<ureq::Body>, (RegistryError, Option<Duration>)> {
+    /// One attempt; on failure, whether to retry (None: do not), after
+    /// the registry's Retry-After (Some(Some)) or a backoff (Some(None)).
+    #[allow(clippy::type_complexity)]
+    fn get_once(
+        &self,
+        url: &str,
+        accept: &[&str],
+    ) -> Result<Response<ureq::Body>, (RegistryError, Option<Option<Duration>>)> {
         let fatal = |e| (e, None);
         let mut url = url.to_string();
         let mut seen = HashSet::new();
@@ -230,9 +235,7 @@ impl Client {
             let resp = match req.call() {
                 Ok(r) => r,
                 Err(e) => {
-                    let retry =
-                        matches!(e, ureq::Error::Io(_) | ureq::Error::Timeout(_) | ureq::Error::ConnectionFailed)
-                            .then(|| backoff(0));
+                    let retry = transient(&e).then_some(None);
                     let why = match &e {
                         ureq::Error::Tls(_) | ureq::Error::Rustls(_) if uri.scheme_str() == Some("https") => format!(
                             "{e} (if this registry speaks plain HTTP, pass --insecure-registry {})",
@@ -279,8 +282,7 @@ impl Client {
                 429 | 500..=599 => {
                     let wait = header(resp.headers(), "retry-after")
                         .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER))
-                        .unwrap_or_else(|| backoff(0));
+                        .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER));
                     let detail = error_detail(resp);
                     return Err((RegistryError::Status { url, status, detail }, Some(wait)));
                 }
@@ -357,6 +359,27 @@ fn header(h: &HeaderMap, name: &str) -> Option<String> {
 
 pub fn response_header(r: &Response<ureq::Body>, name: &str) -> Option<String> {
     header(r.headers(), name)
+}
+
+/// Whether a failed request may succeed when tried again (a reset or
+/// refused connection, a timeout); a name that does not resolve or a TLS
+/// failure will not.
+fn transient(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind as K;
+    match e {
+        ureq::Error::Timeout(_) | ureq::Error::ConnectionFailed => true,
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            K::ConnectionReset
+                | K::ConnectionAborted
+                | K::ConnectionRefused
+                | K::TimedOut
+                | K::UnexpectedEof
+                | K::BrokenPipe
+                | K::Interrupted
+        ),
+        _ => false,
+    }
 }
 
 /// Exponential backoff, 0.5 s doubling.
