@@ -56,7 +56,7 @@ roles = collections.defaultdict(set)
 for (tid, sym), t in first.items():
     after[sym].append(t - start[tid])
     roles[sym].add(role[tid])
-rank = {"husk": 0, "husk:[init]": 1, "husk:netns": 2}
+rank = {"husk": 0, "husk:[init]": 1}
 key = lambda s: (min(rank.get(r, 3) for r in roles[s]), statistics.median(after[s]))
 syms = sorted(after, key=key)
 sys.stdout.write("".join(s + "\n" for s in syms))
