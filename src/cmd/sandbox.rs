@@ -214,9 +214,16 @@ pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
             crate::sandbox::registry::records(&store).into_iter().filter(|r| state::matches(r, &want)).collect();
         // Two tools on one host keep apart by state directory: say which
         // one this listing is of (stderr: stdout stays the table / array).
-        crate::errln!("husk: sandboxes of state dir {}", store.state_dir().display());
+        // Said after the listing and only when it was delivered: a reader
+        // that closed the pipe gets husk ending quietly, as `ls` would.
+        let said = || {
+            if crate::print::stdout_ok() {
+                crate::errln!("husk: sandboxes of state dir {}", store.state_dir().display());
+            }
+        };
         if args.json {
             crate::outln!("{}", serde_json::Value::Array(recs.iter().map(summary).collect()));
+            said();
             return Ok(());
         }
         crate::outln!(
@@ -242,6 +249,7 @@ pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
                 labels.join(",")
             );
         }
+        said();
         Ok(())
     };
     match run() {
