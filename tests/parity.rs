@@ -288,6 +288,23 @@ mod rootless {
         assert!(v["error"]["hint"].as_str().unwrap().contains("--pids"), "{v:#}");
     }
 
+    /// Threads start under the default seccomp profile on both backends.
+    /// glibc tries clone3 first and falls back to clone only on ENOSYS,
+    /// which the profile answers; runsc's own `--oci-seccomp` turned it
+    /// into EPERM (it drops errnoRet), so Python said "can't start new
+    /// thread". husk loads its compiled filter inside gVisor instead.
+    #[test]
+    fn threads_start_under_the_default_profile_on_both_backends() {
+        require_runsc!();
+        for b in Backend::BOTH {
+            let run = script_in(Root::Host, &refs(&with(b, &[])), "{probe} threads 8; {probe} try-syscall clone3");
+            let r = &run.reports;
+            assert_eq!(r.len(), 2, "{b:?}: {:#}", run.verdict);
+            assert_eq!((r[0]["ok"].as_bool(), r[0]["joined"].as_u64()), (Some(true), Some(8)), "{b:?}: {}", r[0]);
+            assert_eq!(r[1]["errno"], "ENOSYS", "{b:?}: clone3 must be ENOSYS for libc's fallback: {}", r[1]);
+        }
+    }
+
     #[test]
     fn verdicts_have_the_same_shape() {
         require_runsc!();

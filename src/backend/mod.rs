@@ -35,9 +35,9 @@ pub trait Backend {
     fn run(&self, plan: Plan, io: RunIo) -> Outcome;
     /// What the verdict's `isolation` says this backend applies for `plan`.
     fn isolation(&self, plan: &Plan) -> serde_json::Value;
-    /// Adds to a sandbox's spec what the backend needs inside it to hold
-    /// it (before `Plan::build`).
-    fn prepare_hold(&self, _spec: &mut Spec) -> Result<(), ErrorReport> {
+    /// Adds to a sandbox's spec what the backend needs inside it to run
+    /// or hold it (before `Plan::build`).
+    fn prepare_spec(&self, _spec: &mut Spec) -> Result<(), ErrorReport> {
         Ok(())
     }
     /// Adapts a built plan to how the backend applies it, before anything

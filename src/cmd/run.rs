@@ -39,6 +39,9 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
         Err(e) => return fail(e.into()),
     };
     let backend = selected.backend;
+    if let Err(e) = backend.prepare_spec(&mut spec) {
+        return fail(e);
+    }
     let capture = match spec.output {
         OutputSpec::Capture { limit } => Some(limit),
         OutputSpec::Passthrough => None,
@@ -51,7 +54,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
         }
     };
     if let Err(e) = backend.adapt(&mut plan) {
-        return report(&crate::outcome::Outcome::setup_failed(e), "", backend.name(), &serde_json::Value::Null, &p);
+        return report(&Outcome::setup_failed(e), "", backend.name(), &serde_json::Value::Null, &p);
     }
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);

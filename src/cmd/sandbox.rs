@@ -95,7 +95,7 @@ fn create_inner(
         host.store_root = p.root.clone();
     }
     let selected = crate::backend::select_in(&spec, &host, || Ok(state)).map_err(|e| SandboxError::Setup(e.into()))?;
-    selected.backend.prepare_hold(&mut spec).map_err(SandboxError::Setup)?;
+    selected.backend.prepare_spec(&mut spec).map_err(SandboxError::Setup)?;
     let _ = crate::sandbox::gc::sweep(&store);
     let (root, lease) = crate::image::root::root_input(&spec, &host, paths)
         .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Root, e)))?;

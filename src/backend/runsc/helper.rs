@@ -1,7 +1,10 @@
-//! husk's side inside gVisor, for sandboxes that live under runsc (`husk
-//! create --runtime runsc`): the static husk binary is bound read-only at
-//! `/.husk` into the sandbox and runs there in one of two roles.
+//! husk's side inside gVisor: the static husk binary is bound read-only at
+//! `/.husk` into the sandbox and runs there in one of three roles.
 //!
+//! - `exec -- MARKER SECCOMP CMD...`: a run's command (`husk run`): loads
+//!   the run's compiled seccomp filter and execs the command (see `exec`).
+//!
+//! For sandboxes that live under runsc (`husk create --runtime runsc`):
 //! - `hold`: the container's init. It waits and reaps orphans, nothing
 //!   else, so a sandbox holds no process of the user's between execs and
 //!   needs nothing from the image (no `sleep`, no shell: busybox, scratch
@@ -56,6 +59,24 @@ pub fn reap_argv(keep_caps: u64, seccomp: Option<&[u8]>, cmd: &[String]) -> Vec<
     v
 }
 
+/// The argv of a run's command under husk's seccomp filter: `exec`
+/// loads `seccomp` (the compiled filter, `seccomp::Program::to_bytes`) and
+/// execs `cmd`. `marker`: a nonce for `exec_failure_line` when husk
+/// captures stderr ("-": it does not; the failure is then told in words).
+pub fn exec_argv(marker: &str, seccomp: &[u8], cmd: &[String]) -> Vec<String> {
+    let mut v = vec![PATH_IN_SANDBOX.to_string(), SUBCOMMAND.into(), "exec".into(), "--".into()];
+    v.extend([marker.to_string(), hex::encode(seccomp)]);
+    v.extend(cmd.iter().cloned());
+    v
+}
+
+/// The line `exec` writes to stderr when the command cannot be started:
+/// the marker (a nonce only husk and the helper know; the command never
+/// ran, so it cannot have printed it) and the errno's number.
+pub fn exec_failure_line(marker: &str, errno: i32) -> String {
+    format!("husk-exec-failed {marker} {errno}\n")
+}
+
 /// The argv of the container's init.
 pub fn hold_argv() -> Vec<String> {
     vec![PATH_IN_SANDBOX.to_string(), SUBCOMMAND.into(), "hold".into()]
@@ -66,10 +87,52 @@ pub fn main(role: &str, cmd: &[String]) -> i32 {
     match role {
         "hold" => hold(),
         "reap" => reap(cmd),
+        "exec" => exec(cmd),
         _ => {
             crate::errln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold or reap)");
             125
         }
+    }
+}
+
+/// A run's command (`exec_argv`): `cmd` is `MARKER SECCOMP CMD...`. Loads
+/// the filter and execs the command, as the native backend's last two
+/// steps do. runsc's `--oci-seccomp` cannot stand in for this: runsc
+/// drops every rule's `errnoRet` and answers EPERM (gVisor issue 14688),
+/// so clone3 gave EPERM instead of ENOSYS and glibc could not start a
+/// thread. gVisor's kernel runs a filter a process loads itself exactly.
+pub fn exec(cmd: &[String]) -> i32 {
+    let (Some(marker), Some(filter), Some(first)) = (cmd.first(), cmd.get(1), cmd.get(2)) else {
+        crate::errln!("husk: {SUBCOMMAND} exec: expected MARKER SECCOMP CMD...");
+        return 125;
+    };
+    let Some(program) =
+        hex::decode(filter).ok().and_then(|b| crate::seccomp::Program::from_bytes("sandbox", true, "", false, &b))
+    else {
+        return fail("reading the seccomp filter", "not a compiled filter");
+    };
+    let argv: Vec<CString> = match cmd[2..].iter().map(|a| CString::new(a.as_bytes())).collect() {
+        Ok(v) => v,
+        Err(e) => return fail("the command line", e),
+    };
+    // No flags: single-threaded here (TSYNC is moot), and gVisor refuses
+    // the audit-only ones. noNewPrivileges is set by the OCI process.
+    if let Err(e) = crate::sys::seccomp::install_filter(program.installed(), 0) {
+        return fail("loading the seccomp filter", e);
+    }
+    let e = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
+    if marker != "-" {
+        crate::errln!("{}", exec_failure_line(marker, e as i32).trim_end());
+    } else {
+        let what = match e {
+            Errno::ENOENT | Errno::ENOTDIR => "command not found",
+            _ => "cannot execute",
+        };
+        crate::errln!("husk: {what}: {first}: {e}");
+    }
+    match e {
+        Errno::ENOENT | Errno::ENOTDIR => 127,
+        _ => 126,
     }
 }
 

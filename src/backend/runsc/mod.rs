@@ -75,15 +75,17 @@ impl Backend for Runsc {
                 "platform": self.cfg.platform,
                 "rootless": true,
                 "cgroups": "runsc, its gofer and sandbox are born in husk's cgroup (runsc itself: --ignore-cgroups)",
-                "oci_seccomp": plan.seccomp.is_some(),
+                // A run's command loads the compiled filter itself
+                // (`helper::exec`); a held sandbox's init gets the OCI one.
+                "oci_seccomp": plan.seccomp.is_some() && plan.role == crate::plan::InitRole::Hold,
             }));
         }
         report
     }
 
-    /// husk's holder and each exec's reaper run from husk's own binary
-    /// inside gVisor.
-    fn prepare_hold(&self, spec: &mut crate::spec::Spec) -> Result<(), ErrorReport> {
+    /// husk's holder, each exec's reaper and a run's seccomp loader run
+    /// from husk's own binary inside gVisor.
+    fn prepare_spec(&self, spec: &mut crate::spec::Spec) -> Result<(), ErrorReport> {
         let bind = live::helper_bind().map_err(|e| {
             ErrorReport::new(Phase::Runsc, format!("finding husk's own binary (/proc/self/exe): {e}"))
                 .with_errno(crate::step::io_errno(&e))
@@ -294,7 +296,12 @@ impl Runsc {
         // HUSK_RUNSC_DEBUG=1: every runsc process logs in detail to the
         // run's log, and the run directory is kept for reading it.
         let debug = std::env::var_os("HUSK_RUNSC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
-        let p = prepare::prepare(plan, cfg, prepare::Invocation::Run { debug })?;
+        // Tags an exec failure on captured stderr (`helper::exec`).
+        let marker = match io.capture {
+            Some(_) => crate::ids::random_hex(16),
+            None => "-".to_string(),
+        };
+        let p = prepare::prepare(plan, cfg, prepare::Invocation::Run { debug, marker: marker.clone() })?;
         let prepare::Prepared { layout, mut dir, bin, argv, envp, user_ns, expose, log: _ } = p;
         if cfg.mode == Mode::Root {
             // Host trees are cloned here, as host root, so runsc's mapped
@@ -369,6 +376,7 @@ impl Runsc {
         }
         let t_end = now_ns();
         let mut o = outcome::outcome_of(plan, &watched, &log, launched.t_clone, io.t_start, t_end);
+        outcome::exec_failure(plan, &marker, &mut o);
         match cgroup {
             Some(c) => {
                 let t = now_ns();
@@ -382,7 +390,7 @@ impl Runsc {
         if o.termination != crate::outcome::Termination::SetupFailed || o.seccomp.is_none() {
             let mut sc = crate::seccomp::isolation(plan.seccomp.as_ref());
             if let (Some(obj), true) = (sc.as_object_mut(), plan.seccomp.is_some()) {
-                obj.insert("enforced_by".into(), json!("gvisor (runsc --oci-seccomp)"));
+                obj.insert("enforced_by".into(), json!("gvisor (loaded inside the sandbox by husk's helper)"));
             }
             o.seccomp = Some(sc);
         }

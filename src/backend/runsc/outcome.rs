@@ -100,6 +100,32 @@ pub fn classify(plan: &Plan, fatal: &str) -> ErrorReport {
         .with_hint("run `husk doctor` to check that runsc works on this host".to_string())
 }
 
+/// A run whose command husk's helper could not start (`helper::exec`):
+/// it exited 127 or 126 having written only `helper::exec_failure_line`
+/// with this run's marker on the captured stderr. Becomes the same
+/// `setup_failed` at step `exec` as natively, the marker taken out.
+pub fn exec_failure(plan: &Plan, marker: &str, o: &mut Outcome) {
+    if marker == "-" || o.termination != Termination::Exited || !matches!(o.status, Some(126 | 127)) {
+        return;
+    }
+    let Some(err) = o.stderr.as_mut() else { return };
+    let Some((before, errno)) = err.text.rsplit_once(&format!("husk-exec-failed {marker} ")) else { return };
+    let Some(errno) = errno.strip_suffix('\n').and_then(|n| n.parse::<i32>().ok()) else { return };
+    let errno = Errno::from_raw(errno);
+    let kept = before.to_string();
+    err.bytes = err.bytes.saturating_sub((err.text.len() - kept.len()) as u64);
+    err.text = kept;
+    err.base64 = None;
+    let cmd = command(plan);
+    let message = match errno {
+        Errno::ENOENT | Errno::ENOTDIR => format!("command not found: {cmd} (searched PATH inside the sandbox)"),
+        e => format!("cannot execute {cmd}: {e:?} ({})", e.desc()),
+    };
+    o.termination = Termination::SetupFailed;
+    o.status = None;
+    o.error = Some(ErrorReport::new(Step::Exec, message).with_errno(errno));
+}
+
 pub fn outcome_of(plan: &Plan, w: &Watched, log: &RunscLog, t_clone: u64, t_start: u64, t_end: u64) -> Outcome {
     let mut phases: BTreeMap<&'static str, f64> = BTreeMap::new();
     phases.insert("plan", ms(t_start, t_clone));
@@ -204,6 +230,36 @@ mod tests {
             assert_eq!(e.step.name(), step, "{fatal}");
             assert_eq!(Outcome::setup_failed(e).exit_code(), code, "{fatal}");
         }
+    }
+
+    #[test]
+    fn helper_exec_failures_become_the_exec_step_only_with_this_runs_marker() {
+        let p = plan();
+        let ended = |status: i32, stderr: &str| {
+            let mut o =
+                outcome_of(&p, &Watched::default(), &RunscLog { status: Some(status << 8), fatal: None }, 0, 0, 0);
+            let text = stderr.to_string();
+            o.stderr =
+                Some(crate::capture::Captured { bytes: text.len() as u64, text, base64: None, truncated: false });
+            o
+        };
+        let mut o = ended(127, &super::super::helper::exec_failure_line("m1", libc::ENOENT));
+        exec_failure(&p, "m1", &mut o);
+        assert_eq!((o.termination, o.exit_code()), (Termination::SetupFailed, 127));
+        assert_eq!(o.error.as_ref().map(|e| (e.step.name(), e.errno)), Some(("exec", Some(Errno::ENOENT))));
+        assert_eq!(o.stderr.as_ref().map(|c| (c.text.as_str(), c.bytes)), Some(("", 0)));
+        let mut o = ended(126, &super::super::helper::exec_failure_line("m1", libc::EACCES));
+        exec_failure(&p, "m1", &mut o);
+        assert_eq!(o.exit_code(), 126);
+        // A command that exits 127 itself, or prints another run's marker.
+        for (status, text) in [(127, "sh: nosuchcmd: not found\n"), (127, "husk-exec-failed other 2\n")] {
+            let mut o = ended(status, text);
+            exec_failure(&p, "m1", &mut o);
+            assert_eq!((o.termination, o.exit_code()), (Termination::Exited, 127), "{text}");
+        }
+        let mut o = ended(127, &super::super::helper::exec_failure_line("m1", libc::ENOENT));
+        exec_failure(&p, "-", &mut o);
+        assert_eq!(o.termination, Termination::Exited, "no marker without capture");
     }
 
     #[test]

@@ -21,8 +21,10 @@ use std::path::{Path, PathBuf};
 pub enum Invocation {
     /// `runsc run` in the foreground, logging to `--debug-log` (its
     /// "Exiting with status" line is the command's wait status). `debug`:
-    /// HUSK_RUNSC_DEBUG, every runsc process logs in detail.
-    Run { debug: bool },
+    /// HUSK_RUNSC_DEBUG, every runsc process logs in detail. `marker`:
+    /// what husk's helper tags an exec failure with on stderr (see
+    /// `helper::exec`; "-" when husk does not capture stderr).
+    Run { debug: bool, marker: String },
     /// `runsc run --detach` of husk's holder; runsc's own output goes to
     /// the log file, which the caller passes as stdout/stderr.
     Detach,
@@ -49,26 +51,34 @@ fn err(step: Phase, message: String) -> ErrorReport {
 
 pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepared, ErrorReport> {
     let layout = layout::layout(&plan.mounts);
-    // The run's profile in OCI format: `--oci-seccomp` makes runsc apply it
-    // to the command inside gVisor. A profile that cannot be rendered is
-    // refused, never dropped (fail closed).
-    let profile = match &plan.seccomp {
-        Some(p) => Some(p.profile_json().ok_or_else(|| {
+    // A run's command loads the compiled filter itself, through husk's
+    // helper (`helper::exec`): runsc's `--oci-seccomp` answers EPERM for
+    // every errno rule. A held sandbox's init (husk's holder) runs under
+    // the OCI profile; each exec loads the compiled filter too. A profile
+    // that cannot be rendered is refused, never dropped (fail closed).
+    let profile = match (&plan.seccomp, &how) {
+        (Some(p), Invocation::Detach) => Some(p.profile_json().ok_or_else(|| {
             err(Phase::Seccomp, format!("cannot read seccomp profile {} to hand it to runsc", p.name))
         })?),
-        None => None,
+        _ => None,
     };
     let dir = RunDir { path: config::runs_dir(&cfg.state).join(&plan.id), keep: false };
     let masked_file = dir.masked_file().display().to_string();
     let inputs = bundle::Inputs { plan, layout: &layout, seccomp: profile.as_ref(), masked_file: &masked_file };
     let mut config = bundle::render(&inputs).map_err(|e| err(Phase::Bundle, e.to_string()))?;
-    if matches!(how, Invocation::Detach) {
+    let mut process = config.process().clone().ok_or_else(|| err(Phase::Bundle, "no process in the bundle".into()))?;
+    match (&how, &plan.seccomp) {
         // Nothing from the image keeps the sandbox alive: husk's holder does.
-        let mut process =
-            config.process().clone().ok_or_else(|| err(Phase::Bundle, "no process in the bundle".into()))?;
-        process.set_args(Some(helper::hold_argv()));
-        config.set_process(Some(process));
+        (Invocation::Detach, _) => {
+            process.set_args(Some(helper::hold_argv()));
+        }
+        (Invocation::Run { marker, .. }, Some(p)) => {
+            let cmd = process.args().clone().unwrap_or_default();
+            process.set_args(Some(helper::exec_argv(marker, &p.to_bytes(), &cmd)));
+        }
+        (Invocation::Run { .. }, None) => {}
     }
+    config.set_process(Some(process));
 
     let state_err = |message: String| {
         ErrorReport::new(Phase::StateDir, message)
@@ -100,7 +110,7 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
         argv.push("--oci-seccomp".into());
     }
     match how {
-        Invocation::Run { debug } => {
+        Invocation::Run { debug, .. } => {
             // Only `run` logs unless debugging: the line "Exiting with
             // status: N" is the command's raw wait status (runsc's own exit
             // code folds a signal into 128+N, like a command that exits

@@ -330,6 +330,29 @@ pub fn forkbomb(args: &[String]) -> Result<Report, Usage> {
     Ok(Report::new(fail.is_none(), json!({"forked": kids.len(), "max": max, "errno": fail.map(errno_name)})))
 }
 
+/// Starts N threads (glibc's pthread_create: clone3 first, clone when
+/// clone3 answers ENOSYS) and joins them. ok = all N started.
+pub fn threads(args: &[String]) -> Result<Report, Usage> {
+    let n: usize = one(args, "threads N")?.parse().map_err(|_| usage("threads N"))?;
+    let mut started = Vec::new();
+    let mut fail = None;
+    for i in 0..n {
+        match std::thread::Builder::new().spawn(move || i) {
+            Ok(h) => started.push(h),
+            Err(e) => {
+                fail = Some(e.raw_os_error().unwrap_or(0));
+                break;
+            }
+        }
+    }
+    let count = started.len();
+    let joined = started.into_iter().filter_map(|h| h.join().ok()).count();
+    Ok(Report::new(
+        fail.is_none() && joined == n,
+        json!({"started": count, "joined": joined, "errno": fail.map(errno_name)}),
+    ))
+}
+
 pub fn spin(args: &[String]) -> Result<Report, Usage> {
     let secs = parse_secs(one(args, "spin SECONDS")?)?;
     let end = Instant::now() + Duration::from_secs_f64(secs);

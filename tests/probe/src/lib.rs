@@ -25,7 +25,7 @@ const HELP: &str = "usage: husk-probe SUBCOMMAND [ARGS]
   caps | ids | fds | env | ifaces | ps | ipc | hostname | cwd | tty
   connect IP:PORT | tiocsti | exe-write | setuid-root
   zombies N | daemon MARKER SECONDS [HOLD] | sleep MARKER SECONDS
-  memhog SIZE [HOLD_SECONDS] | forkbomb [MAX] | spin SECONDS
+  memhog SIZE [HOLD_SECONDS] | forkbomb [MAX] | spin SECONDS | threads N
   chroot-escape PATH | fd-escape PATH | cgroup-escape | page-zero
   connect-unix PATH|@NAME | kill PID SIGNAL | ls PATH | mknod-read PATH MAJOR:MINOR";
 
@@ -61,6 +61,7 @@ fn dispatch(cmd: &str, args: &[String]) -> Result<Report, Usage> {
         "memhog" => act::memhog(args),
         "forkbomb" => act::forkbomb(args),
         "spin" => act::spin(args),
+        "threads" => act::threads(args),
         "chroot-escape" => escape::chroot_escape(args),
         "fd-escape" => escape::fd_escape(args),
         "cgroup-escape" => none(escape::cgroup_escape),
