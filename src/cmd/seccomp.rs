@@ -30,28 +30,40 @@ pub fn seccomp(cmd: SeccompCommand) -> i32 {
     }
 }
 
+/// Why `husk seccomp check` refused a profile.
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    #[error(transparent)]
+    Read(#[from] crate::userfile::UserFileError),
+    #[error(transparent)]
+    Cap(#[from] crate::plan::PlanError),
+    #[error(transparent)]
+    Profile(#[from] profile::ProfileError),
+    #[error(transparent)]
+    Compile(#[from] crate::seccomp::compile::CompileError),
+}
+
 /// Validates and compiles the profile; returns the report to print.
-fn check(a: &SeccompCheckArgs) -> Result<String, String> {
+fn check(a: &SeccompCheckArgs) -> Result<String, CheckError> {
     let (origin, text) = match shipped(&a.path) {
         // As `run --seccomp NAME`: a shipped name is the shipped profile even
         // when a file of that name is here (`./default` checks the file).
         Some(s) => (format!("{} (shipped)", s.name), s.json.to_string()),
         _ => {
             let path = std::path::Path::new(&a.path);
-            let text = crate::userfile::read_text("seccomp profile", path, crate::seccomp::MAX_PROFILE_BYTES)
-                .map_err(|e| e.to_string())?;
+            let text = crate::userfile::read_text("seccomp profile", path, crate::seccomp::MAX_PROFILE_BYTES)?;
             (a.path.clone(), text)
         }
     };
     let mut caps = 0u64;
     for c in &a.cap_add {
-        caps |= 1u64 << crate::plan::parse_cap(c).map_err(|e| e.to_string())?;
+        caps |= 1u64 << crate::plan::parse_cap(c)?;
     }
-    let raw = profile::parse(&origin, &text).map_err(|e| e.to_string())?;
+    let raw = profile::parse(&origin, &text)?;
     let has_cap = |name: &str| crate::plan::parse_cap(name).ok().map(|c| caps & (1u64 << c) != 0);
     let kernel = crate::kernel::kernel_version();
-    let policy = raw.lower(&origin, &profile::Context { has_cap: &has_cap, kernel }).map_err(|e| e.to_string())?;
-    let program = crate::seccomp::compile::compile(&origin, &policy).map_err(|e| e.to_string())?;
+    let policy = raw.lower(&origin, &profile::Context { has_cap: &has_cap, kernel })?;
+    let program = crate::seccomp::compile::compile(&origin, &policy)?;
     // A typo ("readx") matches nothing and so silently allows or denies
     // less than the author meant: say it where a person looks.
     if !policy.ignored_names.is_empty() {

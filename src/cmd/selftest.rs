@@ -39,7 +39,7 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     };
     let probe = match runner::find_probe(args.probe.as_deref()) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let runtime = args.runtime.map(|r| match r {
         RuntimeArg::Native => "native".to_string(),

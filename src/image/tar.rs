@@ -44,7 +44,62 @@ pub enum TarError {
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("malformed tar at byte {offset}: {why}")]
-    Format { offset: u64, why: String },
+    Format { offset: u64, why: Malformed },
+}
+
+/// What is wrong with a tar stream (hostile input: each case is refused).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Malformed {
+    #[error("truncated header block")]
+    TruncatedHeader,
+    #[error("metadata member of {0} bytes (bound {MAX_META})")]
+    MetaTooBig(u64),
+    #[error("stream ends inside a metadata member")]
+    TruncatedMeta,
+    #[error("extension header without a member")]
+    DanglingExtension,
+    #[error("checksum field: {0}")]
+    ChecksumField(NumberError),
+    #[error("header checksum mismatch")]
+    Checksum,
+    #[error("{field}: {source}")]
+    Field { field: &'static str, source: NumberError },
+    #[error("PAX header: {0}")]
+    Pax(#[from] PaxError),
+    #[error("GNU sparse members are not supported; rebuild the layer without --sparse")]
+    Sparse,
+    #[error("unsupported member type {0:?}")]
+    MemberType(char),
+}
+
+/// A numeric header field that is not a number husk takes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NumberError {
+    #[error("negative base-256 number")]
+    Negative,
+    #[error("base-256 number overflows")]
+    Overflow,
+    #[error("not octal")]
+    NotText,
+    #[error("{0:?} is not an octal number")]
+    NotOctal(String),
+}
+
+/// A PAX extended header husk refuses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PaxError {
+    #[error("record without a length")]
+    NoLength,
+    #[error("record length is not a number")]
+    BadLength,
+    #[error("record length does not match its content")]
+    LengthMismatch,
+    #[error("record without '='")]
+    NoEquals,
+    #[error("bad number")]
+    BadNumber,
+    #[error("GNU sparse members are not supported")]
+    Sparse,
 }
 
 /// Input a `TarReader` can skip over: streams read and discard, files seek.
@@ -103,8 +158,8 @@ impl<R: TarInput> TarReader<R> {
         self.inner
     }
 
-    fn bad(&self, why: impl Into<String>) -> TarError {
-        TarError::Format { offset: self.pos, why: why.into() }
+    fn bad(&self, why: Malformed) -> TarError {
+        TarError::Format { offset: self.pos, why }
     }
 
     fn skip(&mut self, n: u64) -> Result<(), TarError> {
@@ -121,7 +176,7 @@ impl<R: TarInput> TarReader<R> {
         while got < buf.len() {
             match self.inner.read(&mut buf[got..]) {
                 Ok(0) if got == 0 => return Ok(false),
-                Ok(0) => return Err(self.bad("truncated header block")),
+                Ok(0) => return Err(self.bad(Malformed::TruncatedHeader)),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
@@ -134,11 +189,11 @@ impl<R: TarInput> TarReader<R> {
     /// Reads the data of a metadata member (long name, PAX), bounded.
     fn meta(&mut self, size: u64) -> Result<Vec<u8>, TarError> {
         if size > MAX_META {
-            return Err(self.bad(format!("metadata member of {size} bytes (bound {MAX_META})")));
+            return Err(self.bad(Malformed::MetaTooBig(size)));
         }
         let mut data = vec![0u8; size as usize];
         self.inner.read_exact(&mut data).map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof => self.bad("stream ends inside a metadata member"),
+            io::ErrorKind::UnexpectedEof => self.bad(Malformed::TruncatedMeta),
             _ => TarError::Io(e),
         })?;
         self.pos += size;
@@ -163,7 +218,7 @@ impl<R: TarInput> TarReader<R> {
         loop {
             if !self.block(&mut buf)? {
                 if long_name.is_some() || long_link.is_some() || pax.is_some() {
-                    return Err(self.bad("extension header without a member"));
+                    return Err(self.bad(Malformed::DanglingExtension));
                 }
                 self.done = true;
                 return Ok(None);
@@ -173,13 +228,13 @@ impl<R: TarInput> TarReader<R> {
                 return Ok(None);
             }
             verify_checksum(&buf).map_err(|why| self.bad(why))?;
-            let size = number(&buf[124..136]).map_err(|why| self.bad(format!("size: {why}")))?;
+            let size = number(&buf[124..136]).map_err(|source| self.bad(Malformed::Field { field: "size", source }))?;
             match buf[156] {
                 b'L' => long_name = Some(strip_nul(self.meta(size)?)),
                 b'K' => long_link = Some(strip_nul(self.meta(size)?)),
                 b'x' => {
                     let data = self.meta(size)?;
-                    pax = Some(Pax::parse(&data).map_err(|why| self.bad(format!("PAX header: {why}")))?);
+                    pax = Some(Pax::parse(&data).map_err(|e| self.bad(e.into()))?);
                 }
                 // Global PAX headers carry defaults nothing in an image needs.
                 b'g' => {
@@ -203,8 +258,9 @@ impl<R: TarInput> TarReader<R> {
         long_link: Option<Vec<u8>>,
         pax: Option<Pax>,
     ) -> Result<Header, TarError> {
-        let field =
-            |what: &str, r: std::ops::Range<usize>| number(&b[r]).map_err(|why| self.bad(format!("{what}: {why}")));
+        let field = |field: &'static str, r: std::ops::Range<usize>| {
+            number(&b[r]).map_err(|source| self.bad(Malformed::Field { field, source }))
+        };
         let ustar = &b[257..263] == b"ustar\0";
         let mut path = cstr_field(&b[0..100]);
         if ustar && b[345] != 0 {
@@ -234,7 +290,7 @@ impl<R: TarInput> TarReader<R> {
             h.link = l;
         }
         if let Some(p) = pax {
-            p.apply(&mut h).map_err(|why| self.bad(format!("PAX header: {why}")))?;
+            p.apply(&mut h);
         }
         // Times outside 1970..2514 are clamped rather than refused: they
         // mean nothing for a sandbox, and futimens would reject some.
@@ -248,8 +304,8 @@ impl<R: TarInput> TarReader<R> {
             b'4' => Kind::Block,
             b'5' => Kind::Dir,
             b'6' => Kind::Fifo,
-            b'S' => return Err(self.bad("GNU sparse members are not supported; rebuild the layer without --sparse")),
-            t => return Err(self.bad(format!("unsupported member type {:?}", t as char))),
+            b'S' => return Err(self.bad(Malformed::Sparse)),
+            t => return Err(self.bad(Malformed::MemberType(t as char))),
         };
         if matches!(h.kind, Kind::Char | Kind::Block) {
             h.devmajor = field("devmajor", 329..337).unwrap_or(0);
@@ -298,23 +354,23 @@ fn cstr_field(f: &[u8]) -> Vec<u8> {
     strip_nul(f.to_vec())
 }
 
-fn verify_checksum(b: &[u8; 512]) -> Result<(), String> {
-    let want = number(&b[148..156]).map_err(|why| format!("checksum field: {why}"))?;
+fn verify_checksum(b: &[u8; 512]) -> Result<(), Malformed> {
+    let want = number(&b[148..156]).map_err(Malformed::ChecksumField)?;
     let unsigned: u64 = b.iter().enumerate().map(|(i, &x)| if (148..156).contains(&i) { 32 } else { x as u64 }).sum();
     let signed: i64 =
         b.iter().enumerate().map(|(i, &x)| if (148..156).contains(&i) { 32 } else { x as i8 as i64 }).sum();
-    if want == unsigned || want as i64 == signed { Ok(()) } else { Err("header checksum mismatch".into()) }
+    if want == unsigned || want as i64 == signed { Ok(()) } else { Err(Malformed::Checksum) }
 }
 
 /// Octal (NUL/space padded) or GNU base-256 numbers.
-pub fn number(f: &[u8]) -> Result<u64, String> {
+pub fn number(f: &[u8]) -> Result<u64, NumberError> {
     if f.first().is_some_and(|&b| b & 0x80 != 0) {
         if f[0] == 0xff {
-            return Err("negative base-256 number".into());
+            return Err(NumberError::Negative);
         }
         let mut v: u64 = (f[0] & 0x7f) as u64;
         for &b in &f[1..] {
-            v = v.checked_mul(256).and_then(|v| v.checked_add(b as u64)).ok_or("base-256 number overflows")?;
+            v = v.checked_mul(256).and_then(|v| v.checked_add(b as u64)).ok_or(NumberError::Overflow)?;
         }
         return Ok(v);
     }
@@ -323,8 +379,8 @@ pub fn number(f: &[u8]) -> Result<u64, String> {
     if digits.is_empty() {
         return Ok(0);
     }
-    let s = std::str::from_utf8(&digits).map_err(|_| "not octal")?;
-    u64::from_str_radix(s, 8).map_err(|_| format!("{s:?} is not an octal number"))
+    let s = std::str::from_utf8(&digits).map_err(|_| NumberError::NotText)?;
+    u64::from_str_radix(s, 8).map_err(|_| NumberError::NotOctal(s.into()))
 }
 
 /// Local PAX records relevant to extraction.
@@ -340,26 +396,24 @@ struct Pax {
 }
 
 impl Pax {
-    fn parse(data: &[u8]) -> Result<Pax, String> {
+    fn parse(data: &[u8]) -> Result<Pax, PaxError> {
         let mut pax = Pax::default();
         let mut rest = data;
         while !rest.is_empty() {
             if rest.iter().all(|&b| b == 0) {
                 break;
             }
-            let sp = rest.iter().position(|&b| b == b' ').ok_or("record without a length")?;
-            let len: usize = std::str::from_utf8(&rest[..sp])
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or("record length is not a number")?;
+            let sp = rest.iter().position(|&b| b == b' ').ok_or(PaxError::NoLength)?;
+            let len: usize =
+                std::str::from_utf8(&rest[..sp]).ok().and_then(|s| s.parse().ok()).ok_or(PaxError::BadLength)?;
             if len <= sp + 1 || len > rest.len() || rest[len - 1] != b'\n' {
-                return Err("record length does not match its content".into());
+                return Err(PaxError::LengthMismatch);
             }
             let rec = &rest[sp + 1..len - 1];
-            let eq = rec.iter().position(|&b| b == b'=').ok_or("record without '='")?;
+            let eq = rec.iter().position(|&b| b == b'=').ok_or(PaxError::NoEquals)?;
             let (key, value) = (&rec[..eq], &rec[eq + 1..]);
-            let num = |v: &[u8]| -> Result<u64, String> {
-                std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).ok_or_else(|| "bad number".to_string())
+            let num = |v: &[u8]| -> Result<u64, PaxError> {
+                std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).ok_or(PaxError::BadNumber)
             };
             match key {
                 b"path" => pax.path = Some(value.to_vec()),
@@ -374,7 +428,7 @@ impl Pax {
                     pax.mtime = Some(if neg { -secs } else { secs });
                 }
                 k if k.starts_with(b"GNU.sparse.") => {
-                    return Err("GNU sparse members are not supported".into());
+                    return Err(PaxError::Sparse);
                 }
                 k if k.starts_with(b"SCHILY.xattr.") => {
                     pax.xattrs.push((k[b"SCHILY.xattr.".len()..].to_vec(), value.to_vec()));
@@ -386,7 +440,7 @@ impl Pax {
         Ok(pax)
     }
 
-    fn apply(self, h: &mut Header) -> Result<(), String> {
+    fn apply(self, h: &mut Header) {
         if let Some(p) = self.path {
             h.path = p;
         }
@@ -406,7 +460,6 @@ impl Pax {
             h.mtime = m;
         }
         h.xattrs = self.xattrs;
-        Ok(())
     }
 }
 

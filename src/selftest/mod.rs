@@ -248,7 +248,7 @@ fn preflight(opts: &Options, probe: &Path) -> Result<judge::ProbeRun, SelftestEr
         stdin: Stdin::Null,
         tty: None,
     };
-    let run = runner::run(&opts.run, &inv).map_err(SelftestError::Preflight)?;
+    let run = runner::run(&opts.run, &inv).map_err(|e| SelftestError::Preflight(e.to_string()))?;
     if run.termination != "exited" || run.report.is_none() {
         let why = run.error.clone().unwrap_or_else(|| {
             format!(
@@ -329,7 +329,7 @@ fn run_probe(opts: &Options, fx: &mut Fixtures, ctx: &Context, index: usize, p: 
     let inv = Invocation { argv, binds: fx.binds(p.argv), timeout_s: p.timeout_s, user: p.user, stdin: p.stdin, tty };
     let run = match runner::run(&opts.run, &inv) {
         Ok(r) => r,
-        Err(e) => return finish(result, Finding { verdict: Verdict::Error, detail: e }),
+        Err(e) => return finish(result, Finding { verdict: Verdict::Error, detail: e.to_string() }),
     };
     let after = observe(fx, index, p, &inv.argv);
     result.husk_exit_code = Some(run.exit_code);

@@ -62,9 +62,29 @@ pub fn husk_args(cfg: &RunConfig, inv: &Invocation<'_>) -> Vec<String> {
     args
 }
 
+/// Why a probe's husk run gave no verdict to judge.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("dup of the host terminal: {0}")]
+    Tty(std::io::Error),
+    #[error("starting {}: {source}", husk.display())]
+    Start { husk: PathBuf, source: std::io::Error },
+    #[error("waiting for husk: {0}")]
+    Wait(std::io::Error),
+    #[error("waiting for husk: {0}")]
+    Lost(std::sync::mpsc::RecvTimeoutError),
+    #[error("husk printed no verdict ({source}; exit {code:?}): {stderr}")]
+    NoVerdict { source: serde_json::Error, code: Option<i32>, stderr: String },
+    #[error(
+        "the probe {} does not exist (from --probe or HUSK_PROBE); leave both unset to use the probe built into husk",
+        .0.display()
+    )]
+    NoProbe(PathBuf),
+}
+
 /// Runs husk and parses its verdict. `Err` only when husk could not be
 /// started or printed no verdict at all.
-pub fn run(cfg: &RunConfig, inv: &Invocation<'_>) -> Result<ProbeRun, String> {
+pub fn run(cfg: &RunConfig, inv: &Invocation<'_>) -> Result<ProbeRun, RunnerError> {
     let args = husk_args(cfg, inv);
     let mut cmd = Command::new(&cfg.husk);
     cmd.args(&args).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -73,7 +93,7 @@ pub fn run(cfg: &RunConfig, inv: &Invocation<'_>) -> Result<ProbeRun, String> {
     }
     match (inv.stdin, inv.tty) {
         (Stdin::Tty, Some(fd)) => {
-            let fd = fd.try_clone_to_owned().map_err(|e| format!("dup of the host terminal: {e}"))?;
+            let fd = fd.try_clone_to_owned().map_err(RunnerError::Tty)?;
             cmd.stdin(Stdio::from(fd));
             with_controlling_tty(&mut cmd);
         }
@@ -81,7 +101,7 @@ pub fn run(cfg: &RunConfig, inv: &Invocation<'_>) -> Result<ProbeRun, String> {
             cmd.stdin(Stdio::null());
         }
     }
-    let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", cfg.husk.display()))?;
+    let child = cmd.spawn().map_err(|source| RunnerError::Start { husk: cfg.husk.clone(), source })?;
     let pid = child.id();
     // husk enforces --timeout itself; this outer bound only guards against
     // husk wedging (then it is killed, and its sandbox with it).
@@ -93,7 +113,7 @@ pub fn run(cfg: &RunConfig, inv: &Invocation<'_>) -> Result<ProbeRun, String> {
     let mut waited = Duration::ZERO;
     let out = loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(r) => break r.map_err(|e| format!("waiting for husk: {e}"))?,
+            Ok(r) => break r.map_err(RunnerError::Wait)?,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 waited += Duration::from_millis(100);
                 let sig = if waited > guard {
@@ -107,16 +127,14 @@ pub fn run(cfg: &RunConfig, inv: &Invocation<'_>) -> Result<ProbeRun, String> {
                     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
                 }
             }
-            Err(e) => return Err(format!("waiting for husk: {e}")),
+            Err(e) => return Err(RunnerError::Lost(e)),
         }
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let verdict: Value = serde_json::from_str(stdout.trim()).map_err(|e| {
-        format!(
-            "husk printed no verdict ({e}; exit {:?}): {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
+    let verdict: Value = serde_json::from_str(stdout.trim()).map_err(|source| RunnerError::NoVerdict {
+        source,
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
     })?;
     Ok(parse(verdict, out.status.code().unwrap_or(-1)))
 }
@@ -144,14 +162,11 @@ pub fn parse(verdict: Value, exit_code: i32) -> ProbeRun {
 
 /// The probe to run: `explicit` (from --probe or $HUSK_PROBE), which must
 /// exist, else the one built into husk.
-pub fn find_probe(explicit: Option<&Path>) -> Result<super::ProbeChoice, String> {
+pub fn find_probe(explicit: Option<&Path>) -> Result<super::ProbeChoice, RunnerError> {
     match explicit {
         None => Ok(super::ProbeChoice::Embedded),
         Some(p) if p.is_file() => Ok(super::ProbeChoice::File(p.to_path_buf())),
-        Some(p) => Err(format!(
-            "the probe {} does not exist (from --probe or HUSK_PROBE); leave both unset to use the probe built into husk",
-            p.display()
-        )),
+        Some(p) => Err(RunnerError::NoProbe(p.to_path_buf())),
     }
 }
 
