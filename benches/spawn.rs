@@ -139,10 +139,13 @@ fn verdict(c: &mut Criterion) {
     for (k, v) in [("plan", 0.3), ("clone", 0.9), ("mounts", 1.0), ("pivot", 0.2), ("run", 1.0)] {
         outcome.phases_ms.insert(k, v);
     }
-    let isolation = serde_json::json!({"namespaces": ["user", "pid", "mount", "ipc", "uts", "cgroup", "net"]});
+    let isolation = husk::isolation::Isolation {
+        namespaces: ["user", "pid", "mount", "ipc", "uts", "cgroup", "net"].map(String::from).to_vec(),
+        ..Default::default()
+    };
     g.bench_function("verdict JSON (exited, captured output)", |b| {
         b.iter(|| {
-            serde_json::to_vec(&Verdict::new("0123456789ab", "native", &outcome, &isolation, true)).expect("json")
+            serde_json::to_vec(&Verdict::new("0123456789ab", "native", &outcome, Some(&isolation), true)).expect("json")
         })
     });
     g.finish();

@@ -18,6 +18,7 @@ pub mod host;
 pub mod idrange;
 pub mod ids;
 pub mod image;
+pub mod isolation;
 pub mod kernel;
 pub mod outcome;
 pub mod paths;

@@ -2,6 +2,9 @@
 //! JSON verdict (schema: docs/verdict.schema.json).
 
 use crate::capture::Captured;
+use crate::cgroup::report::{AppliedLimits, CgroupReport, Usage};
+use crate::isolation::Isolation;
+use crate::seccomp::report::SeccompReport;
 use crate::step::{Phase, Step};
 use nix::errno::Errno;
 use serde::Serialize;
@@ -72,20 +75,27 @@ pub struct Outcome {
     pub duration_ms: f64,
     pub stdout: Option<Captured>,
     pub stderr: Option<Captured>,
-    /// Facility reports filled by the backend (cgroup limits and usage,
-    /// seccomp denials); JSON values so each facility owns its shape.
-    pub limits: Option<serde_json::Value>,
-    pub resources: Option<serde_json::Value>,
-    pub seccomp: Option<serde_json::Value>,
+    /// Facility reports filled by the backend, each typed by the facility
+    /// that owns it: the cgroup's limits and usage (`add_cgroup`), the
+    /// seccomp filter and what it denied.
+    pub limits: Option<AppliedLimits>,
+    pub resources: Option<Usage>,
+    pub seccomp: Option<SeccompReport>,
 }
 
 impl Outcome {
     pub fn setup_failed(error: ErrorReport) -> Self {
+        Outcome { error: Some(error), ..Outcome::blank() }
+    }
+
+    /// An outcome still being filled in by a backend: no error, no report,
+    /// termination `setup_failed` until the backend says how the run ended.
+    pub fn blank() -> Self {
         Outcome {
             termination: Termination::SetupFailed,
             status: None,
             signal: None,
-            error: Some(error),
+            error: None,
             phases_ms: BTreeMap::new(),
             duration_ms: 0.0,
             stdout: None,
@@ -94,6 +104,33 @@ impl Outcome {
             resources: None,
             seccomp: None,
         }
+    }
+
+    /// Fills the verdict's `limits` and `resources` from the run's cgroup,
+    /// and names an OOM kill as the termination when the command died of
+    /// SIGKILL (or a shell reported 137 for it) and the cgroup's OOM
+    /// counter moved. A fresh cgroup starts at zero, so any count is this
+    /// run's; husk's timeout kill takes precedence.
+    pub fn add_cgroup(&mut self, report: CgroupReport) {
+        let (limits, usage) = report.into_verdict();
+        if usage.oom_kills.unwrap_or(0) > 0 {
+            let killed = match self.termination {
+                Termination::Signaled => self.signal == Some(libc::SIGKILL),
+                Termination::Exited => self.status == Some(128 + libc::SIGKILL),
+                _ => false,
+            };
+            if killed {
+                self.termination = Termination::OomKilled;
+                self.signal = Some(libc::SIGKILL);
+            }
+        }
+        self.limits = Some(limits);
+        self.resources = Some(usage);
+    }
+
+    /// The verdict of a run without cgroup (`--no-cgroup`).
+    pub fn no_cgroup(&mut self) {
+        self.limits = Some(AppliedLimits::NoCgroup);
     }
 
     /// Records how the command ended (exited with a code, or by a signal).
@@ -157,10 +194,11 @@ pub struct Verdict<'a> {
     pub signal_name: Option<String>,
     pub duration_ms: f64,
     pub phases_ms: &'a BTreeMap<&'static str, f64>,
-    pub isolation: &'a serde_json::Value,
-    pub limits: Option<&'a serde_json::Value>,
-    pub resources: Option<&'a serde_json::Value>,
-    pub seccomp: Option<&'a serde_json::Value>,
+    /// null when husk failed before it had a plan.
+    pub isolation: Option<&'a Isolation>,
+    pub limits: Option<&'a AppliedLimits>,
+    pub resources: Option<&'a Usage>,
+    pub seccomp: Option<&'a SeccompReport>,
     pub error: Option<&'a ErrorReport>,
     pub stdout: Option<StreamReport<'a>>,
     pub stderr: Option<StreamReport<'a>>,
@@ -174,7 +212,7 @@ impl<'a> Verdict<'a> {
         id: &'a str,
         backend: &'a str,
         outcome: &'a Outcome,
-        isolation: &'a serde_json::Value,
+        isolation: Option<&'a Isolation>,
         with_output: bool,
     ) -> Self {
         let stream = |c: &'a Option<Captured>| {
@@ -255,8 +293,8 @@ mod tests {
         let schema: serde_json::Value = serde_json::from_str(include_str!("../docs/verdict.schema.json")).unwrap();
         let required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
         let o = ended(Termination::Exited, Some(0), None);
-        let iso = serde_json::json!({});
-        let v = serde_json::to_value(Verdict::new("id", "native", &o, &iso, true)).unwrap();
+        let iso = Isolation::default();
+        let v = serde_json::to_value(Verdict::new("id", "native", &o, Some(&iso), true)).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         for k in &required {
             assert!(keys.contains(k), "verdict lacks documented key {k}");

@@ -101,19 +101,69 @@ pub struct Rlimit {
 
 impl Rlimit {
     /// The verdict's `isolation.rlimits` entry.
-    pub fn report(&self) -> serde_json::Value {
-        let show = |v: u64| if v == libc::RLIM_INFINITY { serde_json::json!("unlimited") } else { v.into() };
-        let mut v = serde_json::json!({
-            "name": rlimit_name(self.resource),
-            "soft": show(self.soft),
-            "hard": show(self.hard),
-            "source": if self.from_flag { "flag" } else { "default" },
-        });
-        if let Some(from) = self.clamped_from {
-            v["clamped_from"] = show(from);
-            v["why"] = "husk's caller has a lower hard limit, which a sandbox cannot exceed".into();
+    pub fn report(&self) -> RlimitReport {
+        RlimitReport {
+            clamped_from: self.clamped_from.map(RlimitValue::of),
+            hard: RlimitValue::of(self.hard),
+            name: rlimit_name(self.resource).into(),
+            soft: RlimitValue::of(self.soft),
+            source: if self.from_flag { "flag" } else { "default" }.into(),
+            why: self.clamped_from.map(|_| CLAMPED_WHY.into()),
         }
-        v
+    }
+}
+
+const CLAMPED_WHY: &str = "husk's caller has a lower hard limit, which a sandbox cannot exceed";
+
+/// One entry of the verdict's `isolation.rlimits`. Fields in alphabetical
+/// order, as the verdict's keys have always come out.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RlimitReport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clamped_from: Option<RlimitValue>,
+    pub hard: RlimitValue,
+    pub name: std::borrow::Cow<'static, str>,
+    pub soft: RlimitValue,
+    /// `flag` (--rlimit) or `default`.
+    pub source: std::borrow::Cow<'static, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<std::borrow::Cow<'static, str>>,
+}
+
+/// A limit as the verdict shows it: a number, or `"unlimited"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RlimitValue {
+    Limited(u64),
+    Unlimited(Unlimited),
+}
+
+impl RlimitValue {
+    fn of(v: u64) -> RlimitValue {
+        if v == libc::RLIM_INFINITY { RlimitValue::Unlimited(Unlimited) } else { RlimitValue::Limited(v) }
+    }
+}
+
+/// The word `unlimited` (and only it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unlimited;
+
+const UNLIMITED: &str = "unlimited";
+
+impl serde::Serialize for Unlimited {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(UNLIMITED)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Unlimited {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = String::deserialize(d)?;
+        if w == UNLIMITED {
+            Ok(Unlimited)
+        } else {
+            Err(serde::de::Error::custom(format!("expected \"{UNLIMITED}\", not \"{w}\"")))
+        }
     }
 }
 
@@ -724,14 +774,14 @@ mod tests {
     fn default_rlimit_above_the_callers_hard_limit_is_clamped_and_says_so() {
         let r = default_rlimit(libc::RLIMIT_NOFILE, 1024, 1024, Some(512));
         assert_eq!((r.soft, r.hard, r.clamped_from), (512, 512, Some(1024)));
-        let v = r.report();
+        let v = serde_json::to_value(r.report()).unwrap();
         assert_eq!(
             (v["name"].as_str(), v["source"].as_str(), v["clamped_from"].as_u64()),
             (Some("nofile"), Some("default"), Some(1024))
         );
         let r = default_rlimit(libc::RLIMIT_NOFILE, 1024, 1024, Some(4096));
         assert_eq!((r.soft, r.hard, r.clamped_from), (1024, 1024, None));
-        assert!(r.report().get("clamped_from").is_none());
+        assert!(serde_json::to_value(r.report()).unwrap().get("clamped_from").is_none());
     }
 
     fn rootless_ids() -> IdMap {

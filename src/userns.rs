@@ -31,6 +31,20 @@ pub struct IdMap {
     pub init_gid: u32,
 }
 
+/// The verdict's `isolation.user_mapping`: how the sandbox's ids map to
+/// the host's. Fields in alphabetical order, as the verdict's keys have
+/// always come out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserMapping {
+    pub gid_map: String,
+    /// `privileged` (a range of husk's own) or `rootless`.
+    pub mode: std::borrow::Cow<'static, str>,
+    /// The host uid the sandbox's root is; null where none (runsc inside a
+    /// user namespace).
+    pub sandbox_root_host_uid: Option<u32>,
+    pub uid_map: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum IdMapError {
     #[error(
@@ -90,6 +104,20 @@ impl IdMap {
         match &self.mode {
             IdMode::Privileged { uid_range, .. } => (inner < uid_range.count).then(|| uid_range.base + inner),
             IdMode::Rootless { host_uid, .. } => (inner == self.init_uid).then_some(*host_uid),
+        }
+    }
+
+    /// The verdict's `isolation.user_mapping` for these maps.
+    pub fn report(&self) -> UserMapping {
+        UserMapping {
+            gid_map: self.gid_map.trim().to_string(),
+            mode: match self.mode {
+                IdMode::Privileged { .. } => "privileged",
+                IdMode::Rootless { .. } => "rootless",
+            }
+            .into(),
+            sandbox_root_host_uid: self.host_uid_of(0),
+            uid_map: self.uid_map.trim().to_string(),
         }
     }
 

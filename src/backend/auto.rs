@@ -7,6 +7,7 @@
 
 use super::runsc::config::{RunscConfig, RunscError};
 use crate::host::{HostView, blockers};
+use crate::isolation::RuntimeChoiceNote;
 
 /// The decision and why.
 #[derive(Debug)]
@@ -41,19 +42,15 @@ impl Facts {
 
 /// Native when nothing blocks it; else runsc; else an error naming both.
 /// The note goes into the verdict (`isolation.runtime_choice`).
-pub fn choose(f: Facts) -> Result<(Pick, serde_json::Value), AutoError> {
+pub fn choose(f: Facts) -> Result<(Pick, RuntimeChoiceNote), AutoError> {
     if f.native.is_empty() {
-        let note =
-            serde_json::json!({"requested": "auto", "chosen": "native", "why": "the host supports native isolation"});
+        let note = RuntimeChoiceNote::auto("native", "the host supports native isolation".into());
         return Ok((Pick::Native, note));
     }
     match f.runsc {
         Some(Ok(cfg)) => {
-            let note = serde_json::json!({
-                "requested": "auto",
-                "chosen": "runsc",
-                "why": format!("native isolation is unavailable: {}", f.native.join("; ")),
-            });
+            let note =
+                RuntimeChoiceNote::auto("runsc", format!("native isolation is unavailable: {}", f.native.join("; ")));
             Ok((Pick::Runsc(cfg), note))
         }
         Some(Err(runsc)) => Err(AutoError::NoBackend { native: f.native, runsc }),
@@ -111,7 +108,7 @@ mod tests {
         let f = Facts::probe(&healthy(), || panic!("runsc must not be probed when native works"));
         let (pick, note) = choose(f).unwrap();
         assert!(matches!(pick, Pick::Native));
-        assert_eq!(note["chosen"], "native");
+        assert_eq!(note.chosen, "native");
     }
 
     #[test]
@@ -128,8 +125,8 @@ mod tests {
         v.pidfd = false;
         let (pick, note) = choose(Facts::probe(&v, || Ok(cfg()))).unwrap();
         assert!(matches!(pick, Pick::Runsc(_)));
-        assert_eq!(note["chosen"], "runsc");
-        assert!(note["why"].as_str().unwrap().contains("pidfd"), "{note}");
+        assert_eq!(note.chosen, "runsc");
+        assert!(note.why.contains("pidfd"), "{note:?}");
     }
 
     #[test]

@@ -11,10 +11,14 @@ pub mod runsc;
 
 use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::Tree;
+use crate::cgroup::report::AppliedLimits;
 use crate::host::HostFacts;
+use crate::isolation::{Isolation, RuntimeChoiceNote, UserIds};
 use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::{ExecPlan, Plan};
+use crate::seccomp::SeccompReport;
 use crate::spec::{RuntimeChoice, Spec};
+use crate::userns::UserMapping;
 use runsc::config::RunscError;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -34,7 +38,7 @@ pub trait Backend {
     /// is an `Outcome` with `termination: setup_failed`.
     fn run(&self, plan: Plan, io: RunIo) -> Outcome;
     /// What the verdict's `isolation` says this backend applies for `plan`.
-    fn isolation(&self, plan: &Plan) -> serde_json::Value;
+    fn isolation(&self, plan: &Plan) -> Isolation;
     /// Adds to a sandbox's spec what the backend needs inside it to run
     /// or hold it (before `Plan::build`).
     fn prepare_spec(&self, _spec: &mut Spec) -> Result<(), ErrorReport> {
@@ -83,7 +87,7 @@ pub struct Attached<'a> {
     pub spec: &'a Spec,
     pub cgroup: Option<&'a Tree>,
     /// The verdict's `limits`, as created.
-    pub limits: &'a serde_json::Value,
+    pub limits: Option<&'a AppliedLimits>,
     /// The exec's cgroup leaf, made by the supervisor.
     pub leaf: Option<&'a str>,
     /// The namespaces handed over: their kinds, and their fds in that order.
@@ -136,7 +140,7 @@ pub fn reap_orphan(backend: &str, state_dir: &Path, id: &str, spec: &Spec) -> (V
 pub struct Selected {
     pub backend: Box<dyn Backend>,
     /// Goes into the verdict as `isolation.runtime_choice`.
-    pub note: Option<serde_json::Value>,
+    pub note: Option<RuntimeChoiceNote>,
 }
 
 /// Picks the backend for a run. `state` is husk's `--state-dir`, if given.
@@ -155,8 +159,9 @@ pub enum SelectError {
     RunscBlocked(Vec<String>),
     #[error(transparent)]
     Auto(#[from] auto::AutoError),
-    #[error("--runtime auto picked runsc ({note}), but {REPORT_NATIVE_ONLY}")]
-    AutoReport { note: serde_json::Value },
+    /// The note as the verdict's JSON shows it.
+    #[error("--runtime auto picked runsc ({}), but {REPORT_NATIVE_ONLY}", serde_json::to_string(note).unwrap_or_default())]
+    AutoReport { note: RuntimeChoiceNote },
 }
 
 /// A refused backend, as the verdict reports it (step `backend`).
@@ -197,7 +202,7 @@ fn choose_runsc(
     spec: &Spec,
     host: &HostFacts,
     state_dir: impl FnOnce() -> Result<PathBuf, RunscError>,
-) -> Result<(Option<runsc::config::RunscConfig>, Option<serde_json::Value>), SelectError> {
+) -> Result<(Option<runsc::config::RunscConfig>, Option<RuntimeChoiceNote>), SelectError> {
     let runsc_cfg = || runsc::config::RunscConfig::resolve(&spec.runsc, &state_dir()?);
     match spec.runtime {
         RuntimeChoice::Native => Ok((None, None)),
@@ -225,22 +230,29 @@ fn choose_runsc(
 
 /// The isolation keys every backend reports the same way; each backend
 /// passes what differs (namespaces, id mapping) and may add its own keys.
-pub fn isolation_report(plan: &Plan, namespaces: &[&str], user_mapping: serde_json::Value) -> serde_json::Value {
-    let caps: Vec<String> = caps::all()
+pub fn isolation_report(plan: &Plan, namespaces: &[&str], user_mapping: UserMapping) -> Isolation {
+    let capabilities = caps::all()
         .into_iter()
         .filter(|c| (c.index() as u32) <= plan.last_cap && plan.process.caps_keep & (1u64 << c.index()) != 0)
         .map(|c| c.to_string())
         .collect();
-    serde_json::json!({
-        "namespaces": namespaces,
-        "user_mapping": user_mapping,
-        "user": { "uid": plan.process.uid, "gid": plan.process.gid },
-        "network": match plan.network { crate::spec::NetworkMode::None => "none", crate::spec::NetworkMode::Host => "host" },
-        "rootfs": plan.mounts.report,
-        "capabilities": caps,
-        "no_new_privs": true,
-        "seccomp": crate::seccomp::isolation(plan.seccomp.as_ref()),
-        "downgrades": plan.cgroup.downgrades(),
-        "rlimits": plan.process.rlimits.iter().map(crate::plan::Rlimit::report).collect::<Vec<_>>(),
-    })
+    Isolation {
+        capabilities,
+        downgrades: plan.cgroup.downgrades().into_iter().map(String::from).collect(),
+        kernel: None,
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        network: match plan.network {
+            crate::spec::NetworkMode::None => "none",
+            crate::spec::NetworkMode::Host => "host",
+        }
+        .into(),
+        no_new_privs: true,
+        rlimits: plan.process.rlimits.iter().map(crate::plan::Rlimit::report).collect(),
+        rootfs: plan.mounts.report.clone(),
+        runsc: None,
+        runtime_choice: None,
+        seccomp: SeccompReport::applied(plan.seccomp.as_ref()),
+        user: UserIds { uid: plan.process.uid, gid: plan.process.gid },
+        user_mapping,
+    }
 }

@@ -4,7 +4,7 @@
 use super::CgroupError;
 use super::probe::Controller;
 use crate::spec::LimitSpec;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `LimitSpec` value meaning "explicitly unlimited" (`--memory unlimited`).
 pub const UNLIMITED: u64 = u64::MAX;
@@ -29,7 +29,7 @@ pub const CPU_PERIOD_US: u64 = 100_000;
 const MIN_CPU_QUOTA_US: u64 = 1_000;
 
 /// Whether a limit came from a flag or from husk's defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     Flag,

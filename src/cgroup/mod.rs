@@ -24,7 +24,7 @@ mod hooks;
 pub mod limits;
 pub mod nested;
 pub mod probe;
-mod report;
+pub mod report;
 mod stats;
 mod v1;
 mod v2;
@@ -32,7 +32,7 @@ mod v2;
 pub use hooks::{CgroupJoin, GroupKill};
 pub use limits::{Limits, Source, Swap};
 pub use probe::{CgroupHost, CgroupMode, Controller};
-pub use report::{Adaptation, Adapted, CgroupReport, LimitsReport, Usage, explain};
+pub use report::{Adaptation, Adapted, AppliedLimits, CgroupReport, LimitsReport, Usage, explain};
 
 use crate::sys::Errno;
 use nix::unistd::Pid;

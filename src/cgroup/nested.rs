@@ -48,7 +48,8 @@ impl KillMethod {
 impl SandboxCgroup {
     /// The layout of this cgroup, for a sandbox's state.
     pub fn tree(&self) -> Tree {
-        Tree { mode: self.limits.cgroup.mode.into(), kill: self.limits.cgroup.kill.into(), dirs: self.cg.dirs() }
+        let info = &self.limits.cgroup;
+        Tree { mode: info.mode.to_string(), kill: info.kill.to_string(), dirs: self.cg.dirs() }
     }
 }
 

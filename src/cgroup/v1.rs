@@ -166,10 +166,10 @@ impl V1Cgroup {
         let mut report = cg.apply(limits)?;
         cg.open_stats(report.swap.how == "memory.memsw.limit_in_bytes");
         report.cgroup = CgroupInfo {
-            mode: if site.hybrid { "hybrid" } else { "v1" },
+            mode: if site.hybrid { "hybrid" } else { "v1" }.into(),
             paths: cg.dirs().map(|d| d.display().to_string()).collect(),
-            membership: if cg.unified.is_some() { "clone_into_cgroup+self_attach" } else { "self_attach" },
-            kill: site.kill.name(),
+            membership: if cg.unified.is_some() { "clone_into_cgroup+self_attach" } else { "self_attach" }.into(),
+            kill: site.kill.name().into(),
         };
         Ok((cg, report))
     }
@@ -201,7 +201,7 @@ impl V1Cgroup {
         let mut r = LimitsReport {
             memory: Limit { requested: l.memory, source: Some(l.memory_source), ..Default::default() },
             pids: Limit { requested: l.pids, source: Some(l.pids_source), ..Default::default() },
-            swap: SwapLimit { requested: "unlimited", applied_bytes: None, how: "not limited" },
+            swap: SwapLimit { requested: "unlimited".into(), applied_bytes: None, how: "not limited".into() },
             ..Default::default()
         };
         // `choose` made every required controller a node; a missing node
@@ -217,7 +217,7 @@ impl V1Cgroup {
         if let Some(m) = l.memory {
             let d = need(Controller::Memory)?;
             r.memory.applied = write_limit(d, "memory.limit_in_bytes", m)?;
-            r.memory.file = Some("memory.limit_in_bytes");
+            r.memory.file = Some("memory.limit_in_bytes".into());
             r.swap = apply_swap(d, r.memory.applied.unwrap_or(m), l.swap)?;
         }
         if let Some(c) = l.cpu {
@@ -231,13 +231,13 @@ impl V1Cgroup {
                 applied: quota as f64 / period as f64,
                 quota_us: quota,
                 period_us: period,
-                file: "cpu.cfs_quota_us",
+                file: "cpu.cfs_quota_us".into(),
             });
         }
         if let Some(p) = l.pids {
             let d = need(Controller::Pids)?;
             r.pids.applied = write_limit(d, "pids.max", p)?;
-            r.pids.file = Some("pids.max");
+            r.pids.file = Some("pids.max".into());
         }
         Ok(r)
     }
@@ -264,15 +264,21 @@ pub(super) fn freezer_kill(d: &Path) -> Result<(), CgroupError> {
 /// v1 swap: memory.memsw.limit_in_bytes caps memory + swap together.
 fn apply_swap(d: &Path, memory: u64, swap: Swap) -> Result<SwapLimit, CgroupError> {
     let (requested, total) = match swap {
-        Swap::Unlimited => return Ok(SwapLimit { requested: "unlimited", applied_bytes: None, how: "not limited" }),
+        Swap::Unlimited => {
+            return Ok(SwapLimit { requested: "unlimited".into(), applied_bytes: None, how: "not limited".into() });
+        }
         Swap::Off => ("off", memory),
         Swap::Total(t) => ("limited", t),
     };
     let file = "memory.memsw.limit_in_bytes";
     match write_limit(d, file, total) {
-        Ok(applied) => Ok(SwapLimit { requested, applied_bytes: applied.map(|t| t.saturating_sub(memory)), how: file }),
+        Ok(applied) => Ok(SwapLimit {
+            requested: requested.into(),
+            applied_bytes: applied.map(|t| t.saturating_sub(memory)),
+            how: file.into(),
+        }),
         Err(CgroupError::Io { errno: nix::errno::Errno::ENOENT, .. }) if !fs::host_has_swap() => {
-            Ok(SwapLimit { requested, applied_bytes: Some(0), how: "host has no swap" })
+            Ok(SwapLimit { requested: requested.into(), applied_bytes: Some(0), how: "host has no swap".into() })
         }
         Err(CgroupError::Io { errno: nix::errno::Errno::ENOENT, .. }) => Err(CgroupError::SwapUncontrolled { file }),
         Err(e) => Err(e),

@@ -200,19 +200,19 @@ impl V2Cgroup {
         let d = &self.dir;
         let mut r = LimitsReport {
             cgroup: CgroupInfo {
-                mode: "v2",
+                mode: "v2".into(),
                 paths: vec![d.display().to_string()],
-                membership: "clone_into_cgroup",
-                kill: self.kill.name(),
+                membership: "clone_into_cgroup".into(),
+                kill: self.kill.name().into(),
             },
             memory: Limit { requested: l.memory, source: Some(l.memory_source), ..Default::default() },
             pids: Limit { requested: l.pids, source: Some(l.pids_source), ..Default::default() },
-            swap: SwapLimit { requested: "unlimited", applied_bytes: None, how: "not limited" },
+            swap: SwapLimit { requested: "unlimited".into(), applied_bytes: None, how: "not limited".into() },
             cpus: None,
         };
         if let Some(m) = l.memory {
             r.memory.applied = write_limit(d, "memory.max", m)?;
-            r.memory.file = Some("memory.max");
+            r.memory.file = Some("memory.max".into());
             r.swap = apply_swap(d, m, l.swap)?;
         }
         if let Some(c) = l.cpu {
@@ -225,12 +225,12 @@ impl V2Cgroup {
                 applied: quota as f64 / period as f64,
                 quota_us: quota,
                 period_us: period,
-                file: "cpu.max",
+                file: "cpu.max".into(),
             });
         }
         if let Some(p) = l.pids {
             r.pids.applied = write_limit(d, "pids.max", p)?;
-            r.pids.file = Some("pids.max");
+            r.pids.file = Some("pids.max".into());
         }
         Ok(r)
     }
@@ -243,14 +243,18 @@ pub(super) fn write_limit(dir: &Path, file: &str, value: u64) -> Result<Option<u
 
 fn apply_swap(d: &Path, memory: u64, swap: Swap) -> Result<SwapLimit, CgroupError> {
     let (requested, allowance) = match swap {
-        Swap::Unlimited => return Ok(SwapLimit { requested: "unlimited", applied_bytes: None, how: "not limited" }),
+        Swap::Unlimited => {
+            return Ok(SwapLimit { requested: "unlimited".into(), applied_bytes: None, how: "not limited".into() });
+        }
         Swap::Off => ("off", 0),
         Swap::Total(t) => ("limited", t - memory),
     };
     match write_limit(d, "memory.swap.max", allowance) {
-        Ok(applied) => Ok(SwapLimit { requested, applied_bytes: applied, how: "memory.swap.max" }),
+        Ok(applied) => {
+            Ok(SwapLimit { requested: requested.into(), applied_bytes: applied, how: "memory.swap.max".into() })
+        }
         Err(CgroupError::Io { errno: nix::errno::Errno::ENOENT, .. }) if !fs::host_has_swap() => {
-            Ok(SwapLimit { requested, applied_bytes: Some(0), how: "host has no swap" })
+            Ok(SwapLimit { requested: requested.into(), applied_bytes: Some(0), how: "host has no swap".into() })
         }
         Err(CgroupError::Io { errno: nix::errno::Errno::ENOENT, .. }) => {
             Err(CgroupError::SwapUncontrolled { file: "memory.swap.max" })

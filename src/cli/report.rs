@@ -2,6 +2,7 @@
 //! (`--json`) or in `--verdict-file`, and the failure explained on stderr.
 
 use super::ProcessArgs;
+use crate::isolation::Isolation;
 use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome, Termination, Verdict};
 use crate::step::Phase;
 use nix::errno::Errno;
@@ -9,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Prints the verdict / writes the verdict file / explains a failure.
-pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: &serde_json::Value, p: &ProcessArgs) -> i32 {
+pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: Option<&Isolation>, p: &ProcessArgs) -> i32 {
     report_with(outcome, id, backend, isolation, p, &Default::default())
 }
 
@@ -18,7 +19,7 @@ pub fn report_with(
     outcome: &Outcome,
     id: &str,
     backend: &str,
-    isolation: &serde_json::Value,
+    isolation: Option<&Isolation>,
     p: &ProcessArgs,
     extra: &std::collections::BTreeMap<&'static str, serde_json::Value>,
 ) -> i32 {
@@ -39,7 +40,8 @@ pub fn report_with(
         v.extra = extra.clone();
         crate::print::json_line(&v);
     }
-    if let Some(line) = crate::cgroup::explain(outcome) {
+    let oom_killed = outcome.termination == Termination::OomKilled;
+    if let Some(line) = crate::cgroup::explain(outcome.limits.as_ref(), outcome.resources.as_ref(), oom_killed) {
         crate::errln!("husk: {line}");
     }
     if outcome.termination == Termination::SetupFailed

@@ -16,9 +16,9 @@ use std::path::Path;
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
     if let Err(e) = check_verdict_file(&mut p) {
-        return report(&Outcome::setup_failed(e.into()), "", "none", &serde_json::Value::Null, &p);
+        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);
     }
-    let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", &serde_json::Value::Null, &p);
+    let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", None, &p);
     let mut spec = Spec::new(args.command.clone());
     if let Err(e) =
         apply_sandbox_args(&mut spec, &args.sandbox).and_then(|_| apply_process_args(&mut spec, &args.process))
@@ -50,22 +50,20 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
         Ok(p) => p,
         Err(e) => {
             let o = Outcome::setup_failed(e.report());
-            return report(&o, "", "none", &serde_json::Value::Null, &p);
+            return report(&o, "", "none", None, &p);
         }
     };
     if let Err(e) = backend.adapt(&mut plan) {
-        return report(&Outcome::setup_failed(e), "", backend.name(), &serde_json::Value::Null, &p);
+        return report(&Outcome::setup_failed(e), "", backend.name(), None, &p);
     }
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
-    if let (Some(note), Some(obj)) = (selected.note, isolation.as_object_mut()) {
-        obj.insert("runtime_choice".into(), note);
-    }
+    isolation.runtime_choice = selected.note;
     let mut outcome = backend.run(plan, RunIo { capture, t_start });
     if let Some(lease) = &_lease {
         blame_damaged_layer(&mut outcome, lease);
     }
-    report(&outcome, &id, backend.name(), &isolation, &p)
+    report(&outcome, &id, backend.name(), Some(&isolation), &p)
 }
 
 /// A command of an image that failed to start may have failed because the

@@ -132,11 +132,11 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
     let mut p = args.process.clone();
     if let Err(e) = crate::cli::report::check_verdict_file(&mut p) {
         let o = Outcome::setup_failed(e.into());
-        return crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p);
+        return crate::cli::report::report(&o, "", "native", None, &p);
     }
     let early = |e: SandboxError| {
         let o = Outcome::setup_failed(e.report());
-        crate::cli::report::report(&o, "", "native", &serde_json::Value::Null, &p)
+        crate::cli::report::report(&o, "", "native", None, &p)
     };
     let mut spec = Spec::new(Vec::new());
     if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process) {
@@ -160,7 +160,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         Err(e) => return early(e),
     };
     match crate::sandbox::exec::exec(&store, &req, t_start) {
-        Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, &r.isolation, &p, &r.extra),
+        Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, Some(&r.isolation), &p, &r.extra),
         Err(e) => early(e),
     }
 }
@@ -187,7 +187,7 @@ fn summary(rec: &Record) -> serde_json::Value {
         "init_pid": rec.init.map(|p| p.pid),
         "namespaces": rec.namespaces,
         "cgroup": rec.cgroup.as_ref().map(|t| t.dirs.iter().map(|d| d.path.display().to_string()).collect::<Vec<_>>()),
-        "root": rec.isolation.get("rootfs"),
+        "root": rec.isolation.rootfs,
         "workdir": rec.workdir,
         "error": rec.error,
     })

@@ -168,14 +168,16 @@ pub struct MountPlan {
     pub report: RootReport,
 }
 
-#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+/// The verdict's `isolation.rootfs`. Fields in alphabetical order, as the
+/// verdict's keys have always come out.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct RootReport {
-    /// host | rootfs | image
-    pub mode: &'static str,
-    pub source: Option<String>,
-    pub read_only: bool,
-    pub writable_layer: bool,
     pub layers: usize,
+    /// host | rootfs | image
+    pub mode: std::borrow::Cow<'static, str>,
+    pub read_only: bool,
+    pub source: Option<String>,
+    pub writable_layer: bool,
 }
 
 impl MountPlan {

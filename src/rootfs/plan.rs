@@ -251,7 +251,10 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
     let (view, report): (&dyn RootView, RootReport) = match &source {
         RootSource::Host => {
             plan_host_dirs(&mut placer, &mut ops)?;
-            (&empty_view, RootReport { mode: "host", source: None, read_only: true, writable_layer: false, layers: 0 })
+            (
+                &empty_view,
+                RootReport { mode: "host".into(), source: None, read_only: true, writable_layer: false, layers: 0 },
+            )
         }
         RootSource::Dir(dir) => {
             let md = std::fs::metadata(dir).map_err(|e| MountPlanError::Rootfs {
@@ -263,7 +266,7 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
             }
             dir_view = DirView(dir.clone());
             let report = RootReport {
-                mode: "rootfs",
+                mode: "rootfs".into(),
                 source: Some(dir.display().to_string()),
                 read_only: inputs.writable.is_none(),
                 writable_layer: inputs.writable.is_some(),
@@ -274,7 +277,7 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
         RootSource::Layers { view, dirs, label, .. } => (
             view.as_ref(),
             RootReport {
-                mode: "image",
+                mode: "image".into(),
                 source: Some(label.clone()),
                 read_only: inputs.writable.is_none(),
                 writable_layer: inputs.writable.is_some(),

@@ -8,6 +8,7 @@ use super::SandboxError;
 use super::proto::{Client, Request};
 use super::state::{Record, Store};
 use crate::backend::Attached;
+use crate::isolation::{Isolation, UserIds};
 use crate::outcome::Outcome;
 use crate::plan::{ExecPlan, ExecPlanError, HeldSandbox, ProcessPlan};
 use crate::spec::ExecSpec;
@@ -28,7 +29,7 @@ pub struct ExecResult {
     pub outcome: Outcome,
     pub exec_id: String,
     pub sandbox_id: String,
-    pub isolation: serde_json::Value,
+    pub isolation: Isolation,
     /// "native" or "runsc".
     pub backend: &'static str,
     /// Verdict keys beyond `run`'s.
@@ -80,7 +81,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         state_dir: &state_dir,
         spec: &rec.spec,
         cgroup: rec.cgroup.as_ref(),
-        limits: &rec.limits,
+        limits: rec.limits.as_ref(),
         leaf: reply.leaf.as_deref(),
         ns_kinds: &reply.namespaces,
         ns_fds: fds,
@@ -113,7 +114,7 @@ fn result(
     extra.insert(seq, serde_json::json!(reply.exec));
     extra.insert(left, serde_json::json!(reply.ttl_ms));
     let mut isolation = rec.isolation.clone();
-    isolation["user"] = serde_json::json!({"uid": process.uid, "gid": process.gid});
+    isolation.user = UserIds { uid: process.uid, gid: process.gid };
     ExecResult { outcome, exec_id, sandbox_id: rec.id.clone(), isolation, backend, extra }
 }
 

@@ -15,6 +15,8 @@
 
 use super::SandboxError;
 use crate::cgroup::nested::Tree;
+use crate::cgroup::report::AppliedLimits;
+use crate::isolation::Isolation;
 use crate::plan::ImageDefaults;
 pub use crate::procref::ProcRef;
 use crate::spec::Spec;
@@ -96,9 +98,11 @@ pub struct Record {
     /// Namespace kind -> inode (what /proc/<pid>/ns/<kind> shows).
     pub namespaces: BTreeMap<String, u64>,
     pub cgroup: Option<Tree>,
-    /// The verdict's `limits` and `isolation`, as created.
-    pub limits: serde_json::Value,
-    pub isolation: serde_json::Value,
+    /// The verdict's `limits` and `isolation`, as created (`limits` is
+    /// null until the supervisor made the sandbox's cgroup, or knew it
+    /// would have none).
+    pub limits: Option<AppliedLimits>,
+    pub isolation: Isolation,
     /// What `husk create` was asked for, and what execs build on: the image's
     /// defaults, the root's passwd/group (for --user names and HOME), the id
     /// map, the workdir.

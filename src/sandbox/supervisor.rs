@@ -23,6 +23,7 @@ use super::tombstone;
 use crate::backend::{Backend, Live};
 use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::{Leaf, SANDBOX_PREFIX, Tree};
+use crate::cgroup::report::AppliedLimits;
 use crate::cgroup::{CgroupPlan, SandboxCgroup};
 use crate::image::store::Lease;
 use crate::outcome::ErrorReport;
@@ -34,7 +35,6 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, send, socketpair};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -56,7 +56,7 @@ pub struct CreateRequest {
     /// The backend that starts and holds it.
     pub backend: Box<dyn Backend>,
     /// Why `--runtime auto` picked what it did (`isolation.runtime_choice`).
-    pub runtime_choice: Option<serde_json::Value>,
+    pub runtime_choice: Option<crate::isolation::RuntimeChoiceNote>,
 }
 
 fn setup_err(step: Phase, message: impl std::fmt::Display) -> SandboxError {
@@ -196,12 +196,10 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         init: None,
         namespaces: BTreeMap::new(),
         cgroup: None,
-        limits: serde_json::Value::Null,
+        limits: None,
         isolation: {
             let mut i = req.backend.isolation(plan);
-            if let (Some(note), Some(obj)) = (req.runtime_choice.clone(), i.as_object_mut()) {
-                obj.insert("runtime_choice".into(), note);
-            }
+            i.runtime_choice = req.runtime_choice.clone();
             i
         },
         spec: plan.spec.clone(),
@@ -410,12 +408,12 @@ impl Supervisor {
                 tree.prepare().map_err(cgroup_err)?;
                 let leaf = tree.leaf("init").map_err(cgroup_err)?;
                 self.rec.cgroup = Some(tree);
-                self.rec.limits = serde_json::to_value(cg.limits()).unwrap_or_default();
+                self.rec.limits = Some(AppliedLimits::Cgroup(Box::new(cg.limits().clone())));
                 Some((cg, leaf))
             }
         };
         if cgroup.is_none() {
-            self.rec.limits = json!("none");
+            self.rec.limits = Some(AppliedLimits::NoCgroup);
         }
         let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
         let init = self.backend.create(&mut self.plan, join)?;

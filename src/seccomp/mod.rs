@@ -19,7 +19,10 @@ pub mod explain;
 pub mod needs;
 pub mod notify;
 pub mod profile;
+pub mod report;
 pub mod syscalls;
+
+pub use report::SeccompReport;
 
 /// What both shipped profiles deny with EPERM: the contract their unit
 /// tests check against the compiled programs and tests/seccomp.rs checks
@@ -70,7 +73,6 @@ use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, Msg};
 use compile::{CompileError, SockFilter, insn};
 use profile::ProfileError;
-use serde_json::json;
 use sha2::Digest;
 use std::borrow::Cow;
 use std::os::fd::AsFd;
@@ -369,62 +371,6 @@ pub fn syscall_name(nr: i64) -> String {
         .binary_search_by_key(&nr, |(n, _)| *n as i64)
         .map(|i| syscalls::X86_64[i].1.to_string())
         .unwrap_or_else(|_| format!("syscall_{nr}"))
-}
-
-const UNCONFINED_WARNING: &str =
-    "no seccomp filter: the whole kernel syscall surface (mount API, keyctl, bpf, io_uring, ...) is reachable";
-
-/// The `seccomp` object of the verdict's `isolation`: what is applied.
-pub fn isolation(p: Option<&Program>) -> serde_json::Value {
-    match p {
-        None => {
-            json!({"profile": "unconfined", "mode": "unconfined", "unconfined": true, "warning": UNCONFINED_WARNING})
-        }
-        Some(p) => json!({
-            "profile": p.name,
-            "source": match p.source { Source::Shipped => "shipped", Source::File(_) => "file" },
-            "sha256": p.sha256,
-            "mode": p.mode(),
-            "unconfined": false,
-            "default_action": p.default_action,
-            "foreign_abi": "kill_process",
-            "instructions": p.installed().len(),
-            "cache": p.cache,
-            "ignored_names": p.ignored_names,
-            "ignored_name_count": p.ignored_names.len(),
-            "ignored_arches": p.foreign_arches,
-        }),
-    }
-}
-
-/// The verdict's top-level `seccomp` object: the profile plus, in explain
-/// mode, the denied syscalls by name.
-pub fn verdict(p: Option<&Program>, denied: &notify::Denials, signal: Option<i32>) -> serde_json::Value {
-    let mut v = isolation(p);
-    let Some(p) = p else { return v };
-    let obj = v.as_object_mut().expect("isolation report is an object");
-    if p.report() {
-        let counts: serde_json::Map<String, serde_json::Value> =
-            denied.iter().map(|(nr, d)| (syscall_name(*nr), json!(d.count))).collect();
-        let errnos: serde_json::Map<String, serde_json::Value> =
-            denied.iter().map(|(nr, d)| (syscall_name(*nr), json!(profile::errno_name(d.errno)))).collect();
-        obj.insert("denied".into(), json!(counts));
-        obj.insert("denied_errno".into(), json!(errnos));
-        obj.insert("denied_total".into(), json!(denied.values().map(|d| d.count).sum::<u64>()));
-    } else {
-        obj.insert("denied".into(), serde_json::Value::Null);
-        obj.insert("hint".into(), json!("add --seccomp-report to list the syscalls the filter denied, by name"));
-    }
-    if signal == Some(libc::SIGSYS) {
-        obj.insert(
-            "killed_by_filter".into(),
-            json!(
-                "the command died of SIGSYS: it made a syscall the profile kills (i386 int 0x80 and x32 syscalls \
-                 always are) or traps"
-            ),
-        );
-    }
-    v
 }
 
 #[cfg(test)]

@@ -11,17 +11,19 @@
 //! misses only processes that started sessions of their own.
 
 use super::join::{self, Join, JoinError};
+use super::{Ended, add_cgroup};
 use crate::backend::{Attached, Executed};
 use crate::cgroup::CgroupJoin;
 use crate::cgroup::GroupKill;
 use crate::cgroup::nested::{Leaf, Tree};
-use crate::outcome::{ErrorReport, Outcome, Termination};
+use crate::cgroup::report::{AppliedLimits, CgroupReport};
+use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::{ExecPlan, ProcessPlan};
 use crate::spawn::command::Confinement;
 use crate::spawn::{ChildStdio, now_ns, phase};
 use crate::step::{Phase, Step};
 use crate::supervise::{Watch, Watched, signal_fd};
-use crate::sys::process::ExitStatus;
+use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
@@ -69,7 +71,7 @@ fn ms(from: u64, to: u64) -> f64 {
 struct Run<'a> {
     plan: &'a ExecPlan,
     cgroup: Option<&'a Tree>,
-    limits: &'a serde_json::Value,
+    limits: Option<&'a AppliedLimits>,
     exec_id: &'a str,
     cgroup_setup: f64,
 }
@@ -139,20 +141,24 @@ impl Run<'_> {
         }
         .run();
         let t_end = now_ns();
-        let mut o = self.outcome_of(watched, joined.t_clone, process, seccomp);
-        match leaf {
-            Some(l) => {
-                let usage = l.usage();
-                o.phases_ms.insert("cgroup_setup", self.cgroup_setup);
-                o.phases_ms.insert("cgroup_teardown", ms(t_end, now_ns()));
-                crate::cgroup::CgroupReport { limits: Default::default(), usage, cleanup: None }.apply_to(&mut o);
-                let mut limits = self.limits.clone();
-                if let Some(obj) = limits.get_mut("cgroup").and_then(|c| c.as_object_mut()) {
-                    obj.insert("paths".into(), serde_json::json!(self.leaf_paths()));
-                }
-                o.limits = Some(limits);
+        let phases = self.phases(&watched, joined.t_clone);
+        let status =
+            watched.init.ok_or_else(|| ErrorReport::new(Phase::Wait, "the command's status could not be read"));
+        let ended = Ended { command: watched.init, status, seccomp };
+        let mut o = ended.outcome(watched, phases, |e| describe(process, e));
+        let has_leaf = leaf.is_some();
+        let cgroup = leaf.map(|l| {
+            let report = CgroupReport { limits: Default::default(), usage: l.usage(), cleanup: None };
+            (report, self.cgroup_setup, ms(t_end, now_ns()))
+        });
+        add_cgroup(&mut o, cgroup);
+        if has_leaf {
+            // The sandbox's limits hold the exec; its usage is its leaf's.
+            let mut limits = self.limits.cloned();
+            if let Some(AppliedLimits::Cgroup(l)) = &mut limits {
+                l.cgroup.paths = self.leaf_paths();
             }
-            None => crate::cgroup::CgroupReport::disabled(&mut o),
+            o.limits = limits;
         }
         o.duration_ms = ms(self.plan.t_start, now_ns());
         o
@@ -163,54 +169,17 @@ impl Run<'_> {
         self.cgroup.iter().flat_map(|t| &t.dirs).map(|d| d.path.join(&name).display().to_string()).collect()
     }
 
-    fn outcome_of(
-        &self,
-        w: Watched,
-        t_clone: u64,
-        process: &ProcessPlan,
-        seccomp: Option<&crate::seccomp::Program>,
-    ) -> Outcome {
-        let mut o = Outcome::setup_failed(ErrorReport::new(Phase::Setup, ""));
-        o.error = None;
-        o.phases_ms.insert("plan", ms(self.plan.t_start, t_clone));
+    /// The phases of an exec, from the joiner's step times.
+    fn phases(&self, w: &Watched, t_clone: u64) -> BTreeMap<&'static str, f64> {
+        let mut phases = BTreeMap::new();
+        phases.insert("plan", ms(self.plan.t_start, t_clone));
         if let Some(t) = w.times {
-            o.phases_ms.insert("join", ms(t_clone, t[phase::NAMESPACES]));
-            o.phases_ms.insert("confine", ms(t[phase::NAMESPACES], t[phase::CONFINED]));
-            o.phases_ms.insert("seccomp", ms(t[phase::CONFINED], t[phase::SECCOMP]));
-            o.phases_ms.insert("run", ms(t[phase::SECCOMP], w.t_exit.max(t[phase::SECCOMP])));
+            phases.insert("join", ms(t_clone, t[phase::NAMESPACES]));
+            phases.insert("confine", ms(t[phase::NAMESPACES], t[phase::CONFINED]));
+            phases.insert("seccomp", ms(t[phase::CONFINED], t[phase::SECCOMP]));
+            phases.insert("run", ms(t[phase::SECCOMP], w.t_exit.max(t[phase::SECCOMP])));
         }
-        o.stdout = w.stdout;
-        o.stderr = w.stderr;
-        let filtered = w.failed.is_none_or(|e| e.step == Step::Exec);
-        if let Some(e) = w.failed {
-            o.termination = Termination::SetupFailed;
-            o.error = Some(describe(process, &e));
-        } else if w.timed_out {
-            o.termination = Termination::WallTimeout;
-            o.signal = Some(match w.init {
-                Some(ExitStatus::Signaled(s)) => s,
-                _ => libc::SIGKILL,
-            });
-        } else {
-            match w.init {
-                Some(ExitStatus::Exited(code)) => {
-                    o.termination = Termination::Exited;
-                    o.status = Some(code);
-                }
-                Some(ExitStatus::Signaled(sig)) => {
-                    o.termination = Termination::Signaled;
-                    o.signal = Some(sig);
-                }
-                None => {
-                    o.termination = Termination::SetupFailed;
-                    o.error = Some(ErrorReport::new(Phase::Wait, "the command's status could not be read"));
-                }
-            }
-        }
-        if filtered {
-            o.seccomp = Some(crate::seccomp::verdict(seccomp, &w.seccomp_denied, o.signal));
-        }
-        o
+        phases
     }
 }
 
@@ -226,16 +195,8 @@ fn step_of(e: &JoinError) -> Phase {
 
 /// A failed step of the command, in the words `run` uses.
 fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
-    let cmd = process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
     let (message, hint) = match (e.step, e.errno) {
-        (Step::Exec, nix::errno::Errno::ENOENT) if cmd.contains('/') => {
-            (format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)"), None)
-        }
-        (Step::Exec, nix::errno::Errno::ENOENT) => {
-            (format!("command not found: {cmd} (searched PATH inside the sandbox)"), None)
-        }
-        (Step::Exec, nix::errno::Errno::E2BIG) => (crate::plan::E2BIG_MESSAGE.into(), None),
-        (Step::Exec, errno) => (format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()), None),
+        (Step::Exec, errno) => (super::exec_failure(process, errno), None),
         (Step::Chdir, errno) => (
             format!("cannot enter the workdir: {errno:?} ({})", errno.desc()),
             Some("give an existing directory inside the sandbox that the exec's user may enter (--workdir)".into()),

@@ -10,14 +10,15 @@ use super::{Backend, Live, RunIo};
 use crate::cgroup::CgroupJoin;
 use crate::cgroup::GroupKill;
 use crate::cgroup::{CgroupError, CgroupReport};
+use crate::isolation::Isolation;
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::plan::Plan;
 use crate::rootfs::MountKind;
+use crate::seccomp::SeccompReport;
 use crate::spawn::{ChildStdio, SpawnError, now_ns, open_sources, phase, spawn};
 use crate::step::{Phase, Step, StepError};
 use crate::supervise::{Watch, Watched, signal_fd};
 use crate::sys::process::ExitStatus;
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 
@@ -28,14 +29,8 @@ impl Backend for Native {
         "native"
     }
 
-    fn isolation(&self, plan: &Plan) -> serde_json::Value {
-        let mapping = json!({
-            "mode": match plan.ids.mode { crate::userns::IdMode::Privileged { .. } => "privileged", _ => "rootless" },
-            "uid_map": plan.ids.uid_map.trim(),
-            "gid_map": plan.ids.gid_map.trim(),
-            "sandbox_root_host_uid": plan.ids.host_uid_of(0),
-        });
-        super::isolation_report(plan, &plan.namespaces.names(), mapping)
+    fn isolation(&self, plan: &Plan) -> Isolation {
+        super::isolation_report(plan, &plan.namespaces.names(), plan.ids.report())
     }
 
     fn create(&self, plan: &mut Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport> {
@@ -45,15 +40,8 @@ impl Backend for Native {
     fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {
         let mut outcome = match run_native(&mut plan, io) {
             Ok((w, t_clone, cgroup)) => {
-                let mut o = outcome_of(&plan, w, t_clone, io);
-                match cgroup {
-                    Some((report, setup_ms, teardown_ms)) => {
-                        o.phases_ms.insert("cgroup_setup", setup_ms);
-                        o.phases_ms.insert("cgroup_teardown", teardown_ms);
-                        report.apply_to(&mut o);
-                    }
-                    None => CgroupReport::disabled(&mut o),
-                }
+                let mut o = run_outcome(&plan, w, t_clone, io);
+                add_cgroup(&mut o, cgroup);
                 o
             }
             Err(e) => Outcome::setup_failed(e),
@@ -87,7 +75,7 @@ fn cgroup_error(e: CgroupError) -> ErrorReport {
 }
 
 /// The cgroup's report with its setup and teardown times (ms).
-type CgroupRun = Option<(CgroupReport, f64, f64)>;
+pub(crate) type CgroupRun = Option<(CgroupReport, f64, f64)>;
 
 fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), ErrorReport> {
     // Forwarded signals are blocked from here on, so a Ctrl-C during setup
@@ -198,17 +186,7 @@ pub(crate) fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
         }
     }
     if e.step == Step::Exec {
-        let cmd = plan.process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
-        msg = match e.errno {
-            nix::errno::Errno::ENOENT if cmd.contains('/') => {
-                format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)")
-            }
-            nix::errno::Errno::ENOENT => {
-                format!("command not found: {cmd} (searched PATH inside the sandbox)")
-            }
-            nix::errno::Errno::E2BIG => crate::plan::E2BIG_MESSAGE.into(),
-            errno => format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()),
-        };
+        msg = exec_failure(&plan.process, e.errno);
     }
     if e.step == Step::Seccomp {
         hint = Some(
@@ -228,7 +206,21 @@ pub(crate) fn describe(plan: &Plan, e: &StepError) -> (String, Option<String>) {
     (msg, hint)
 }
 
-fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
+/// Why execve of the command failed, in the words `run` and `exec` share.
+pub(crate) fn exec_failure(process: &crate::plan::ProcessPlan, errno: nix::errno::Errno) -> String {
+    let cmd = process.argv.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    match errno {
+        nix::errno::Errno::ENOENT if cmd.contains('/') => {
+            format!("command not found: {cmd} does not exist inside the sandbox (or its interpreter does not)")
+        }
+        nix::errno::Errno::ENOENT => format!("command not found: {cmd} (searched PATH inside the sandbox)"),
+        nix::errno::Errno::E2BIG => crate::plan::E2BIG_MESSAGE.into(),
+        errno => format!("cannot execute {cmd}: {errno:?} ({})", errno.desc()),
+    }
+}
+
+/// The phases of a run, from the sandbox's step times.
+fn run_phases(w: &Watched, t_clone: u64, io: RunIo) -> BTreeMap<&'static str, f64> {
     let mut phases: BTreeMap<&'static str, f64> = BTreeMap::new();
     phases.insert("plan", ms(io.t_start, t_clone));
     if let Some(t) = w.times {
@@ -251,46 +243,100 @@ fn outcome_of(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
             phases.insert("run", ms(t[phase::SECCOMP], w.t_exit));
         }
     }
-    let mut outcome = Outcome::setup_failed(ErrorReport::new(Phase::Setup, ""));
-    outcome.error = None;
-    outcome.phases_ms = phases;
-    outcome.stdout = w.stdout;
-    outcome.stderr = w.stderr;
-    // The filter is in place from install_seccomp on: a failure before it
-    // (or at it) ran without one.
-    let filtered = w.failed.is_none_or(|e| e.step == Step::Exec);
-    if let Some(e) = w.failed {
-        let (message, hint) = describe(plan, &e);
-        outcome.termination = Termination::SetupFailed;
-        outcome.error = Some(ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint));
-    } else if w.timed_out {
-        outcome.termination = Termination::WallTimeout;
-        outcome.signal = Some(match w.command {
-            Some(ExitStatus::Signaled(s)) => s,
-            _ => libc::SIGKILL,
-        });
-    } else {
-        match w.command.or(w.init) {
-            Some(status @ ExitStatus::Exited(_)) if w.command.is_some() => outcome.set_command_status(status),
-            Some(status @ ExitStatus::Signaled(_)) => outcome.set_command_status(status),
-            _ => {
-                outcome.termination = Termination::SetupFailed;
-                outcome.error = Some(ErrorReport::new(
-                    Phase::Init,
-                    format!("the sandbox init ended without reporting the command's status ({:?})", w.init),
-                ));
+    phases
+}
+
+/// A run's outcome: the sandbox's init reports the command's status (an
+/// exit code only counts when the command itself was reaped; the init's
+/// own code says nothing about it).
+fn run_outcome(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
+    let phases = run_phases(&w, t_clone, io);
+    let status = match w.command.or(w.init) {
+        Some(status @ ExitStatus::Exited(_)) if w.command.is_some() => Ok(status),
+        Some(status @ ExitStatus::Signaled(_)) => Ok(status),
+        _ => Err(ErrorReport::new(
+            Phase::Init,
+            format!("the sandbox init ended without reporting the command's status ({:?})", w.init),
+        )),
+    };
+    let ended = Ended { command: w.command, status, seccomp: plan.seccomp.as_ref() };
+    ended.outcome(w, phases, |e| {
+        let (message, hint) = describe(plan, e);
+        ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint)
+    })
+}
+
+/// How a watched native command ended, for `run` and `exec` alike.
+pub(crate) struct Ended<'a> {
+    /// The command's own status, when it was reaped (a timeout reports
+    /// the signal it died of).
+    pub command: Option<ExitStatus>,
+    /// How the command ended when no step failed and no timeout struck:
+    /// its status, or why it is unknown.
+    pub status: Result<ExitStatus, ErrorReport>,
+    /// The filter the command was to run under.
+    pub seccomp: Option<&'a crate::seccomp::Program>,
+}
+
+impl Ended<'_> {
+    /// The outcome: a failed setup step (`describe` words it), husk's
+    /// timeout, or the command's status; with the captured output, the
+    /// phases and the seccomp report.
+    pub(crate) fn outcome(
+        self,
+        w: Watched,
+        phases: BTreeMap<&'static str, f64>,
+        describe: impl FnOnce(&StepError) -> ErrorReport,
+    ) -> Outcome {
+        let mut o = Outcome::blank();
+        o.phases_ms = phases;
+        o.stdout = w.stdout;
+        o.stderr = w.stderr;
+        // The filter is in place from install_seccomp on: a failure before
+        // it (or at it) ran without one.
+        let filtered = w.failed.is_none_or(|e| e.step == Step::Exec);
+        if let Some(e) = w.failed {
+            o.termination = Termination::SetupFailed;
+            o.error = Some(describe(&e));
+        } else if w.timed_out {
+            o.termination = Termination::WallTimeout;
+            o.signal = Some(match self.command {
+                Some(ExitStatus::Signaled(s)) => s,
+                _ => libc::SIGKILL,
+            });
+        } else {
+            match self.status {
+                Ok(status) => o.set_command_status(status),
+                Err(e) => {
+                    o.termination = Termination::SetupFailed;
+                    o.error = Some(e);
+                }
             }
         }
+        if filtered {
+            o.seccomp = Some(SeccompReport::after_run(self.seccomp, &w.seccomp_denied, o.signal));
+        }
+        o
     }
-    if filtered {
-        outcome.seccomp = Some(crate::seccomp::verdict(plan.seccomp.as_ref(), &w.seccomp_denied, outcome.signal));
+}
+
+/// The verdict's cgroup parts: the report with its setup and teardown
+/// times, or `limits: "none"` without a cgroup.
+pub(crate) fn add_cgroup(o: &mut Outcome, cgroup: CgroupRun) {
+    match cgroup {
+        Some((report, setup_ms, teardown_ms)) => {
+            o.phases_ms.insert("cgroup_setup", setup_ms);
+            o.phases_ms.insert("cgroup_teardown", teardown_ms);
+            o.add_cgroup(report);
+        }
+        None => o.no_cgroup(),
     }
-    outcome
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// A cgroup the kernel refused to attach the sandbox to (EBUSY, ENOENT
     /// of a vanished cgroup...) names its errno in the verdict, not only in

@@ -30,6 +30,7 @@
 //! A host cgroup budget above half the host's pid_max is refused: a few
 //! sandboxes could then take every pid on the host.
 
+use crate::cgroup::report::AppliedLimits;
 use crate::cgroup::{Adaptation, Adapted, Limits, Source, Swap};
 use crate::plan::Plan;
 
@@ -169,8 +170,11 @@ pub fn workload_nproc(plan: &Plan) -> Option<u64> {
 
 /// The same, read back from a live sandbox's recorded `limits` (for its
 /// execs, which `runsc exec` starts with rlimits of their own).
-pub fn workload_nproc_of(limits: &serde_json::Value) -> Option<u64> {
-    limits.get("pids")?.get("workload_limit")?.as_u64()
+pub fn workload_nproc_of(limits: Option<&AppliedLimits>) -> Option<u64> {
+    match limits? {
+        AppliedLimits::Cgroup(l) => l.pids.adapted.as_ref()?.workload_limit,
+        AppliedLimits::NoCgroup => None,
+    }
 }
 
 #[cfg(test)]

@@ -422,18 +422,12 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         o.error = Some(ErrorReport::new(Phase::RunscExec, why));
     }
     if o.termination != Termination::SetupFailed {
-        let mut sc = crate::seccomp::isolation(seccomp);
-        if let (Some(obj), true) = (sc.as_object_mut(), seccomp.is_some()) {
-            obj.insert(
-                "enforced_by".into(),
-                serde_json::json!("gvisor (husk's reaper loads the filter into the command)"),
-            );
-        }
-        o.seccomp = Some(sc);
+        let applied = crate::seccomp::SeccompReport::applied(seccomp);
+        o.seccomp = Some(applied.enforced_by("gvisor (husk's reaper loads the filter into the command)"));
     }
     // Limits are the sandbox's (its cgroup holds the whole gVisor sandbox);
     // processes inside gVisor have no cgroup of their own to count an exec by.
-    o.limits = Some(at.limits.clone());
+    o.limits = at.limits.cloned();
     o.phases_ms.insert("cgroup_setup", 0.0);
     o.phases_ms.insert("cgroup_teardown", ms(t_end, now_ns()));
     o.duration_ms = ms(t_start, now_ns());

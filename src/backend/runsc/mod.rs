@@ -16,14 +16,16 @@ pub mod outcome;
 pub mod prepare;
 
 use super::{Backend, Live, RunIo};
+use crate::isolation::{Isolation, RunscReport};
 use crate::outcome::{ErrorReport, Outcome};
 use crate::plan::Plan;
+use crate::seccomp::SeccompReport;
 use crate::spawn::{ChildStdio, now_ns};
 use crate::spec::NetworkMode;
 use crate::step::Phase;
 use crate::supervise::{Stop, Watch, signal_fd};
+use crate::userns::UserMapping;
 use config::{Mode, RunscConfig};
-use serde_json::json;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -43,43 +45,41 @@ impl Backend for Runsc {
         "runsc"
     }
 
-    fn isolation(&self, plan: &Plan) -> serde_json::Value {
+    fn isolation(&self, plan: &Plan) -> Isolation {
         let mut namespaces = vec!["pid", "ipc", "uts", "mount"];
         if plan.network == NetworkMode::None {
             namespaces.push("net");
         }
         let user_mapping = match (self.cfg.mode, user_ns(self.cfg.mode, plan)) {
-            (mode, Some(ns)) => json!({
-                "mode": if mode == Mode::Root { "privileged" } else { "rootless" },
-                "uid_map": ns.uid_map.trim(),
-                "gid_map": ns.gid_map.trim(),
-                "sandbox_root_host_uid": match mode {
+            (mode, Some(ns)) => UserMapping {
+                gid_map: ns.gid_map.trim().to_string(),
+                mode: if mode == Mode::Root { "privileged" } else { "rootless" }.into(),
+                sandbox_root_host_uid: match mode {
                     Mode::Root => plan.ids.host_uid_of(0),
                     Mode::Rootless { uid, .. } => Some(uid),
                     Mode::NamespaceRoot => None,
                 },
-            }),
-            (_, None) => json!({
-                "mode": "rootless",
-                "uid_map": std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default().trim(),
-                "gid_map": std::fs::read_to_string("/proc/self/gid_map").unwrap_or_default().trim(),
-                "sandbox_root_host_uid": null,
-            }),
+                uid_map: ns.uid_map.trim().to_string(),
+            },
+            (_, None) => UserMapping {
+                gid_map: std::fs::read_to_string("/proc/self/gid_map").unwrap_or_default().trim().to_string(),
+                mode: "rootless".into(),
+                sandbox_root_host_uid: None,
+                uid_map: std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default().trim().to_string(),
+            },
         };
         let mut report = super::isolation_report(plan, &namespaces, user_mapping);
-        if let Some(obj) = report.as_object_mut() {
-            obj.insert("kernel".into(), json!("gvisor"));
-            obj.insert("runsc".into(), json!({
-                "path": self.cfg.bin.display().to_string(),
-                "version": self.cfg.info.version,
-                "platform": self.cfg.platform,
-                "rootless": true,
-                "cgroups": "runsc, its gofer and sandbox are born in husk's cgroup (runsc itself: --ignore-cgroups)",
-                // A run's command loads the compiled filter itself
-                // (`helper::exec`); a held sandbox's init gets the OCI one.
-                "oci_seccomp": plan.seccomp.is_some() && plan.role == crate::plan::InitRole::Hold,
-            }));
-        }
+        report.kernel = Some("gvisor".into());
+        report.runsc = Some(RunscReport {
+            cgroups: "runsc, its gofer and sandbox are born in husk's cgroup (runsc itself: --ignore-cgroups)".into(),
+            // A run's command loads the compiled filter itself
+            // (`helper::exec`); a held sandbox's init gets the OCI one.
+            oci_seccomp: plan.seccomp.is_some() && plan.role == crate::plan::InitRole::Hold,
+            path: self.cfg.bin.display().to_string(),
+            platform: self.cfg.platform.clone(),
+            rootless: true,
+            version: self.cfg.info.version.clone(),
+        });
         report
     }
 
@@ -383,16 +383,13 @@ impl Runsc {
                 let report = c.finish();
                 o.phases_ms.insert("cgroup_setup", cg_setup_ms);
                 o.phases_ms.insert("cgroup_teardown", crate::outcome::round3(now_ns().saturating_sub(t) as f64 / 1e6));
-                report.apply_to(&mut o);
+                o.add_cgroup(report);
             }
-            None => crate::cgroup::CgroupReport::disabled(&mut o),
+            None => o.no_cgroup(),
         }
         if o.termination != crate::outcome::Termination::SetupFailed || o.seccomp.is_none() {
-            let mut sc = crate::seccomp::isolation(plan.seccomp.as_ref());
-            if let (Some(obj), true) = (sc.as_object_mut(), plan.seccomp.is_some()) {
-                obj.insert("enforced_by".into(), json!("gvisor (loaded inside the sandbox by husk's helper)"));
-            }
-            o.seccomp = Some(sc);
+            let applied = SeccompReport::applied(plan.seccomp.as_ref());
+            o.seccomp = Some(applied.enforced_by("gvisor (loaded inside the sandbox by husk's helper)"));
         }
         if let (Some(e), false) = (&mut o.error, cleanup_errors.is_empty()) {
             e.message.push_str(&format!(" (cleanup: {})", cleanup_errors.join("; ")));

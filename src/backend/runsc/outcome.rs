@@ -141,8 +141,7 @@ pub fn outcome_of(plan: &Plan, w: &Watched, log: &RunscLog, t_clone: u64, t_star
     if w.t_exit > 0 {
         phases.insert("teardown", ms(w.t_exit, t_end));
     }
-    let mut o = Outcome::setup_failed(ErrorReport::new(Phase::Setup, ""));
-    o.error = None;
+    let mut o = Outcome::blank();
     o.phases_ms = phases;
     o.stdout = w.stdout.clone();
     o.stderr = w.stderr.clone();
