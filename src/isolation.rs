@@ -9,7 +9,6 @@
 //! Fields stay in alphabetical order: the verdict's keys have always come
 //! out sorted, and consumers that diff verdicts keep seeing the same bytes.
 
-use crate::plan::RlimitReport;
 use crate::rootfs::RootReport;
 use crate::seccomp::SeccompReport;
 use crate::userns::UserMapping;
@@ -75,5 +74,56 @@ pub struct RuntimeChoiceNote {
 impl RuntimeChoiceNote {
     pub fn auto(chosen: &'static str, why: String) -> RuntimeChoiceNote {
         RuntimeChoiceNote { chosen: chosen.into(), requested: "auto".into(), why }
+    }
+}
+
+/// One entry of the verdict's `isolation.rlimits` (`plan::Rlimit::report`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RlimitReport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clamped_from: Option<RlimitValue>,
+    pub hard: RlimitValue,
+    pub name: std::borrow::Cow<'static, str>,
+    pub soft: RlimitValue,
+    /// `flag` (--rlimit) or `default`.
+    pub source: std::borrow::Cow<'static, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<std::borrow::Cow<'static, str>>,
+}
+
+/// A limit as the verdict shows it: a number, or `"unlimited"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RlimitValue {
+    Limited(u64),
+    Unlimited(Unlimited),
+}
+
+impl RlimitValue {
+    pub fn of(v: u64) -> RlimitValue {
+        if v == libc::RLIM_INFINITY { RlimitValue::Unlimited(Unlimited) } else { RlimitValue::Limited(v) }
+    }
+}
+
+/// The word `unlimited` (and only it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unlimited;
+
+const UNLIMITED: &str = "unlimited";
+
+impl serde::Serialize for Unlimited {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(UNLIMITED)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Unlimited {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = String::deserialize(d)?;
+        if w == UNLIMITED {
+            Ok(Unlimited)
+        } else {
+            Err(serde::de::Error::custom(format!("expected \"{UNLIMITED}\", not \"{w}\"")))
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! ops, limits) so nothing in the child can discover a missing option.
 
 use crate::host::HostFacts;
+use crate::isolation::{RlimitReport, RlimitValue};
 use crate::rootfs::{self, MountPlan, RootSource, plan::RootInputs};
 use crate::spec::{NetworkMode, RlimitSpec, Spec};
 use crate::sys::fd::CStrArray;
@@ -114,58 +115,6 @@ impl Rlimit {
 }
 
 const CLAMPED_WHY: &str = "husk's caller has a lower hard limit, which a sandbox cannot exceed";
-
-/// One entry of the verdict's `isolation.rlimits`. Fields in alphabetical
-/// order, as the verdict's keys have always come out.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RlimitReport {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clamped_from: Option<RlimitValue>,
-    pub hard: RlimitValue,
-    pub name: std::borrow::Cow<'static, str>,
-    pub soft: RlimitValue,
-    /// `flag` (--rlimit) or `default`.
-    pub source: std::borrow::Cow<'static, str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<std::borrow::Cow<'static, str>>,
-}
-
-/// A limit as the verdict shows it: a number, or `"unlimited"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(untagged)]
-pub enum RlimitValue {
-    Limited(u64),
-    Unlimited(Unlimited),
-}
-
-impl RlimitValue {
-    fn of(v: u64) -> RlimitValue {
-        if v == libc::RLIM_INFINITY { RlimitValue::Unlimited(Unlimited) } else { RlimitValue::Limited(v) }
-    }
-}
-
-/// The word `unlimited` (and only it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Unlimited;
-
-const UNLIMITED: &str = "unlimited";
-
-impl serde::Serialize for Unlimited {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(UNLIMITED)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Unlimited {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let w = String::deserialize(d)?;
-        if w == UNLIMITED {
-            Ok(Unlimited)
-        } else {
-            Err(serde::de::Error::custom(format!("expected \"{UNLIMITED}\", not \"{w}\"")))
-        }
-    }
-}
 
 /// How the command itself is started (pid 2 in the sandbox).
 #[derive(Debug)]
