@@ -224,70 +224,6 @@ mod rootless {
         assert_eq!(run.reports[1]["ok"], false, "{}", run.reports[1]);
     }
 
-    /// `--pids 64` bounds the workload, not gVisor's machinery: under
-    /// runsc each task inside costs dozens of host tasks, which a cgroup
-    /// limit of 64 counted too (20 background sleeps could not start).
-    #[test]
-    fn pids_limit_bounds_the_workload_under_both_backends() {
-        require_runsc!();
-        let script = "for i in $(seq 20); do sleep 1 & done; wait; echo ok";
-        for b in Backend::BOTH {
-            let (v, code) = run_json(&refs(&with(b, &["--pids", "64"])), &["sh", "-c", script]);
-            assert_eq!((code, stdout_of(&v).as_str()), (0, "ok\n"), "{b:?}: {v:#}");
-            assert_eq!(v["limits"]["pids"]["requested"], 64, "{b:?}: {v:#}");
-        }
-        let (v, _) = run_json(&refs(&with(Backend::Runsc, &["--pids", "64"])), &["true"]);
-        let pids = &v["limits"]["pids"];
-        assert_eq!(pids["workload_limit"], 64, "{v:#}");
-        assert!(pids["applied_as"].as_str().is_some_and(|s| s.contains("RLIMIT_NPROC 64")), "{v:#}");
-        assert!(pids["applied"].as_u64().is_some_and(|n| n > 64), "the host cgroup holds gVisor's budget: {v:#}");
-    }
-
-    /// A fork bomb still meets the limit under both backends: inside
-    /// gVisor it is RLIMIT_NPROC that stops it, with EAGAIN, as the cgroup
-    /// does natively.
-    #[test]
-    fn fork_bomb_is_stopped_at_the_pids_limit_under_both_backends() {
-        require_runsc!();
-        for b in Backend::BOTH {
-            let run = probe_in(Root::Host, &refs(&with(b, &["--pids", "64"])), &["forkbomb", "4096"]);
-            let r = run.report();
-            assert_eq!(r["errno"], "EAGAIN", "{b:?}: {r} {:#}", run.verdict);
-            let forked = r["forked"].as_u64().unwrap();
-            assert!((40..64).contains(&forked), "{b:?}: forked {forked} under --pids 64");
-        }
-    }
-
-    /// `--memory 64M` leaves the workload what it leaves natively: the
-    /// host cgroup gets gVisor's sentry and gofer on top. Beyond the
-    /// limit the OOM killer still ends the run under both.
-    #[test]
-    fn memory_limit_bounds_the_workload_under_both_backends() {
-        require_runsc!();
-        for b in Backend::BOTH {
-            let extra = with(b, &["--memory", "64M"]);
-            let run = probe_in(Root::Host, &refs(&extra), &["memhog", "52M"]);
-            assert_eq!((run.code, run.report()["ok"].as_bool()), (0, Some(true)), "{b:?}: {:#}", run.verdict);
-            assert_eq!(run.verdict["limits"]["memory"]["requested"], 64 << 20, "{b:?}");
-            let run = probe_in(Root::Host, &refs(&extra), &["memhog", "160M"]);
-            assert_eq!(run.verdict["termination"], "oom_killed", "{b:?}: {:#}", run.verdict);
-        }
-    }
-
-    /// An explicit `--pids` that a capability would let the command escape
-    /// inside gVisor is refused, not silently weakened.
-    #[test]
-    fn runsc_refuses_a_pids_limit_the_command_could_escape() {
-        require_runsc!();
-        let (v, code) = run_json(&["--runtime", "runsc", "--pids", "64", "--cap-add", "SYS_RESOURCE"], &["true"]);
-        assert_eq!(code, 125, "{v:#}");
-        assert_eq!(v["error"]["step"], "limits", "{v:#}");
-        assert!(v["error"]["message"].as_str().unwrap().contains("CAP_SYS_RESOURCE"), "{v:#}");
-        let (v, code) = run_json(&["--runtime", "runsc", "--pids", "100000"], &["true"]);
-        assert_eq!(code, 125, "{v:#}");
-        assert!(v["error"]["hint"].as_str().unwrap().contains("--pids"), "{v:#}");
-    }
-
     /// Threads start under the default seccomp profile on both backends.
     /// glibc tries clone3 first and falls back to clone only on ENOSYS,
     /// which the profile answers; runsc's own `--oci-seccomp` turned it
@@ -475,6 +411,77 @@ mod root {
     use super::*;
     use std::process::{Child, Stdio};
     use std::time::Duration;
+
+    // The limit tests need a cgroup: the rootless pass runs with
+    // HUSK_NO_CGROUP=1 (this host delegates none to ordinary users).
+
+    /// `--pids 64` bounds the workload, not gVisor's machinery: under
+    /// runsc each task inside costs dozens of host tasks, which a cgroup
+    /// limit of 64 counted too (20 background sleeps could not start).
+    #[test]
+    fn pids_limit_bounds_the_workload_under_both_backends() {
+        require_root!();
+        require_runsc!();
+        let script = "for i in $(seq 20); do sleep 1 & done; wait; echo ok";
+        for b in Backend::BOTH {
+            let (v, code) = run_json(&refs(&with(b, &["--pids", "64"])), &["sh", "-c", script]);
+            assert_eq!((code, stdout_of(&v).as_str()), (0, "ok\n"), "{b:?}: {v:#}");
+            assert_eq!(v["limits"]["pids"]["requested"], 64, "{b:?}: {v:#}");
+        }
+        let (v, _) = run_json(&refs(&with(Backend::Runsc, &["--pids", "64"])), &["true"]);
+        let pids = &v["limits"]["pids"];
+        assert_eq!(pids["workload_limit"], 64, "{v:#}");
+        assert!(pids["applied_as"].as_str().is_some_and(|s| s.contains("RLIMIT_NPROC 64")), "{v:#}");
+        assert!(pids["applied"].as_u64().is_some_and(|n| n > 64), "the host cgroup holds gVisor's budget: {v:#}");
+    }
+
+    /// A fork bomb still meets the limit under both backends: inside
+    /// gVisor it is RLIMIT_NPROC that stops it, with EAGAIN, as the cgroup
+    /// does natively.
+    #[test]
+    fn fork_bomb_is_stopped_at_the_pids_limit_under_both_backends() {
+        require_root!();
+        require_runsc!();
+        for b in Backend::BOTH {
+            let run = probe_in(Root::Host, &refs(&with(b, &["--pids", "64"])), &["forkbomb", "4096"]);
+            let r = run.report();
+            assert_eq!(r["errno"], "EAGAIN", "{b:?}: {r} {:#}", run.verdict);
+            let forked = r["forked"].as_u64().unwrap();
+            assert!((40..64).contains(&forked), "{b:?}: forked {forked} under --pids 64");
+        }
+    }
+
+    /// `--memory 64M` leaves the workload what it leaves natively: the
+    /// host cgroup gets gVisor's sentry and gofer on top. Beyond the
+    /// limit the OOM killer still ends the run under both.
+    #[test]
+    fn memory_limit_bounds_the_workload_under_both_backends() {
+        require_root!();
+        require_runsc!();
+        for b in Backend::BOTH {
+            let extra = with(b, &["--memory", "64M"]);
+            let run = probe_in(Root::Host, &refs(&extra), &["memhog", "52M"]);
+            assert_eq!((run.code, run.report()["ok"].as_bool()), (0, Some(true)), "{b:?}: {:#}", run.verdict);
+            assert_eq!(run.verdict["limits"]["memory"]["requested"], 64 << 20, "{b:?}");
+            let run = probe_in(Root::Host, &refs(&extra), &["memhog", "160M"]);
+            assert_eq!(run.verdict["termination"], "oom_killed", "{b:?}: {:#}", run.verdict);
+        }
+    }
+
+    /// An explicit `--pids` that a capability would let the command escape
+    /// inside gVisor is refused, not silently weakened.
+    #[test]
+    fn runsc_refuses_a_pids_limit_the_command_could_escape() {
+        require_root!();
+        require_runsc!();
+        let (v, code) = run_json(&["--runtime", "runsc", "--pids", "64", "--cap-add", "SYS_RESOURCE"], &["true"]);
+        assert_eq!(code, 125, "{v:#}");
+        assert_eq!(v["error"]["step"], "limits", "{v:#}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("CAP_SYS_RESOURCE"), "{v:#}");
+        let (v, code) = run_json(&["--runtime", "runsc", "--pids", "100000"], &["true"]);
+        assert_eq!(code, 125, "{v:#}");
+        assert!(v["error"]["hint"].as_str().unwrap().contains("--pids"), "{v:#}");
+    }
 
     /// A runsc run of `sleep 300` with its own state dir; returns the child
     /// and the run's id once its sandbox is up.

@@ -165,7 +165,7 @@ if [ $rc = 0 ] && [ $rc1 = 137 ] && [ "$(jget termination "$v1")" = oom_killed ]
     && [ $rc3 = 124 ] && [ $rc4 = 0 ] && printf '%s' "$v4" | grep -q '"text":"kept\\n"' \
     && echo "$ctl" | grep -q memory && echo "$ctl" | grep -q pids && [ "$init" = 1 ] \
     && [ $rc5 = 0 ] && [ ! -e "$sb" ] && ! ps | grep -v grep | grep -q 'sleep 987' \
-    && [ -z "$(ls /tmp/sbx/sandboxes | grep -v names)" ] && [ -z "$(leftovers)" ]; then
+    && [ -z "$(ls /tmp/sbx/sandboxes | grep -v -e names -e tombstones)" ] && [ -z "$(leftovers)" ]; then
     pass sandbox_lives_on_v2
 else fail sandbox_lives_on_v2 "rc=$rc/$rc1/$rc2/$rc3/$rc4/$rc5 ctl=$ctl init=$init $(cat /tmp/err) | $v1 | $v2 | $v3 | $v4"; fi
 

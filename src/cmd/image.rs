@@ -72,8 +72,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageE
         }
         ImageCommand::Inspect(a) => {
             let rec = store.find(&a.name)?;
-            let config: oci::ImageConfig =
-                oci::parse("stored config", &store.get_blob(&rec.config)?).map_err(ImageError::Format)?;
+            let config: oci::ImageConfig = oci::parse("stored config", &store.get_blob(&rec.config)?)?;
             let layers: Vec<_> = rec
                 .layers
                 .iter()

@@ -39,7 +39,7 @@ pub fn pull_cmd(a: PullArgs, paths: &Result<Paths, PathsError>) -> i32 {
 
 fn run_pull(a: PullArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageError> {
     let r = Reference::parse(&a.reference)?;
-    let platform = parse_platform(&a.platform).map_err(ImageError::Platform)?;
+    let platform = parse_platform(&a.platform).map_err(|e| ImageError::Platform(e.to_string()))?;
     let store = store_of(paths)?;
     let host = HostFacts::probe();
     let id_range = match &a.id_range {
@@ -123,33 +123,53 @@ pub fn login_cmd(a: LoginArgs, paths: &Result<Paths, PathsError>) -> i32 {
     }
 }
 
-fn run_login(a: LoginArgs, paths: &Result<Paths, PathsError>) -> Result<String, String> {
+/// Why `husk login` stored nothing.
+#[derive(Debug, thiserror::Error)]
+enum LoginError {
+    #[error("{given:?} is not a registry HOST[:PORT] ({source})")]
+    Registry { given: String, source: crate::image::reference::ReferenceError },
+    #[error("pass the password (or token) on stdin with --password-stdin")]
+    NoPasswordStdin,
+    #[error("reading stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("the user name and password must not be empty")]
+    Empty,
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Client(#[from] crate::image::registry::RegistryError),
+    #[error(transparent)]
+    Creds(#[from] creds::CredsError),
+}
+
+fn run_login(a: LoginArgs, paths: &Result<Paths, PathsError>) -> Result<String, LoginError> {
     let registry = Reference::parse(&format!("{}/x", a.registry.trim_end_matches('/')))
-        .map_err(|e| format!("{:?} is not a registry HOST[:PORT] ({e})", a.registry))?
+        .map_err(|source| LoginError::Registry { given: a.registry.clone(), source })?
         .registry;
     if !a.password_stdin {
-        return Err("pass the password (or token) on stdin with --password-stdin".into());
+        return Err(LoginError::NoPasswordStdin);
     }
     let mut pw = String::new();
-    std::io::stdin().take(64 << 10).read_to_string(&mut pw).map_err(|e| format!("reading stdin: {e}"))?;
+    std::io::stdin().take(64 << 10).read_to_string(&mut pw).map_err(LoginError::Stdin)?;
     let pw = pw.trim_end_matches(['\n', '\r']).to_string();
     if pw.is_empty() || a.username.is_empty() {
-        return Err("the user name and password must not be empty".into());
+        return Err(LoginError::Empty);
     }
-    let store = store_of(paths).map_err(|e| e.to_string())?;
+    let store = store_of(paths)?;
     if !a.no_verify {
         let cred = creds::Credential { user: a.username.clone(), secret: pw.clone(), origin: "the given user".into() };
-        let api = Reference::parse(&format!("{registry}/x")).map_err(|e| e.to_string())?;
-        let client = Client::new(api.api_host(), "", Some(cred), &client_options(&a.registry_args))
-            .map_err(|e| e.to_string())?;
-        client.ping().map_err(|e| e.to_string())?;
+        let api = Reference::parse(&format!("{registry}/x")).map_err(ImageError::from)?;
+        let client = Client::new(api.api_host(), "", Some(cred), &client_options(&a.registry_args))?;
+        client.ping()?;
     }
     let file = creds::save(&registry, &a.username, &pw, store.root())?;
     Ok(format!("login to {registry} stored in {}", file.display()))
 }
 
 pub fn logout_cmd(a: LogoutArgs, paths: &Result<Paths, PathsError>) -> i32 {
-    let res = store_of(paths).map_err(|e| e.to_string()).and_then(|s| creds::forget(&a.registry, s.root()));
+    let res = store_of(paths)
+        .map_err(|e| e.to_string())
+        .and_then(|s| creds::forget(&a.registry, s.root()).map_err(|e| e.to_string()));
     match res {
         Ok(true) => {
             crate::outln!("removed credentials for {}", a.registry);

@@ -13,13 +13,21 @@ pub struct Digest {
     hex: String,
 }
 
+/// Why a string is not a digest husk accepts (the text is cut to 80
+/// characters: it may come from a hostile manifest).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DigestError {
+    #[error("digest {0:?}: only sha256 digests are supported")]
+    Algorithm(String),
+    #[error("digest {0:?}: expected sha256: and 64 lowercase hex digits")]
+    Hex(String),
+}
+
 impl Digest {
-    pub fn parse(s: &str) -> Result<Digest, String> {
-        let hex = s
-            .strip_prefix("sha256:")
-            .ok_or_else(|| format!("digest {:?}: only sha256 digests are supported", truncate(s, 80)))?;
+    pub fn parse(s: &str) -> Result<Digest, DigestError> {
+        let hex = s.strip_prefix("sha256:").ok_or_else(|| DigestError::Algorithm(truncate(s, 80)))?;
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            return Err(format!("digest {:?}: expected sha256: and 64 lowercase hex digits", truncate(s, 80)));
+            return Err(DigestError::Hex(truncate(s, 80)));
         }
         Ok(Digest { hex: hex.to_string() })
     }

@@ -107,6 +107,8 @@ pub enum ImageError {
     PullFailed { name: String, canonical: String, err: Box<ImageError> },
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
+    #[error(transparent)]
+    Json(#[from] oci::BadJson),
 }
 
 /// Normalizes `NAME[:TAG]` (`:latest` when no tag is given). Names become

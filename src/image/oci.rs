@@ -120,9 +120,17 @@ pub struct DockerSaveEntry {
     pub layers: Vec<String>,
 }
 
+/// A JSON document that is not what the image format says it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} is not valid JSON of the expected shape: {source}")]
+pub struct BadJson {
+    pub what: String,
+    pub source: serde_json::Error,
+}
+
 /// Parses a JSON document, naming it in the error.
-pub fn parse<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(bytes).map_err(|e| format!("{what} is not valid JSON of the expected shape: {e}"))
+pub fn parse<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, BadJson> {
+    serde_json::from_slice(bytes).map_err(|source| BadJson { what: what.to_string(), source })
 }
 
 /// The platform this husk runs on, in OCI terms.
@@ -180,32 +188,40 @@ fn amd64_level() -> u32 {
 /// Picks the manifest among `candidates` (already filtered by tag): the only
 /// one, or the best one for the host platform. Nested indexes are returned
 /// as they are; the caller opens and resolves them.
-pub fn choose<'a>(candidates: &[&'a Descriptor], host: &Platform) -> Result<&'a Descriptor, String> {
+/// Why no manifest of an index suits the host.
+#[derive(Debug, thiserror::Error)]
+pub enum NoManifest {
+    #[error("the index lists no manifests")]
+    Empty,
+    #[error("the image is only for {only}; this host runs {host}")]
+    OtherPlatform { only: String, host: String },
+    #[error("the index lists {count} manifests without telling them apart; pick one with PATH:TAG{tags}")]
+    Ambiguous { count: usize, tags: String },
+    #[error("no manifest for {host} (found: {})", found.join(", "))]
+    NoneFor { host: String, found: Vec<String> },
+}
+
+pub fn choose<'a>(candidates: &[&'a Descriptor], host: &Platform) -> Result<&'a Descriptor, NoManifest> {
     match candidates {
-        [] => Err("the index lists no manifests".into()),
+        [] => Err(NoManifest::Empty),
         [only] => match &only.platform {
             Some(p) if platform_rank(p, host).is_none() => {
-                Err(format!("the image is only for {p}; this host runs {host}"))
+                Err(NoManifest::OtherPlatform { only: p.to_string(), host: host.to_string() })
             }
             _ => Ok(only),
         },
         many => {
             let with_platform: Vec<_> = many.iter().filter(|d| d.platform.is_some()).collect();
             if with_platform.len() < many.len() {
-                return Err(format!(
-                    "the index lists {} manifests without telling them apart; pick one with PATH:TAG{}",
-                    many.len(),
-                    tags_hint(many)
-                ));
+                return Err(NoManifest::Ambiguous { count: many.len(), tags: tags_hint(many) });
             }
             many.iter()
                 .filter_map(|d| Some((platform_rank(d.platform.as_ref()?, host)?, *d)))
                 .max_by_key(|(rank, _)| *rank)
                 .map(|(_, d)| d)
-                .ok_or_else(|| {
-                    let found: Vec<String> =
-                        many.iter().filter_map(|d| d.platform.as_ref().map(|p| p.to_string())).collect();
-                    format!("no manifest for {host} (found: {})", found.join(", "))
+                .ok_or_else(|| NoManifest::NoneFor {
+                    host: host.to_string(),
+                    found: many.iter().filter_map(|d| d.platform.as_ref().map(|p| p.to_string())).collect(),
                 })
         }
     }
@@ -268,14 +284,14 @@ mod tests {
         let b = desc(Some(("linux", "amd64", None)), None);
         let c = desc(Some(("windows", "amd64", None)), None);
         assert_eq!(choose(&[&a, &b, &c], &amd64()).unwrap().digest, b.digest);
-        let e = choose(&[&a, &c], &amd64()).unwrap_err();
+        let e = choose(&[&a, &c], &amd64()).unwrap_err().to_string();
         assert!(e.contains("no manifest for linux/amd64") && e.contains("linux/arm64/v8"), "{e}");
     }
 
     #[test]
     fn only_manifest_for_another_platform_is_refused() {
         let a = desc(Some(("linux", "arm64", None)), None);
-        assert!(choose(&[&a], &amd64()).unwrap_err().contains("only for linux/arm64"));
+        assert!(choose(&[&a], &amd64()).unwrap_err().to_string().contains("only for linux/arm64"));
         let untagged = desc(None, None);
         assert!(choose(&[&untagged], &amd64()).is_ok());
     }
@@ -284,7 +300,7 @@ mod tests {
     fn several_untagged_manifests_need_a_tag() {
         let a = desc(None, Some("v1"));
         let b = desc(None, Some("v2"));
-        let e = choose(&[&a, &b], &amd64()).unwrap_err();
+        let e = choose(&[&a, &b], &amd64()).unwrap_err().to_string();
         assert!(e.contains("PATH:TAG") && e.contains("v1, v2"), "{e}");
         let idx = Index { schema_version: 2, media_type: None, manifests: vec![a.clone(), b.clone()] };
         assert_eq!(by_tag(&idx, Some("v2")).unwrap()[0].digest, b.digest);
@@ -303,7 +319,8 @@ mod tests {
     #[test]
     fn malformed_documents_are_named_in_errors() {
         let e = parse::<Index>("index.json", b"{\"schemaVersion\": 2, \"manifests\": [{\"digest\": \"md5:x\"}]}")
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("index.json is not valid JSON"), "{e}");
         assert!(parse::<Manifest>("manifest", b"{").is_err());
         let neg = "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"size\":-1},\"layers\":[]}";

@@ -53,12 +53,17 @@ pub struct PullOptions {
     pub import: ImportOptions,
 }
 
+/// A `--platform` that is not `OS/ARCH[/VARIANT]` (the value, cut to 40).
+#[derive(Debug, thiserror::Error)]
+#[error("--platform {0:?}: expected OS/ARCH[/VARIANT], e.g. linux/amd64")]
+pub struct BadPlatform(String);
+
 /// `os/arch[/variant]`.
-pub fn parse_platform(s: &str) -> Result<Platform, String> {
+pub fn parse_platform(s: &str) -> Result<Platform, BadPlatform> {
     let parts: Vec<&str> = s.split('/').collect();
     let ok = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !(2..=3).contains(&parts.len()) || !parts.iter().all(ok) {
-        return Err(format!("--platform {:?}: expected OS/ARCH[/VARIANT], e.g. linux/amd64", truncate(s, 40)));
+        return Err(BadPlatform(truncate(s, 40)));
     }
     Ok(Platform { os: parts[0].into(), architecture: parts[1].into(), variant: parts.get(2).map(|v| v.to_string()) })
 }
@@ -70,7 +75,7 @@ fn refused(what: impl Into<String>, why: impl Into<String>) -> ImageError {
 /// Pulls `r` into `store`.
 pub fn pull(store: &Store, r: &Reference, opts: &PullOptions) -> Result<ImportReport, ImageError> {
     let cred = creds::lookup(&r.registry, store.root())
-        .map_err(|why| RegistryError::Auth { registry: r.registry.clone(), why })?;
+        .map_err(|e| RegistryError::Auth { registry: r.registry.clone(), why: e.to_string() })?;
     let client = Client::new(r.api_host(), &r.repository, cred, &opts.client)?;
     let resolved = resolve(client, r, opts)?;
     import_resolved(store, resolved, &opts.import)
@@ -97,7 +102,7 @@ fn resolve(client: Client, r: &Reference, opts: &PullOptions) -> Result<Resolved
     let mut doc = fetch_manifest(&client, &r.manifest_ref(), r.digest.as_ref(), None)?;
     for depth in 0..=4 {
         let what = format!("{r}: manifest {}", doc.digest);
-        let probe: Probe = oci::parse(&what, &doc.bytes).map_err(fmt)?;
+        let probe: Probe = oci::parse(&what, &doc.bytes)?;
         let mt = probe.media_type.as_deref().unwrap_or("");
         if probe.schema_version == 1 || DOCKER_SCHEMA1.contains(&mt) {
             return Err(refused(
@@ -111,13 +116,13 @@ fn resolve(client: Client, r: &Reference, opts: &PullOptions) -> Result<Resolved
         if depth == 4 {
             return Err(fmt(format!("{r}: image indexes nested more than 4 deep")));
         }
-        let index: Index = oci::parse(&what, &doc.bytes).map_err(fmt)?;
+        let index: Index = oci::parse(&what, &doc.bytes)?;
         let all: Vec<&Descriptor> = index.manifests.iter().collect();
         let d = oci::choose(&all, &opts.platform).map_err(|e| ImageError::Platform(format!("{r}: {e}")))?;
         doc = fetch_manifest(&client, &d.digest.to_string(), Some(&d.digest), Some(d.size))?;
     }
     let what = format!("{r}: manifest {}", doc.digest);
-    let manifest: Manifest = oci::parse(&what, &doc.bytes).map_err(fmt)?;
+    let manifest: Manifest = oci::parse(&what, &doc.bytes)?;
     if let Some(mt) = &manifest.media_type
         && mt != oci::MEDIA_OCI_MANIFEST
         && mt != oci::MEDIA_DOCKER_MANIFEST
@@ -138,7 +143,7 @@ fn resolve(client: Client, r: &Reference, opts: &PullOptions) -> Result<Resolved
     }
     let c = &manifest.config;
     let config_bytes = fetch_small_blob(&client, c, "config")?;
-    let config: ImageConfig = oci::parse(&format!("{r}: config {}", c.digest), &config_bytes).map_err(fmt)?;
+    let config: ImageConfig = oci::parse(&format!("{r}: config {}", c.digest), &config_bytes)?;
     if config.rootfs.kind != "layers" {
         return Err(fmt(format!("{r}: rootfs type {:?} is not \"layers\"", truncate(&config.rootfs.kind, 40))));
     }
@@ -270,7 +275,7 @@ struct RemoteBlobs {
 
 impl Blobs for RemoteBlobs {
     fn open(&self, path: &str) -> Result<(Box<dyn Read + Send + '_>, u64), ImageError> {
-        let digest = Digest::parse(path).map_err(ImageError::Format)?;
+        let digest = Digest::parse(path).map_err(|e| ImageError::Format(e.to_string()))?;
         let resp = self.client.get(&self.client.url(&format!("blobs/{digest}")), &[])?;
         let len = response_header(&resp, "content-length").and_then(|l| l.parse::<u64>().ok());
         if let Some(p) = &self.progress {

@@ -30,18 +30,37 @@ pub struct Reference {
 #[error("image reference {reference:?}: {why}")]
 pub struct ReferenceError {
     pub reference: String,
-    pub why: String,
+    pub why: RefProblem,
+}
+
+/// What is wrong with a reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefProblem {
+    #[error("must be 1-455 characters")]
+    Length,
+    #[error(transparent)]
+    Digest(#[from] super::digest::DigestError),
+    #[error("a tag is 1-128 of letters, digits, _ . - (not starting with . or -)")]
+    Tag,
+    #[error("registry port {0:?} is not a number 1-65535")]
+    Port(String),
+    #[error("registry {0:?} is not a host name or IPv4 address")]
+    Registry(String),
+    #[error("a repository is lowercase letters and digits in /-separated components, joined by . _ __ or -")]
+    Repository,
+    #[error("the name is longer than 255 characters")]
+    NameLength,
 }
 
 impl Reference {
     /// Parses `s`; a reference without tag or digest gets `:latest`.
     pub fn parse(s: &str) -> Result<Reference, ReferenceError> {
-        let bad = |why: &str| ReferenceError { reference: truncate(s, 100), why: why.to_string() };
+        let bad = |why: RefProblem| ReferenceError { reference: truncate(s, 100), why };
         if s.is_empty() || s.len() > MAX_NAME + 1 + MAX_TAG + 72 {
-            return Err(bad("must be 1-455 characters"));
+            return Err(bad(RefProblem::Length));
         }
         let (rest, digest) = match s.split_once('@') {
-            Some((r, d)) => (r, Some(Digest::parse(d).map_err(|e| bad(&e))?)),
+            Some((r, d)) => (r, Some(Digest::parse(d).map_err(|e| bad(e.into()))?)),
             None => (s, None),
         };
         let last_slash = rest.rfind('/').map(|i| i + 1).unwrap_or(0);
@@ -52,7 +71,7 @@ impl Reference {
         if let Some(t) = tag {
             let first_ok = t.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
             if !first_ok || t.len() > MAX_TAG || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
-                return Err(bad("a tag is 1-128 of letters, digits, _ . - (not starting with . or -)"));
+                return Err(bad(RefProblem::Tag));
             }
         }
         let (registry, path) = match name.split_once('/') {
@@ -63,12 +82,12 @@ impl Reference {
             "index.docker.io" | "registry-1.docker.io" => DOCKER_HUB.to_string(),
             r => r.to_string(),
         };
-        check_registry(&registry).map_err(|why| bad(&why))?;
+        check_registry(&registry).map_err(bad)?;
         let repository =
             if registry == DOCKER_HUB && !path.contains('/') { format!("library/{path}") } else { path.to_string() };
-        check_repository(&repository).map_err(|why| bad(&why))?;
+        check_repository(&repository).map_err(bad)?;
         if registry.len() + 1 + repository.len() > MAX_NAME {
-            return Err(bad("the name is longer than 255 characters"));
+            return Err(bad(RefProblem::NameLength));
         }
         let tag = match (tag, &digest) {
             (Some(t), _) => Some(t.to_string()),
@@ -123,7 +142,7 @@ impl std::fmt::Display for Reference {
 
 /// `host[:port]`: DNS labels or an IPv4 address (bracketed IPv6 is not
 /// supported: the name must also be a store key).
-fn check_registry(r: &str) -> Result<(), String> {
+fn check_registry(r: &str) -> Result<(), RefProblem> {
     let (host, port) = match r.rsplit_once(':') {
         Some((h, p)) => (h, Some(p)),
         None => (r, None),
@@ -131,7 +150,7 @@ fn check_registry(r: &str) -> Result<(), String> {
     if let Some(p) = port
         && p.parse::<u16>().map_or(true, |n| n == 0)
     {
-        return Err(format!("registry port {:?} is not a number 1-65535", truncate(p, 10)));
+        return Err(RefProblem::Port(truncate(p, 10)));
     }
     let label_ok = |l: &str| {
         !l.is_empty()
@@ -141,20 +160,19 @@ fn check_registry(r: &str) -> Result<(), String> {
             && !l.ends_with('-')
     };
     if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
-        return Err(format!("registry {:?} is not a host name or IPv4 address", truncate(r, 80)));
+        return Err(RefProblem::Registry(truncate(r, 80)));
     }
     Ok(())
 }
 
 /// Path components: lowercase letters and digits, joined by `.`, `_`,
 /// `__` or runs of `-`.
-fn check_repository(path: &str) -> Result<(), String> {
-    let why = "a repository is lowercase letters and digits in /-separated components, joined by . _ __ or -";
+fn check_repository(path: &str) -> Result<(), RefProblem> {
     for comp in path.split('/') {
         let b = comp.as_bytes();
         let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
         if b.is_empty() || !alnum(b[0]) || !alnum(b[b.len() - 1]) {
-            return Err(why.into());
+            return Err(RefProblem::Repository);
         }
         let mut i = 0;
         while i < b.len() {
@@ -168,7 +186,7 @@ fn check_repository(path: &str) -> Result<(), String> {
             }
             let sep = &comp[start..i];
             if !(sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|c| c == b'-')) {
-                return Err(why.into());
+                return Err(RefProblem::Repository);
             }
         }
     }

@@ -161,8 +161,7 @@ pub fn root_for_run(
     if dirs.is_empty() {
         return Err(ImageError::Format(format!("image {} has no layers: nothing to run", rec.name)));
     }
-    let config: ImageConfig =
-        oci::parse(&format!("config {}", rec.config), &store.get_blob(&rec.config)?).map_err(ImageError::Format)?;
+    let config: ImageConfig = oci::parse(&format!("config {}", rec.config), &store.get_blob(&rec.config)?)?;
     let image = super::config::defaults(&config)?;
     let view = LayeredView::open(&dirs).map_err(|e| ImageError::Store {
         path: store_root.display().to_string(),

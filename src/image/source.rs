@@ -238,7 +238,7 @@ fn check_layout(blobs: &dyn Blobs, label: &str) -> Result<(), ImageError> {
         version: String,
     }
     let bytes = read_doc(blobs, "oci-layout", "oci-layout", None)?;
-    let l: Layout = oci::parse(&format!("{label}/oci-layout"), &bytes).map_err(ImageError::Format)?;
+    let l: Layout = oci::parse(&format!("{label}/oci-layout"), &bytes)?;
     if !l.version.starts_with("1.") {
         return Err(ImageError::Format(format!(
             "{label}: unsupported imageLayoutVersion {:?}",
@@ -252,7 +252,7 @@ fn resolve_oci(blobs: Box<dyn Blobs>, tag: Option<&str>, stem: &str, label: Stri
     let host = oci::host_platform();
     let fmt = ImageError::Format;
     let index_bytes = read_doc(blobs.as_ref(), "index.json", "index.json", None)?;
-    let index: Index = oci::parse(&format!("{label}/index.json"), &index_bytes).map_err(fmt)?;
+    let index: Index = oci::parse(&format!("{label}/index.json"), &index_bytes)?;
     let candidates = oci::by_tag(&index, tag).map_err(|e| fmt(format!("{label}: {e}")))?;
     let top = oci::choose(&candidates, &host).map_err(|e| ImageError::Platform(format!("{label}: {e}")))?.clone();
     let mut desc = top.clone();
@@ -262,7 +262,7 @@ fn resolve_oci(blobs: Box<dyn Blobs>, tag: Option<&str>, stem: &str, label: Stri
         }
         let what = format!("image index {}", desc.digest);
         let bytes = read_doc(blobs.as_ref(), &blob_path(&desc.digest), &what, Some((&desc.digest, desc.size)))?;
-        let nested: Index = oci::parse(&what, &bytes).map_err(fmt)?;
+        let nested: Index = oci::parse(&what, &bytes)?;
         let all: Vec<&Descriptor> = nested.manifests.iter().collect();
         desc = oci::choose(&all, &host).map_err(|e| ImageError::Platform(format!("{label}: {e}")))?.clone();
     }
@@ -271,7 +271,7 @@ fn resolve_oci(blobs: Box<dyn Blobs>, tag: Option<&str>, stem: &str, label: Stri
     }
     let what = format!("manifest {}", desc.digest);
     let manifest_bytes = read_doc(blobs.as_ref(), &blob_path(&desc.digest), &what, Some((&desc.digest, desc.size)))?;
-    let manifest: Manifest = oci::parse(&what, &manifest_bytes).map_err(fmt)?;
+    let manifest: Manifest = oci::parse(&what, &manifest_bytes)?;
     if let Some(mt) = &manifest.media_type
         && mt != oci::MEDIA_OCI_MANIFEST
         && mt != oci::MEDIA_DOCKER_MANIFEST
@@ -281,7 +281,7 @@ fn resolve_oci(blobs: Box<dyn Blobs>, tag: Option<&str>, stem: &str, label: Stri
     let c = &manifest.config;
     let what = format!("config {}", c.digest);
     let config_bytes = read_doc(blobs.as_ref(), &blob_path(&c.digest), &what, Some((&c.digest, c.size)))?;
-    let config: ImageConfig = oci::parse(&what, &config_bytes).map_err(fmt)?;
+    let config: ImageConfig = oci::parse(&what, &config_bytes)?;
     let platform = check_platform(&config, &host, &label)?;
     if config.rootfs.diff_ids.len() != manifest.layers.len() {
         return Err(fmt(format!(
@@ -347,7 +347,7 @@ fn check_platform(config: &ImageConfig, host: &oci::Platform, label: &str) -> Re
 fn resolve_docker(archive: Archive, tag: Option<&str>, stem: &str, label: String) -> Result<Resolved, ImageError> {
     let fmt = ImageError::Format;
     let bytes = read_doc(&archive, "manifest.json", "manifest.json", None)?;
-    let entries: Vec<DockerSaveEntry> = oci::parse(&format!("{label}/manifest.json"), &bytes).map_err(fmt)?;
+    let entries: Vec<DockerSaveEntry> = oci::parse(&format!("{label}/manifest.json"), &bytes)?;
     let tags_of = |e: &DockerSaveEntry| e.repo_tags.clone().unwrap_or_default();
     let chosen: Vec<&DockerSaveEntry> = match tag {
         Some(t) => {
@@ -383,7 +383,7 @@ fn resolve_docker(archive: Archive, tag: Option<&str>, stem: &str, label: String
     {
         return Err(fmt(format!("{label}: config {config_path} has digest {config_digest}, its name says {w}")));
     }
-    let config: ImageConfig = oci::parse(&format!("config {config_path}"), &config_bytes).map_err(fmt)?;
+    let config: ImageConfig = oci::parse(&format!("config {config_path}"), &config_bytes)?;
     let platform = check_platform(&config, &oci::host_platform(), &label)?;
     if config.rootfs.diff_ids.len() != entry.layers.len() {
         return Err(fmt(format!(

@@ -13,8 +13,28 @@ pub enum Challenge {
     },
 }
 
+/// A challenge or token answer husk cannot use (the texts are cut: they
+/// come from the registry).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("a Bearer challenge without a realm")]
+    NoRealm,
+    #[error("unsupported authentication scheme {0:?} (husk speaks Basic and Bearer)")]
+    Scheme(String),
+    #[error("malformed challenge parameter {0:?}")]
+    Parameter(String),
+    #[error("unterminated quoted string in the challenge")]
+    Unterminated,
+    #[error("the token service's answer is not the expected JSON: {0}")]
+    TokenJson(String),
+    #[error("the token service's answer holds no token")]
+    NoToken,
+    #[error("the token service's token holds control characters")]
+    TokenControl,
+}
+
 impl Challenge {
-    pub fn parse(header: &str) -> Result<Challenge, String> {
+    pub fn parse(header: &str) -> Result<Challenge, AuthError> {
         let header = header.trim();
         let (scheme, rest) = header.split_once(' ').unwrap_or((header, ""));
         let params = params(rest)?;
@@ -22,19 +42,16 @@ impl Challenge {
         match scheme.to_ascii_lowercase().as_str() {
             "basic" => Ok(Challenge::Basic),
             "bearer" => {
-                let realm = get("realm").ok_or("a Bearer challenge without a realm")?;
+                let realm = get("realm").ok_or(AuthError::NoRealm)?;
                 Ok(Challenge::Bearer { realm, service: get("service"), scope: get("scope") })
             }
-            _ => Err(format!(
-                "unsupported authentication scheme {:?} (husk speaks Basic and Bearer)",
-                super::truncate(scheme, 40)
-            )),
+            _ => Err(AuthError::Scheme(super::truncate(scheme, 40))),
         }
     }
 }
 
 /// `k=v, k="quoted, with \"escapes\""` pairs.
-fn params(s: &str) -> Result<Vec<(String, String)>, String> {
+fn params(s: &str) -> Result<Vec<(String, String)>, AuthError> {
     let mut out = Vec::new();
     let b = s.as_bytes();
     let mut i = 0;
@@ -51,7 +68,7 @@ fn params(s: &str) -> Result<Vec<(String, String)>, String> {
         }
         let key = s[start..i].trim().to_string();
         if i >= b.len() {
-            return Err(format!("malformed challenge parameter {:?}", super::truncate(&key, 40)));
+            return Err(AuthError::Parameter(super::truncate(&key, 40)));
         }
         i += 1;
         let mut val = String::new();
@@ -77,7 +94,7 @@ fn params(s: &str) -> Result<Vec<(String, String)>, String> {
                 }
             }
             if !closed {
-                return Err("unterminated quoted string in the challenge".into());
+                return Err(AuthError::Unterminated);
             }
             val = String::from_utf8_lossy(&bytes).into_owned();
         } else {
@@ -94,19 +111,18 @@ fn params(s: &str) -> Result<Vec<(String, String)>, String> {
 
 /// The token of a token service's JSON answer (`token`, or OAuth2's
 /// `access_token`).
-pub fn token_from(body: &[u8]) -> Result<String, String> {
+pub fn token_from(body: &[u8]) -> Result<String, AuthError> {
     #[derive(serde::Deserialize)]
     struct Answer {
         token: Option<String>,
         access_token: Option<String>,
     }
-    let a: Answer = serde_json::from_slice(body)
-        .map_err(|e| format!("the token service's answer is not the expected JSON: {e}"))?;
+    let a: Answer = serde_json::from_slice(body).map_err(|e| AuthError::TokenJson(e.to_string()))?;
     let t = a.token.filter(|t| !t.is_empty()).or(a.access_token).filter(|t| !t.is_empty());
-    let t = t.ok_or("the token service's answer holds no token")?;
+    let t = t.ok_or(AuthError::NoToken)?;
     // It goes into a header: no control characters.
     if t.bytes().any(|b| b.is_ascii_control()) {
-        return Err("the token service's token holds control characters".into());
+        return Err(AuthError::TokenControl);
     }
     Ok(t)
 }

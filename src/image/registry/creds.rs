@@ -6,7 +6,7 @@
 use super::super::reference::{DOCKER_HUB, DOCKER_HUB_API};
 use base64::Engine;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -69,27 +69,47 @@ fn keys(registry: &str) -> Vec<String> {
     k
 }
 
-fn read_file(path: &Path) -> Result<Option<AuthFile>, String> {
-    let f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let mut bytes = Vec::new();
-    f.take(MAX_CONFIG).read_to_end(&mut bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("{}: not a credentials file: {e}", path.display()))
+/// Why credentials could not be read, stored or asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum CredsError {
+    #[error(transparent)]
+    Read(#[from] crate::userfile::UserFileError),
+    #[error("{}: not a credentials file: {source}", path.display())]
+    Parse { path: PathBuf, source: serde_json::Error },
+    #[error("{origin}: the auth entry is {why}")]
+    Entry { origin: String, why: &'static str },
+    #[error("credential helper name {0:?} is not a plain name")]
+    HelperName(String),
+    #[error("credential helper {bin}: {why}")]
+    Helper { bin: String, why: String },
+    #[error("{}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
 }
 
-fn decode(entry: &AuthEntry, origin: String) -> Result<Option<Credential>, String> {
+fn read_file(path: &Path) -> Result<Option<AuthFile>, CredsError> {
+    // The one bounded reader for user-named files: a FIFO or /dev/zero in
+    // place of a credentials file is refused, not read forever.
+    let bytes = match crate::userfile::read("credentials file", path, MAX_CONFIG) {
+        Ok(b) => b,
+        Err(crate::userfile::UserFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|source| CredsError::Parse { path: path.to_path_buf(), source })
+}
+
+fn decode(entry: &AuthEntry, origin: String) -> Result<Option<Credential>, CredsError> {
     if let (Some(u), Some(p)) = (&entry.username, &entry.password) {
         return Ok(Some(Credential { user: u.clone(), secret: p.clone(), origin }));
     }
     let Some(a) = &entry.auth else {
         return Ok(None);
     };
-    let raw = B64.decode(a.trim()).map_err(|e| format!("{origin}: the auth entry is not base64: {e}"))?;
-    let s = String::from_utf8(raw).map_err(|_| format!("{origin}: the auth entry is not UTF-8"))?;
-    let (u, p) = s.split_once(':').ok_or_else(|| format!("{origin}: the auth entry is not user:password"))?;
+    let bad = |why| CredsError::Entry { origin: origin.clone(), why };
+    let raw = B64.decode(a.trim()).map_err(|_| bad("not base64"))?;
+    let s = String::from_utf8(raw).map_err(|_| bad("not UTF-8"))?;
+    let (u, p) = s.split_once(':').ok_or_else(|| bad("not user:password"))?;
     Ok(Some(Credential { user: u.into(), secret: p.into(), origin }))
 }
 
@@ -102,7 +122,7 @@ pub fn docker_config_path() -> Option<PathBuf> {
 
 /// The credential for `registry`: husk's own (`husk login`) first, then
 /// Docker's config. Ok(None): anonymous.
-pub fn lookup(registry: &str, store_root: &Path) -> Result<Option<Credential>, String> {
+pub fn lookup(registry: &str, store_root: &Path) -> Result<Option<Credential>, CredsError> {
     let own = store_root.join("auth.json");
     if let Some(f) = read_file(&own)? {
         for k in keys(registry) {
@@ -139,29 +159,30 @@ pub fn lookup(registry: &str, store_root: &Path) -> Result<Option<Credential>, S
 
 /// Runs `docker-credential-NAME get` (the credential-helper protocol: the
 /// server URL on stdin, `{"Username", "Secret"}` on stdout).
-fn helper(name: &str, server: &str) -> Result<Option<Credential>, String> {
+fn helper(name: &str, server: &str) -> Result<Option<Credential>, CredsError> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-        return Err(format!("credential helper name {:?} is not a plain name", super::truncate(name, 40)));
+        return Err(CredsError::HelperName(super::truncate(name, 40)));
     }
     let bin = format!("docker-credential-{name}");
+    let failed = |why: String| CredsError::Helper { bin: bin.clone(), why };
     let mut child = Command::new(&bin)
         .arg("get")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("credential helper {bin}: {e}"))?;
+        .map_err(|e| failed(e.to_string()))?;
     if let Some(mut i) = child.stdin.take() {
         let _ = i.write_all(server.as_bytes());
     }
-    let out = child.wait_with_output().map_err(|e| format!("credential helper {bin}: {e}"))?;
+    let out = child.wait_with_output().map_err(|e| failed(e.to_string()))?;
     if !out.status.success() {
         let msg = String::from_utf8_lossy(&out.stdout);
         // "credentials not found in native keychain": anonymous.
         if msg.contains("not found") {
             return Ok(None);
         }
-        return Err(format!("credential helper {bin} failed: {}", super::truncate(msg.trim(), 200)));
+        return Err(failed(format!("failed: {}", super::truncate(msg.trim(), 200))));
     }
     #[derive(serde::Deserialize)]
     struct Answer {
@@ -170,27 +191,25 @@ fn helper(name: &str, server: &str) -> Result<Option<Credential>, String> {
         #[serde(rename = "Secret")]
         secret: String,
     }
-    let a: Answer = serde_json::from_slice(&out.stdout).map_err(|e| format!("credential helper {bin}: {e}"))?;
+    let a: Answer = serde_json::from_slice(&out.stdout).map_err(|e| failed(e.to_string()))?;
     Ok(Some(Credential { user: a.user, secret: a.secret, origin: format!("credential helper {bin}") }))
 }
 
 /// Stores `user`/`secret` for `registry` in `<store root>/auth.json`
 /// (0600, replaced atomically). Returns the file.
-pub fn save(registry: &str, user: &str, secret: &str, store_root: &Path) -> Result<PathBuf, String> {
+pub fn save(registry: &str, user: &str, secret: &str, store_root: &Path) -> Result<PathBuf, CredsError> {
     let path = store_root.join("auth.json");
     let mut f = read_file(&path)?.unwrap_or_default();
     f.auths.insert(
         registry.to_string(),
         AuthEntry { auth: Some(B64.encode(format!("{user}:{secret}"))), username: None, password: None },
     );
-    let bytes = serde_json::to_vec_pretty(&f).map_err(|e| e.to_string())?;
-    // write_durable creates its temporary 0600 and renames it over.
-    crate::files::write_durable(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    write(&path, &f)?;
     Ok(path)
 }
 
 /// Removes `registry` from `<store root>/auth.json`. Ok(false): none stored.
-pub fn forget(registry: &str, store_root: &Path) -> Result<bool, String> {
+pub fn forget(registry: &str, store_root: &Path) -> Result<bool, CredsError> {
     let path = store_root.join("auth.json");
     let Some(mut f) = read_file(&path)? else {
         return Ok(false);
@@ -198,7 +217,13 @@ pub fn forget(registry: &str, store_root: &Path) -> Result<bool, String> {
     if f.auths.remove(registry).is_none() {
         return Ok(false);
     }
-    let bytes = serde_json::to_vec_pretty(&f).map_err(|e| e.to_string())?;
-    crate::files::write_durable(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    write(&path, &f)?;
     Ok(true)
+}
+
+fn write(path: &Path, f: &AuthFile) -> Result<(), CredsError> {
+    // Serializing maps of strings cannot fail.
+    let bytes = serde_json::to_vec_pretty(f).unwrap_or_default();
+    // write_durable creates its temporary 0600 and renames it over.
+    crate::files::write_durable(path, &bytes).map_err(|source| CredsError::Write { path: path.to_path_buf(), source })
 }

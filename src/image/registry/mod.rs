@@ -263,7 +263,7 @@ impl Client {
                         })
                     })?;
                     let ch = Challenge::parse(&ch)
-                        .map_err(|why| fatal(RegistryError::Auth { registry: self.host.clone(), why }))?;
+                        .map_err(|e| fatal(RegistryError::Auth { registry: self.host.clone(), why: e.to_string() }))?;
                     let value = self.answer(&ch).map_err(fatal)?;
                     *self.auth.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
                     authed_after_challenge = true;
@@ -342,7 +342,7 @@ impl Client {
                 }
                 let body = read_small(resp.into_body(), MAX_SMALL_BODY)
                     .map_err(|why| RegistryError::Http { url: realm.clone(), why })?;
-                auth::token_from(&body).map(|t| format!("Bearer {t}")).map_err(auth_err)
+                auth::token_from(&body).map(|t| format!("Bearer {t}")).map_err(|e| auth_err(e.to_string()))
             }
         }
     }
