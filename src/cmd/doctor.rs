@@ -63,7 +63,13 @@ fn trial(host: &HostFacts, no_cgroup: bool, backend: &dyn Backend) -> Result<f64
     spec.limits.no_cgroup = no_cgroup;
     let (root, _lease) = crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
         .map_err(|e| (e, None))?;
-    let plan = Plan::build(spec, host, RootInput { ..root }).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
+    // The same hooks `husk run` calls: runsc binds husk's own binary in
+    // (its seccomp loader) and splits the limits with gVisor.
+    let refused = |e: crate::outcome::ErrorReport| (e.message, e.hint);
+    backend.prepare_spec(&mut spec).map_err(refused)?;
+    let mut plan =
+        Plan::build(spec, host, RootInput { ..root }).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
+    backend.adapt(&mut plan).map_err(refused)?;
     let o = backend.run(plan, RunIo { capture: Some(4096), t_start: crate::spawn::now_ns() });
     match o.termination {
         Termination::Exited if o.status == Some(0) => Ok(o.duration_ms),

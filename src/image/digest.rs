@@ -46,6 +46,21 @@ impl Digest {
     }
 }
 
+/// The sha256 of everything `r` yields, as lowercase hex (store files are
+/// re-hashed in 256 KiB reads; EINTR is retried).
+pub fn sha256_hex(mut r: impl Read) -> io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return Ok(hex::encode(h.finalize())),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "sha256:{}", self.hex)

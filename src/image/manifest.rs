@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, CString};
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Bumped when the entry format changes; another version is "no manifest".
@@ -223,18 +222,8 @@ fn walk(dir: OwnedFd, prefix: &str, hashing: &Hashing<'_>, out: &mut Vec<Entry>)
 
 fn hash_file(dir: BorrowedFd<'_>, name: &CStr) -> Result<String, Errno> {
     let fd = openat(dir, name, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())?;
-    let mut file = std::fs::File::from(fd);
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 << 10];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))),
-        }
-    }
-    Ok(hex::encode(h.finalize()))
+    super::digest::sha256_hex(std::fs::File::from(fd))
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
 }
 
 /// A path as manifest text: printable ASCII stays, every other byte (and

@@ -13,7 +13,7 @@ use super::import::{ImportOptions, ImportReport, import_resolved};
 use super::oci::{self, Descriptor, ImageConfig, Index, Manifest, Platform};
 use super::reference::Reference;
 use super::registry::{Client, ClientOptions, RegistryError, creds, read_small, response_header};
-use super::source::{Blobs, LayerSrc, Resolved};
+use super::source::{Blobs, Resolved, layers_of};
 use super::store::{PULLED_PREFIX, Pulled};
 use super::{ImageError, MAX_JSON, Store};
 use serde::Serialize;
@@ -159,25 +159,7 @@ fn resolve(client: Client, r: &Reference, opts: &PullOptions) -> Result<Resolved
     if platform.os != opts.platform.os || platform.architecture != opts.platform.architecture {
         return Err(ImageError::Platform(format!("{r}: the image is for {platform}, not {}", opts.platform)));
     }
-    if config.rootfs.diff_ids.len() != manifest.layers.len() {
-        return Err(fmt(format!(
-            "{r}: the manifest lists {} layers but the config has {} diff_ids",
-            manifest.layers.len(),
-            config.rootfs.diff_ids.len()
-        )));
-    }
-    let layers = manifest
-        .layers
-        .iter()
-        .zip(&config.rootfs.diff_ids)
-        .map(|(d, diff)| LayerSrc {
-            path: d.digest.to_string(),
-            digest: Some(d.digest.clone()),
-            size: d.size,
-            media_type: d.media_type.clone(),
-            diff_id: diff.clone(),
-        })
-        .collect();
+    let layers = layers_of(&manifest, &config, &r.to_string(), Digest::to_string)?;
     if let Some(p) = &opts.progress {
         p(Event::Resolved {
             reference: r.to_string(),

@@ -100,15 +100,7 @@ pub fn resolve_name(
         platform: oci::host_platform(),
         client: ClientOptions::from_env(),
         progress: None,
-        import: ImportOptions {
-            name: None,
-            limits: limits_from_env(),
-            owners,
-            progress,
-            stored: Stored::Trust,
-            replace: Vec::new(),
-            expect_id: None,
-        },
+        import: on_the_fly(owners, progress),
     };
     match pull(store, &r, &opts) {
         Ok(rep) => Ok(rep.name),
@@ -118,6 +110,21 @@ pub fn resolve_name(
             Err(ImageError::PullFailed { name, canonical: r.to_string(), err: Box::new(err) })
         }
         Err(err) => Err(err),
+    }
+}
+
+/// How `--image` imports or pulls on the fly: under the stored name the
+/// source gives, with the environment's limits, trusting stored layers
+/// (`husk image verify` checks them; a run re-checks only on failure).
+fn on_the_fly(owners: Owners, progress: bool) -> ImportOptions {
+    ImportOptions {
+        name: None,
+        limits: limits_from_env(),
+        owners,
+        progress,
+        stored: Stored::Trust,
+        replace: Vec::new(),
+        expect_id: None,
     }
 }
 
@@ -131,15 +138,7 @@ pub fn stored_name(
     progress: bool,
 ) -> Result<String, ImageError> {
     Ok(if is_path(store, reference) {
-        let opts = ImportOptions {
-            name: None,
-            limits: limits_from_env(),
-            owners,
-            progress,
-            stored: Stored::Trust,
-            replace: Vec::new(),
-            expect_id: None,
-        };
+        let opts = on_the_fly(owners, progress);
         import(store, reference, &opts)?.name
     } else {
         resolve_name(store, reference, policy, owners, progress)?

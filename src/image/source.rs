@@ -137,6 +137,36 @@ pub struct LayerSrc {
     pub diff_id: Digest,
 }
 
+/// The layers a manifest lists, each paired with the config's diff_id for
+/// it (checked against the blob as it is unpacked); `path` names where the
+/// blob is read from (a layout's file, a registry's digest).
+pub fn layers_of(
+    manifest: &Manifest,
+    config: &ImageConfig,
+    label: &str,
+    path: impl Fn(&Digest) -> String,
+) -> Result<Vec<LayerSrc>, ImageError> {
+    if config.rootfs.diff_ids.len() != manifest.layers.len() {
+        return Err(ImageError::Format(format!(
+            "{label}: the manifest lists {} layers but the config has {} diff_ids",
+            manifest.layers.len(),
+            config.rootfs.diff_ids.len()
+        )));
+    }
+    Ok(manifest
+        .layers
+        .iter()
+        .zip(&config.rootfs.diff_ids)
+        .map(|(d, diff)| LayerSrc {
+            path: path(&d.digest),
+            digest: Some(d.digest.clone()),
+            size: d.size,
+            media_type: d.media_type.clone(),
+            diff_id: diff.clone(),
+        })
+        .collect())
+}
+
 /// A source resolved to one image.
 pub struct Resolved {
     pub blobs: Box<dyn Blobs>,
@@ -283,25 +313,7 @@ fn resolve_oci(blobs: Box<dyn Blobs>, tag: Option<&str>, stem: &str, label: Stri
     let config_bytes = read_doc(blobs.as_ref(), &blob_path(&c.digest), &what, Some((&c.digest, c.size)))?;
     let config: ImageConfig = oci::parse(&what, &config_bytes)?;
     let platform = check_platform(&config, &host, &label)?;
-    if config.rootfs.diff_ids.len() != manifest.layers.len() {
-        return Err(fmt(format!(
-            "{label}: the manifest lists {} layers but the config has {} diff_ids",
-            manifest.layers.len(),
-            config.rootfs.diff_ids.len()
-        )));
-    }
-    let layers = manifest
-        .layers
-        .iter()
-        .zip(&config.rootfs.diff_ids)
-        .map(|(d, diff)| LayerSrc {
-            path: blob_path(&d.digest),
-            digest: Some(d.digest.clone()),
-            size: d.size,
-            media_type: d.media_type.clone(),
-            diff_id: diff.clone(),
-        })
-        .collect();
+    let layers = layers_of(&manifest, &config, &label, blob_path)?;
     let default_name = match (top.annotation(oci::ANNOTATION_CONTAINERD_NAME), top.annotation(oci::ANNOTATION_REF)) {
         (Some(full), _) => full.to_string(),
         (None, Some(r)) if r.contains(':') || r.contains('/') => r.to_string(),

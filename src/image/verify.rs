@@ -13,9 +13,7 @@ use super::manifest::Damage;
 use super::store::{Check, LayerState, Record, Store};
 use super::{ImageError, Owners};
 use serde::Serialize;
-use sha2::{Digest as _, Sha256};
 use std::collections::HashMap;
-use std::io::Read;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BlobCheck {
@@ -135,22 +133,15 @@ fn layer_check(diff_id: &Digest, state: LayerState) -> LayerCheck {
 fn blob_check(store: &Store, digest: &Digest, role: &'static str) -> BlobCheck {
     let path = store.root().join("blobs").join(digest.hex());
     let done = |status, why: Option<String>| BlobCheck { digest: digest.clone(), role, status, why };
-    let mut file = match std::fs::File::open(&path) {
+    let file = match std::fs::File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return done("missing", Some("not in the store".into())),
         Err(e) => return done("damaged", Some(format!("{}: {e}", path.display()))),
     };
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 << 10];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return done("damaged", Some(format!("reading {}: {e}", path.display()))),
-        }
-    }
-    let found = hex::encode(h.finalize());
+    let found = match super::digest::sha256_hex(file) {
+        Ok(hex) => hex,
+        Err(e) => return done("damaged", Some(format!("reading {}: {e}", path.display()))),
+    };
     if found == digest.hex() {
         done("ok", None)
     } else {
