@@ -59,6 +59,14 @@ if ! id "$TESTER" >/dev/null 2>&1; then
     useradd --create-home --shell /bin/bash "$TESTER" || { echo "useradd $TESTER failed" >&2; exit 1; }
 fi
 
+# The host's device nodes as they are before any test: the summary checks
+# that no test (and no husk or runsc run) changed one. runsc without
+# --rootless fchowns its stdio to its sandbox user, which turned the host's
+# /dev/null into nobody:nogroup once (issue 15 item 23).
+HOST_DEVS=(/dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty)
+dev_state() { stat -c '%n: %F, owner %U:%G (%u:%g), mode %a, device %t:%T' "${HOST_DEVS[@]}" 2>&1; }
+DEVS_BEFORE=$(dev_state)
+
 # -------------------------------------------------------------------- lint --
 step "cargo fmt --check"
 cargo fmt --all --check || fail_step "cargo fmt --check"
@@ -141,10 +149,14 @@ scripts/vm-test.sh || fail_step "scripts/vm-test.sh (cgroup v2 in a VM)"
 
 # ----------------------------------------------------------------- summary --
 step "summary"
-# A test that replaces a host device node must never go unnoticed.
-for dev in /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty; do
+# A test that replaces or chowns a host device node must never go unnoticed.
+for dev in "${HOST_DEVS[@]}"; do
     [ -c "$dev" ] || fail_step "host $dev is no longer a character device (a test or husk replaced it)"
 done
+if [ "$(dev_state)" != "$DEVS_BEFORE" ]; then
+    diff <(echo "$DEVS_BEFORE") <(dev_state) | sed 's/^/  /'
+    fail_step "a host device node changed during the tests (owner, mode or device numbers; see the diff above)"
+fi
 count() { # LOG FIELD
     grep -hoE "[0-9]+ $2" "$1" | awk '{s += $1} END {print s + 0}'
 }
