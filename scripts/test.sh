@@ -43,6 +43,9 @@ PACKAGES+=(golang-github-containers-common)
 # never the packaged service), skopeo to fill it, htpasswd for Basic auth,
 # openssl to sign the Bearer tokens of the test's token issuer.
 PACKAGES+=(docker-registry skopeo apache2-utils openssl)
+# The Python client's and husk mcp's tests (tests/python): a venv with
+# pytest and the official MCP SDK from PyPI.
+PACKAGES+=(python3-venv)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -111,6 +114,25 @@ export HUSK_BUSYBOX_ROOTFS=$WORK/rootfs
 step "cargo test (root)"
 cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$WORK/root.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail_step "cargo test (root)"
+
+# ----------------------------------------------- python client + MCP tests --
+# tests/python: the Python client (clients/python) through the CLI and
+# through husk serve, and husk mcp driven by the official MCP Python SDK,
+# against the built binary. Debian's python3 (the venv module is packaged).
+step "python client and MCP (pytest)"
+if /usr/bin/python3 -m venv "$WORK/venv" >"$WORK/venv.log" 2>&1 \
+    && "$WORK/venv/bin/pip" install -q pytest mcp ./clients/python >>"$WORK/venv.log" 2>&1; then
+    HUSK_BIN="$WORK/bin/husk" "$WORK/venv/bin/pytest" -q -rs -p no:cacheprovider tests/python 2>&1 \
+        | tee "$WORK/python.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail_step "python client and MCP (pytest tests/python)"
+    # pytest's own skips count as skips (CI runs everything).
+    if grep -qE '^SKIPPED|[0-9]+ skipped' "$WORK/python.log"; then
+        fail_step "python tests skipped (CI must run every test)"
+    fi
+else
+    cat "$WORK/venv.log"
+    fail_step "python venv for tests/python (python3 -m venv; pip install pytest mcp ./clients/python)"
+fi
 
 # ------------------------------------------------------ tests as rootless --
 step "rootless subset as $TESTER"

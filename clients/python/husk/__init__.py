@@ -1,0 +1,43 @@
+"""Python client for husk sandboxes.
+
+    from husk import Sandbox
+    with Sandbox.create(image="python", memory="512M", ttl="10m") as sb:
+        print(sb.run_code("print(6 * 7)").stdout.text)
+
+Speaks to ``husk serve`` when its socket is reachable (HUSK_SOCKET or the
+default ``<state dir>/api.sock``) and to the husk CLI otherwise.
+"""
+
+from .errors import (
+    CommandError,
+    CommandTimeout,
+    FileError,
+    HuskError,
+    SandboxBusy,
+    SandboxNotFound,
+    TransientError,
+)
+from .runtime import HuskRuntime
+from .sandbox import Sandbox, connect
+from .types import ErrorInfo, ExecResult, FileEntry, Output, OutputChunk, SandboxInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Sandbox",
+    "HuskRuntime",
+    "connect",
+    "ExecResult",
+    "Output",
+    "OutputChunk",
+    "SandboxInfo",
+    "FileEntry",
+    "ErrorInfo",
+    "HuskError",
+    "SandboxNotFound",
+    "SandboxBusy",
+    "TransientError",
+    "CommandError",
+    "CommandTimeout",
+    "FileError",
+]

@@ -1,0 +1,247 @@
+"""The serve transport: HTTP/1.1 + JSON to ``husk serve`` (docs/api.md), on
+its unix socket (default) or loopback TCP with a bearer token."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import urllib.parse
+from typing import Any, Dict, Iterator, List, Optional
+
+from .errors import HuskError, TransientError, from_error_json
+
+
+def default_socket() -> str:
+    """Where ``husk serve`` listens by default: ``<state dir>/api.sock``,
+    with the state dir resolved as husk does (src/paths.rs)."""
+    if os.environ.get("HUSK_SOCKET"):
+        return os.environ["HUSK_SOCKET"]
+    state = os.environ.get("HUSK_STATE_DIR")
+    if not state:
+        if os.geteuid() == 0:
+            state = "/run/husk"
+        elif os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
+            state = os.path.join(os.environ["XDG_RUNTIME_DIR"], "husk")
+        else:
+            data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local/share")
+            state = os.path.join(data, "husk", "state")
+    return os.path.join(state, "api.sock")
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: Optional[float]) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not None:
+            s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+class HttpTransport:
+    name = "serve"
+
+    def __init__(
+        self,
+        socket_path: Optional[str] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        timeout: Optional[float] = 300.0,
+    ) -> None:
+        self.url = url
+        self.socket_path = None if url else (socket_path or default_socket())
+        self.token = token
+        self.timeout = timeout
+
+    def _conn(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        if self.url:
+            u = urllib.parse.urlsplit(self.url)
+            return http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port or 80, timeout=timeout)
+        assert self.socket_path is not None
+        return _UnixConnection(self.socket_path, timeout)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: Optional[Dict[str, str]] = None,
+        timeout: Optional[float] = None,
+        stream: bool = False,
+    ):
+        hdrs = dict(headers or {})
+        if self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        data: Optional[bytes]
+        if body is None or isinstance(body, (bytes, bytearray)):
+            data = bytes(body) if body is not None else None
+        else:
+            data = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        conn = self._conn(timeout if timeout is not None else self.timeout)
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            where = self.url or self.socket_path
+            raise TransientError(f"husk serve at {where}: {e}", step="connect", errno=getattr(e, "errno", None)) from e
+        if resp.status >= 400:
+            raw = resp.read()
+            conn.close()
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                obj = {"error": {"step": "http", "message": f"HTTP {resp.status}: {raw[:200]!r}"}}
+            raise from_error_json(obj, status=resp.status)
+        if stream:
+            return conn, resp
+        raw = resp.read()
+        conn.close()
+        return resp, raw
+
+    def _json(self, method: str, path: str, body: Any = None, **kw) -> Dict[str, Any]:
+        resp, raw = self._request(method, path, body, **kw)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise HuskError(f"husk serve answered {method} {path} with no JSON: {raw[:200]!r}") from None
+
+    @staticmethod
+    def _q(sid: str) -> str:
+        return urllib.parse.quote(sid, safe="")
+
+    def health(self, timeout: float = 2.0) -> Dict[str, Any]:
+        return self._json("GET", "/v1/health", timeout=timeout)
+
+    # ----------------------------------------------------------- lifecycle --
+    def create(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        body = {k: v for k, v in params.items() if v is not None and k not in ("extra_args",)}
+        from ._common import duration_arg
+
+        for k in ("ttl", "max_lifetime", "ready_timeout"):
+            if k in body:
+                body[k] = duration_arg(body[k])
+        if params.get("extra_args"):
+            raise HuskError("extra_args are for the CLI transport only")
+        return self._json("POST", "/v1/sandboxes", body)
+
+    def inspect(self, sid: str) -> Dict[str, Any]:
+        return self._json("GET", f"/v1/sandboxes/{self._q(sid)}")
+
+    def renew(self, sid: str, ttl: Any = None) -> Dict[str, Any]:
+        from ._common import duration_arg
+
+        body = {"ttl": duration_arg(ttl)} if ttl is not None else {}
+        return self._json("POST", f"/v1/sandboxes/{self._q(sid)}/renew", body)
+
+    def destroy(self, sid: str) -> None:
+        self._json("DELETE", f"/v1/sandboxes/{self._q(sid)}")
+
+    # ---------------------------------------------------------------- exec --
+    @staticmethod
+    def _exec_body(opts: Dict[str, Any]) -> Dict[str, Any]:
+        import base64
+
+        from ._common import duration_arg
+
+        body: Dict[str, Any] = {}
+        if opts.get("code") is not None:
+            body["code"] = opts["code"]
+            body["language"] = opts.get("language") or "python"
+        else:
+            body["argv"] = list(opts["argv"])
+        if opts.get("stdin") is not None:
+            body["stdin_b64"] = base64.b64encode(opts["stdin"]).decode()
+        for k in ("env", "cwd", "user", "wait"):
+            if opts.get(k) is not None:
+                body[k] = opts[k]
+        if opts.get("timeout") is not None:
+            body["timeout"] = duration_arg(opts["timeout"])
+        if opts.get("output_limit") is not None:
+            body["output_limit"] = str(opts["output_limit"])
+        return body
+
+    def _exec_timeout(self, opts: Dict[str, Any]) -> Optional[float]:
+        from ._common import seconds
+
+        t = opts.get("timeout")
+        return None if t is None else seconds(t) + 60.0
+
+    def exec(self, sid: str, opts: Dict[str, Any]) -> Dict[str, Any]:
+        v = self._json(
+            "POST", f"/v1/sandboxes/{self._q(sid)}/exec", self._exec_body(opts), timeout=self._exec_timeout(opts)
+        )
+        if v.get("termination") == "setup_failed":
+            raise from_error_json(v)
+        return v
+
+    def exec_stream(self, sid: str, opts: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+        conn, resp = self._request(
+            "POST",
+            f"/v1/sandboxes/{self._q(sid)}/exec",
+            self._exec_body(opts),
+            headers={"Accept": "application/x-ndjson"},
+            timeout=self._exec_timeout(opts),
+            stream=True,
+        )
+        final = None
+        try:
+            while True:
+                line = resp.readline()
+                if not line:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                ev = json.loads(line)
+                if "verdict" in ev:
+                    final = ev["verdict"]
+                    if final.get("termination") == "setup_failed":
+                        raise from_error_json(final)
+                yield ev
+        finally:
+            conn.close()
+        if final is None:
+            raise HuskError("husk serve's exec stream ended without a verdict")
+
+    # --------------------------------------------------------------- files --
+    def _files(self, sid: str, path: str, **q: str) -> str:
+        query = urllib.parse.urlencode(dict(path=path, **q))
+        return f"/v1/sandboxes/{self._q(sid)}/files?{query}"
+
+    def write_file(self, sid: str, path: str, data: bytes, mode: Optional[int] = None) -> int:
+        q = {"mode": "%04o" % mode} if mode is not None else {}
+        obj = self._json(
+            "PUT", self._files(sid, path, **q), data, headers={"Content-Type": "application/octet-stream"}
+        )
+        return int(obj.get("bytes", len(data)))
+
+    def read_file(self, sid: str, path: str) -> bytes:
+        resp, raw = self._request("GET", self._files(sid, path))
+        if resp.getheader("Content-Type", "").startswith("application/x-tar"):
+            from .errors import FileError
+
+            raise FileError(f"read {path}: is a directory; use download()")
+        return raw
+
+    def list_files(self, sid: str, path: str) -> List[Dict[str, Any]]:
+        obj = self._json("GET", self._files(sid, path, list="1"))
+        return sorted(obj.get("entries", []), key=lambda e: e["name"])
+
+    def put_tar(self, sid: str, path: str, tar: bytes) -> None:
+        self._json("PUT", self._files(sid, path), tar, headers={"Content-Type": "application/x-tar"})
+
+    def get_tar(self, sid: str, path: str) -> bytes:
+        resp, raw = self._request("GET", self._files(sid, path), headers={"Accept": "application/x-tar"})
+        if not resp.getheader("Content-Type", "").startswith("application/x-tar"):
+            # A file comes back raw; make it the one-member tar download() expects.
+            from ._common import one_file_tar
+
+            return one_file_tar(os.path.basename(path.rstrip("/")), raw, None)
+        return raw

@@ -1,0 +1,93 @@
+"""Exceptions. Every one raised for a husk failure carries what husk said:
+``verdict`` (the raw verdict-shaped JSON, when there was one), ``step``,
+``errno``, ``hint``."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+
+class HuskError(Exception):
+    """husk could not do what was asked (exit 125, HTTP error, bad input)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        verdict: Optional[Dict[str, Any]] = None,
+        step: Optional[str] = None,
+        errno: Optional[int] = None,
+        hint: Optional[str] = None,
+        status: Optional[int] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.verdict = verdict
+        self.step = step
+        self.errno = errno
+        self.hint = hint
+        self.status = status
+
+    def __str__(self) -> str:
+        s = self.message
+        if self.step:
+            s = f"{s} (step: {self.step})"
+        if self.hint:
+            s = f"{s}; hint: {self.hint}"
+        return s
+
+
+class SandboxNotFound(HuskError):
+    """No live sandbox by that id or name (it may have expired or been removed)."""
+
+
+class SandboxBusy(HuskError):
+    """Another exec runs in the sandbox (create it with concurrent=True, or wait)."""
+
+
+class TransientError(HuskError):
+    """A failure worth retrying (busy host, resources briefly short, server
+    overloaded). ``Sandbox.create`` retries these with bounded backoff."""
+
+
+class CommandError(HuskError):
+    """``exec(..., check=True)``: the command did not exit 0. ``result`` is its
+    ``ExecResult``."""
+
+    def __init__(self, message: str, result: Any) -> None:
+        super().__init__(message, verdict=getattr(result, "raw", None))
+        self.result = result
+
+
+class CommandTimeout(CommandError):
+    """``exec(..., check=True)``: the command ran past its timeout (exit 124)."""
+
+
+class FileError(HuskError):
+    """A file operation failed inside the sandbox (no such file, not a
+    directory, permission, a read-only path)."""
+
+
+# errnos that say "try again" rather than "this cannot work".
+_TRANSIENT_ERRNOS = {4, 11, 12, 16, 24, 105}  # EINTR EAGAIN ENOMEM EBUSY EMFILE ENOBUFS
+
+
+def from_error_json(obj: Dict[str, Any], status: Optional[int] = None) -> HuskError:
+    """The exception for a verdict-shaped error (``{"termination":
+    "setup_failed", "error": {step, errno, message, hint}}``), or the
+    older ``{"error": msg, "step", "hint"}`` shape."""
+    err = obj.get("error")
+    if isinstance(err, dict):
+        step, errno, message, hint = err.get("step"), err.get("errno"), err.get("message", ""), err.get("hint")
+    else:
+        step, errno, message, hint = obj.get("step"), obj.get("errno"), str(err or obj), obj.get("hint")
+    message = str(message or "husk failed")
+    kw = dict(verdict=obj, step=step, errno=errno, hint=hint, status=status)
+    if step == "busy" or status == 409:
+        return SandboxBusy(message, **kw)
+    gone = any(w in message for w in ("no sandbox", " expired at ", " was removed at "))
+    if status == 404 or step == "lookup" or (step == "sandbox" and gone):
+        return SandboxNotFound(message, **kw)
+    if status in (429, 503) or errno in _TRANSIENT_ERRNOS:
+        return TransientError(message, **kw)
+    return HuskError(message, **kw)

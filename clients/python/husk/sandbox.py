@@ -1,0 +1,377 @@
+"""``Sandbox``: one live husk sandbox, reached through ``husk serve`` when
+one is running and through the husk CLI otherwise, with the same results."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import shlex
+import tarfile
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Optional, Union
+
+from ._cli import CliTransport
+from ._common import safe_extract, seconds
+from ._http import HttpTransport, default_socket
+from .errors import CommandError, CommandTimeout, HuskError, TransientError
+from .types import Argv, ExecResult, FileEntry, OutputChunk, SandboxInfo, StreamEvent
+
+Transport = Union[CliTransport, HttpTransport]
+
+
+def connect(
+    transport: str = "auto",
+    *,
+    socket: Optional[str] = None,
+    url: Optional[str] = None,
+    token: Optional[str] = None,
+    husk_bin: Optional[str] = None,
+    state_dir: Optional[str] = None,
+) -> Transport:
+    """Chooses how to reach husk. ``"auto"``: ``husk serve`` when its socket
+    (``socket``, HUSK_SOCKET, or ``<state dir>/api.sock``) or ``url``
+    answers /v1/health, else the CLI. ``"serve"`` or ``"cli"`` force one."""
+    if transport not in ("auto", "serve", "cli"):
+        raise ValueError(f"transport must be auto, serve or cli, not {transport!r}")
+    if transport in ("auto", "serve"):
+        if socket is None and url is None and state_dir is not None and not os.environ.get("HUSK_SOCKET"):
+            socket = os.path.join(state_dir, "api.sock")
+        http = HttpTransport(socket_path=socket, url=url, token=token)
+        if transport == "serve":
+            http.health()
+            return http
+        if url or (http.socket_path and os.path.exists(http.socket_path)):
+            try:
+                http.health()
+                return http
+            except HuskError:
+                pass
+    return CliTransport(husk_bin=husk_bin, state_dir=state_dir)
+
+
+class Sandbox:
+    """A live sandbox. Use as a context manager, or call ``close()``::
+
+        with Sandbox.create(image="python", memory="512M", ttl="10m") as sb:
+            r = sb.run_code("print(6 * 7)")
+            print(r.stdout.text, r.exit_code)
+    """
+
+    def __init__(self, transport: Transport, info: SandboxInfo, heartbeat: Optional[float] = None) -> None:
+        self._t = transport
+        self.info = info
+        self.id = info.id
+        self._closed = False
+        self._stop = threading.Event()
+        self._hb: Optional[threading.Thread] = None
+        self.heartbeat_error: Optional[BaseException] = None
+        if heartbeat:
+            self._hb = threading.Thread(target=self._heartbeat, args=(heartbeat,), daemon=True, name=f"husk-renew-{self.id}")
+            self._hb.start()
+
+    @property
+    def transport(self) -> str:
+        """"serve" or "cli"."""
+        return self._t.name
+
+    # ------------------------------------------------------------ creation --
+    @classmethod
+    def create(
+        cls,
+        image: Optional[str] = None,
+        *,
+        rootfs: Optional[str] = None,
+        memory: Optional[str] = None,
+        cpus: Optional[float] = None,
+        pids: Optional[int] = None,
+        network: Optional[str] = None,
+        ttl: Union[str, float, None] = "10m",
+        max_lifetime: Union[str, float, None] = None,
+        env: Optional[Dict[str, str]] = None,
+        secret_env: Optional[Dict[str, str]] = None,
+        labels: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+        runtime: Optional[str] = None,
+        name: Optional[str] = None,
+        concurrent: bool = False,
+        ready_cmd: Optional[Argv] = None,
+        ready_timeout: Union[str, float, None] = None,
+        heartbeat: Union[bool, float] = True,
+        retries: int = 3,
+        backoff: float = 0.2,
+        transport: Union[str, Transport] = "auto",
+        **connect_kw: Any,
+    ) -> "Sandbox":
+        """Creates a sandbox and returns once it is READY.
+
+        ``heartbeat``: renew the lease in the background (every third of
+        ``ttl``, or every N seconds when a number) until ``close()``, so an
+        idle-but-alive client keeps its sandbox. Transient failures (busy
+        host, resources briefly short, an overloaded server) are retried
+        ``retries`` times with exponential backoff from ``backoff`` seconds.
+        """
+        t = transport if not isinstance(transport, str) else connect(transport, **connect_kw)
+        params: Dict[str, Any] = dict(
+            image=image,
+            rootfs=rootfs,
+            memory=memory,
+            cpus=cpus,
+            pids=pids,
+            network=network,
+            ttl=ttl,
+            max_lifetime=max_lifetime,
+            env=env,
+            secret_env=secret_env,
+            labels=labels,
+            workdir=workdir,
+            user=user,
+            runtime=runtime,
+            name=name,
+            concurrent=concurrent or None,
+            ready_cmd=shlex.split(ready_cmd) if isinstance(ready_cmd, str) else ready_cmd,
+            ready_timeout=ready_timeout,
+        )
+        params = {k: v for k, v in params.items() if v is not None}
+        record = _retry(lambda: t.create(params), retries, backoff)
+        info = SandboxInfo.from_json(record)
+        interval: Optional[float] = None
+        if heartbeat:
+            if heartbeat is True:
+                ttl_s = (info.ttl_ms / 1000.0) if info.ttl_ms else seconds(ttl or "10m")
+                interval = max(ttl_s / 3.0, 0.05)
+            else:
+                interval = float(heartbeat)
+        return cls(t, info, heartbeat=interval)
+
+    @classmethod
+    def attach(cls, sandbox_id: str, transport: Union[str, Transport] = "auto", **connect_kw: Any) -> "Sandbox":
+        """A handle on an existing sandbox (no heartbeat; close() destroys it)."""
+        t = transport if not isinstance(transport, str) else connect(transport, **connect_kw)
+        return cls(t, SandboxInfo.from_json(t.inspect(sandbox_id)))
+
+    # ---------------------------------------------------------------- exec --
+    def exec(
+        self,
+        cmd: Argv,
+        *,
+        stdin: Union[bytes, str, None] = None,
+        timeout: Union[str, float, None] = None,
+        env: Optional[Dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        user: Optional[str] = None,
+        output_limit: Union[int, str, None] = None,
+        wait: bool = False,
+        check: bool = False,
+    ) -> ExecResult:
+        """Runs a command: an argv list, or a string run by ``sh -c``.
+        Returns the verdict whatever the command's exit; raises ``HuskError``
+        when husk itself failed (no such sandbox, busy, setup), and with
+        ``check=True`` ``CommandError``/``CommandTimeout`` unless it exited 0."""
+        opts = self._opts(cmd, stdin, timeout, env, cwd, user, output_limit, wait)
+        r = ExecResult.from_json(self._t.exec(self.id, opts))
+        return _checked(r, check)
+
+    def run_code(
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        timeout: Union[str, float, None] = None,
+        env: Optional[Dict[str, str]] = None,
+        check: bool = False,
+    ) -> ExecResult:
+        """Runs source code, passed on stdin (never argv: no size limit, not
+        visible in the host's ps). language: python, bash or sh."""
+        opts: Dict[str, Any] = dict(code=code, language=language, timeout=timeout, env=env)
+        r = ExecResult.from_json(self._t.exec(self.id, {k: v for k, v in opts.items() if v is not None}))
+        return _checked(r, check)
+
+    def stream(
+        self,
+        cmd: Optional[Argv] = None,
+        *,
+        code: Optional[str] = None,
+        language: str = "python",
+        stdin: Union[bytes, str, None] = None,
+        timeout: Union[str, float, None] = None,
+        env: Optional[Dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        user: Optional[str] = None,
+    ) -> Iterator[StreamEvent]:
+        """Output as it happens: ``OutputChunk``s (stream, seq, data) in the
+        order the command wrote them, then the ``ExecResult`` (the same
+        verdict ``exec`` returns, with bounded head+tail capture)."""
+        if (cmd is None) == (code is None):
+            raise ValueError("give either cmd or code")
+        if code is not None:
+            if stdin is not None:
+                raise ValueError("code is passed on stdin; stdin cannot be given with it")
+            opts: Dict[str, Any] = dict(code=code, language=language, timeout=timeout, env=env, cwd=cwd, user=user)
+            opts = {k: v for k, v in opts.items() if v is not None}
+        else:
+            opts = self._opts(cmd, stdin, timeout, env, cwd, user, None, False)
+        for ev in self._t.exec_stream(self.id, opts):
+            if "verdict" in ev:
+                yield ExecResult.from_json(ev["verdict"])
+                return
+            yield _chunk(ev)
+
+    @staticmethod
+    def _opts(cmd, stdin, timeout, env, cwd, user, output_limit, wait) -> Dict[str, Any]:
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise ValueError("an empty command")
+        opts: Dict[str, Any] = dict(
+            argv=argv,
+            stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+            user=user,
+            output_limit=output_limit,
+            wait=wait or None,
+        )
+        return {k: v for k, v in opts.items() if v is not None}
+
+    # --------------------------------------------------------------- files --
+    def write_file(self, path: str, data: Union[bytes, str], mode: Optional[int] = None) -> int:
+        """Writes a file inside the sandbox (absolute path, or relative to
+        its workdir); returns the bytes written."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        return self._t.write_file(self.id, self._abs(path), raw, mode)
+
+    def read_file(self, path: str) -> bytes:
+        return self._t.read_file(self.id, self._abs(path))
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return self.read_file(path).decode(encoding)
+
+    def list_files(self, path: str = ".") -> List[FileEntry]:
+        return [
+            FileEntry(e["name"], e["type"], int(e.get("size", 0)), int(e.get("mode", 0)))
+            for e in self._t.list_files(self.id, self._abs(path))
+        ]
+
+    def upload(self, local: str, remote: str) -> None:
+        """Copies a host file or directory tree into the sandbox at ``remote``."""
+        remote = self._abs(remote)
+        if os.path.isdir(local):
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as t:
+                for entry in sorted(os.listdir(local)):
+                    t.add(os.path.join(local, entry), arcname=entry)
+            self._t.put_tar(self.id, remote, buf.getvalue())
+        else:
+            with open(local, "rb") as f:
+                data = f.read()
+            self._t.write_file(self.id, remote, data, os.stat(local).st_mode & 0o777)
+
+    def download(self, remote: str, local: str) -> None:
+        """Copies a file or directory tree out of the sandbox to ``local``.
+        What the sandbox made is treated as hostile: nothing lands outside
+        ``local``, links never point out of it, no devices or set-id bits."""
+        remote = self._abs(remote)
+        tar = self._t.get_tar(self.id, remote)
+        import tempfile
+
+        base = os.path.basename(remote.rstrip("/")) or "root"
+        parent = os.path.dirname(os.path.abspath(local)) or "."
+        with tempfile.TemporaryDirectory(dir=parent, prefix=".husk-download-") as tmp:
+            safe_extract(tar, tmp)
+            got = os.listdir(tmp)
+            src = os.path.join(tmp, base) if got == [base] else tmp
+            if os.path.isdir(src) and src == tmp:
+                os.makedirs(local, exist_ok=True)
+                for e in got:
+                    os.replace(os.path.join(tmp, e), os.path.join(local, e))
+            else:
+                os.replace(src, local)
+
+    def _abs(self, path: str) -> str:
+        if path.startswith("/"):
+            return path
+        wd = self.info.workdir or "/"
+        return os.path.normpath(os.path.join(wd, path))
+
+    # ----------------------------------------------------------- lifecycle --
+    def inspect(self) -> SandboxInfo:
+        return SandboxInfo.from_json(self._t.inspect(self.id))
+
+    def renew(self, ttl: Union[str, float, None] = None) -> Dict[str, Any]:
+        return self._t.renew(self.id, ttl)
+
+    def _heartbeat(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self._t.renew(self.id, None)
+            except HuskError as e:
+                # Gone or unreachable: say so once (heartbeat_error) and stop.
+                self.heartbeat_error = e
+                return
+
+    def close(self) -> None:
+        """Destroys the sandbox (idempotent); returns when nothing of it remains."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._hb is not None:
+            self._hb.join()
+        from .errors import SandboxNotFound
+
+        try:
+            self._t.destroy(self.id)
+        except SandboxNotFound:
+            pass
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, transport={self.transport!r})"
+
+
+def _chunk(ev: Dict[str, Any]) -> OutputChunk:
+    import base64
+
+    if "bytes" in ev and isinstance(ev["bytes"], (bytes, bytearray)):
+        data = bytes(ev["bytes"])
+    elif ev.get("base64") is not None:
+        data = base64.b64decode(ev["base64"])
+    elif ev.get("data_b64") is not None:
+        data = base64.b64decode(ev["data_b64"])
+    else:
+        data = str(ev.get("data", ev.get("text", ""))).encode("utf-8")
+    return OutputChunk(str(ev.get("stream")), int(ev.get("seq", 0)), data)
+
+
+def _checked(r: ExecResult, check: bool) -> ExecResult:
+    if check and not r.ok:
+        if r.timed_out:
+            raise CommandTimeout(f"command timed out (exit {r.exit_code})", r)
+        raise CommandError(f"command failed: {r.termination}, exit {r.exit_code}", r)
+    return r
+
+
+def _retry(op, retries: int, backoff: float):
+    attempt = 0
+    while True:
+        try:
+            return op()
+        except TransientError:
+            if attempt >= retries:
+                raise
+            # Full jitter: many clients retrying a busy host should not
+            # arrive again together.
+            time.sleep(random.uniform(0, backoff * (2**attempt)))
+            attempt += 1
+
+
+def default_socket_path() -> str:
+    return default_socket()

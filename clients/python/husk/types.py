@@ -1,0 +1,169 @@
+"""Typed views of husk's JSON: the verdict of an exec, a sandbox's record,
+output events. Each keeps the raw object in ``.raw`` so nothing husk says is
+lost when a field is not mirrored here."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+
+@dataclass(frozen=True)
+class Output:
+    """One captured stream (stdout or stderr) of an exec: bounded head+tail.
+
+    ``data`` is the captured bytes; ``truncated`` says the middle was cut
+    (``bytes`` is then the total the command wrote, more than ``len(data)``).
+    """
+
+    data: bytes
+    bytes: int
+    truncated: bool
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+    @classmethod
+    def from_json(cls, obj: Optional[Dict[str, Any]]) -> "Output":
+        if not obj:
+            return cls(b"", 0, False)
+        if obj.get("base64") is not None:
+            data = base64.b64decode(obj["base64"])
+        else:
+            data = (obj.get("text") or "").encode("utf-8")
+        return cls(data, int(obj.get("bytes", len(data))), bool(obj.get("truncated", False)))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """Why husk itself failed: the setup step, errno, message and a hint."""
+
+    step: Optional[str]
+    errno: Optional[int]
+    message: str
+    hint: Optional[str]
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Optional["ErrorInfo"]:
+        if obj is None:
+            return None
+        if isinstance(obj, str):
+            return cls(None, None, obj, None)
+        return cls(obj.get("step"), obj.get("errno"), str(obj.get("message", "")), obj.get("hint"))
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The verdict of one exec (``husk exec --json``), typed.
+
+    ``termination`` is husk's closed cause: exited, signaled, wall_timeout,
+    oom_killed, setup_failed, ... ``exit_code`` follows husk's contract
+    (the command's code, 128+N for signal N, 124 timeout, 125 husk failed).
+    """
+
+    exit_code: int
+    termination: str
+    stdout: Output
+    stderr: Output
+    signal: Optional[int] = None
+    signal_name: Optional[str] = None
+    duration_ms: float = 0.0
+    error: Optional[ErrorInfo] = None
+    limits: Any = None
+    resources: Any = None
+    isolation: Any = None
+    id: str = ""
+    sandbox_id: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, v: Dict[str, Any]) -> "ExecResult":
+        return cls(
+            exit_code=int(v.get("exit_code", 125) if v.get("exit_code") is not None else 125),
+            termination=str(v.get("termination", "setup_failed")),
+            stdout=Output.from_json(v.get("stdout")),
+            stderr=Output.from_json(v.get("stderr")),
+            signal=v.get("signal"),
+            signal_name=v.get("signal_name"),
+            duration_ms=float(v.get("duration_ms") or 0.0),
+            error=ErrorInfo.from_json(v.get("error")),
+            limits=v.get("limits"),
+            resources=v.get("resources"),
+            isolation=v.get("isolation"),
+            id=str(v.get("id") or ""),
+            sandbox_id=v.get("sandbox_id"),
+            raw=v,
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.termination == "exited" and self.exit_code == 0
+
+    @property
+    def timed_out(self) -> bool:
+        return self.termination == "wall_timeout"
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout.truncated or self.stderr.truncated
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox's record as ``husk create --json`` / ``husk inspect`` give it."""
+
+    id: str
+    name: Optional[str]
+    state: Optional[str]
+    backend: Optional[str]
+    ttl_ms: Optional[int]
+    lease_remaining_ms: Optional[int]
+    workdir: Optional[str]
+    labels: Dict[str, str]
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, r: Dict[str, Any]) -> "SandboxInfo":
+        return cls(
+            id=str(r["id"]),
+            name=r.get("name"),
+            state=r.get("state"),
+            backend=r.get("backend"),
+            ttl_ms=r.get("ttl_ms"),
+            lease_remaining_ms=r.get("lease_remaining_ms"),
+            workdir=r.get("workdir"),
+            labels=dict(r.get("labels") or {}),
+            raw=r,
+        )
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """One piece of output as the command wrote it (``Sandbox.stream``)."""
+
+    stream: str  # "stdout" | "stderr"
+    seq: int
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry of ``Sandbox.list_files``: type is file, dir, symlink or other."""
+
+    name: str
+    type: str
+    size: int
+    mode: int
+
+
+StreamEvent = Union[OutputChunk, ExecResult]
+Argv = Union[str, List[str]]
