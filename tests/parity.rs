@@ -478,9 +478,16 @@ mod root {
         assert_eq!(code, 125, "{v:#}");
         assert_eq!(v["error"]["step"], "limits", "{v:#}");
         assert!(v["error"]["message"].as_str().unwrap().contains("CAP_SYS_RESOURCE"), "{v:#}");
+        // The refusal is runsc's (a valid plan it cannot apply), so the
+        // verdict names it; a plan refused before any backend could take
+        // it names none.
+        assert_eq!(v["backend"], "runsc", "{v:#}");
         let (v, code) = run_json(&["--runtime", "runsc", "--pids", "100000"], &["true"]);
         assert_eq!(code, 125, "{v:#}");
         assert!(v["error"]["hint"].as_str().unwrap().contains("--pids"), "{v:#}");
+        let (v, code) = run_json(&["--runtime", "runsc", "--hostname", "a/b"], &["true"]);
+        assert_eq!(code, 125, "{v:#}");
+        assert_eq!(v["backend"], "none", "{v:#}");
     }
 
     /// A runsc run of `sleep 300` with its own state dir; returns the child

@@ -32,6 +32,35 @@ pub struct RunIo {
     pub t_start: u64,
 }
 
+/// Why a sandbox could not be planned, and whose refusal it was: the
+/// verdict's `runtime` is "none" when the spec itself is refused (nothing
+/// was chosen to run it) and the backend's name when that backend cannot
+/// apply a valid plan.
+#[derive(Debug)]
+pub struct PlanFailure {
+    pub report: ErrorReport,
+    pub runtime: &'static str,
+}
+
+/// The one way a spec becomes a plan a backend can run or hold: the
+/// backend's additions to the spec, the validation into a `Plan`, and the
+/// backend's adaptation of it (`husk run`, `husk create` and doctor's trial
+/// go through here, so none of them can skip a stage).
+pub fn plan_for(
+    backend: &dyn Backend,
+    mut spec: Spec,
+    host: &HostFacts,
+    root: crate::plan::RootInput<'_>,
+    role: crate::plan::InitRole,
+) -> Result<Plan, PlanFailure> {
+    let refused = |report| PlanFailure { report, runtime: backend.name() };
+    backend.prepare_spec(&mut spec).map_err(refused)?;
+    let mut plan =
+        Plan::build_as(spec, host, root, role).map_err(|e| PlanFailure { report: e.report(), runtime: "none" })?;
+    backend.adapt(&mut plan).map_err(refused)?;
+    Ok(plan)
+}
+
 pub trait Backend {
     fn name(&self) -> &'static str;
     /// Runs the plan to completion. Never returns an error: every failure

@@ -6,7 +6,7 @@ use crate::backend::{Backend, RunIo, native::Native};
 use crate::cli::DoctorArgs;
 use crate::host::{HostFacts, blockers, no_cgroup_opt_out};
 use crate::outcome::Termination;
-use crate::plan::{Plan, RootInput};
+
 use crate::spec::{OutputSpec, Spec};
 use serde::Serialize;
 
@@ -65,11 +65,11 @@ fn trial(host: &HostFacts, no_cgroup: bool, backend: &dyn Backend) -> Result<f64
         .map_err(|e| (e, None))?;
     // The same hooks `husk run` calls: runsc binds husk's own binary in
     // (its seccomp loader) and splits the limits with gVisor.
-    let refused = |e: crate::outcome::ErrorReport| (e.message, e.hint);
-    backend.prepare_spec(&mut spec).map_err(refused)?;
-    let mut plan =
-        Plan::build(spec, host, RootInput { ..root }).map_err(|e| (format!("planning a sandbox: {e}"), None))?;
-    backend.adapt(&mut plan).map_err(refused)?;
+    let plan = crate::backend::plan_for(backend, spec, host, root, crate::plan::InitRole::Run).map_err(|e| {
+        let what =
+            if e.runtime == "none" { format!("planning a sandbox: {}", e.report.message) } else { e.report.message };
+        (what, e.report.hint)
+    })?;
     let o = backend.run(plan, RunIo { capture: Some(4096), t_start: crate::spawn::now_ns() });
     match o.termination {
         Termination::Exited if o.status == Some(0) => Ok(o.duration_ms),

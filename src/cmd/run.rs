@@ -8,7 +8,7 @@ use crate::host::HostFacts;
 use crate::image::store::{Check, Lease};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::paths::{Paths, PathsError};
-use crate::plan::Plan;
+use crate::plan::InitRole;
 use crate::spec::{OutputSpec, Spec};
 use crate::step::Phase;
 use std::path::Path;
@@ -39,23 +39,14 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
         Err(e) => return fail(e.into()),
     };
     let backend = selected.backend;
-    if let Err(e) = backend.prepare_spec(&mut spec) {
-        return fail(e);
-    }
     let capture = match spec.output {
         OutputSpec::Capture { limit } => Some(limit),
         OutputSpec::Passthrough => None,
     };
-    let mut plan = match Plan::build(spec, &host, root) {
+    let plan = match backend::plan_for(backend.as_ref(), spec, &host, root, InitRole::Run) {
         Ok(p) => p,
-        Err(e) => {
-            let o = Outcome::setup_failed(e.report());
-            return report(&o, "", "none", None, &p);
-        }
+        Err(e) => return report(&Outcome::setup_failed(e.report), "", e.runtime, None, &p),
     };
-    if let Err(e) = backend.adapt(&mut plan) {
-        return report(&Outcome::setup_failed(e), "", backend.name(), None, &p);
-    }
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
     isolation.runtime_choice = selected.note;

@@ -95,14 +95,12 @@ fn create_inner(
         host.store_root = p.root.clone();
     }
     let selected = crate::backend::select_in(&spec, &host, || Ok(state)).map_err(|e| SandboxError::Setup(e.into()))?;
-    selected.backend.prepare_spec(&mut spec).map_err(SandboxError::Setup)?;
     let _ = crate::sandbox::gc::sweep(&store);
     let (root, lease) = crate::image::root::root_input(&spec, &host, paths)
         .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Root, e)))?;
     let inputs = HoldInputs::of(&root);
-    let mut plan = crate::plan::Plan::build_as(spec, &host, root, crate::plan::InitRole::Hold)
-        .map_err(|e| SandboxError::Setup(e.report()))?;
-    selected.backend.adapt(&mut plan).map_err(SandboxError::Setup)?;
+    let plan = crate::backend::plan_for(selected.backend.as_ref(), spec, &host, root, crate::plan::InitRole::Hold)
+        .map_err(|e| SandboxError::Setup(e.report))?;
     let req = CreateRequest {
         name: args.name,
         labels,
