@@ -136,12 +136,26 @@ pub struct RunscSpec {
     pub platform: Option<String>,
 }
 
+/// How an image reference is fetched from its registry (`--platform`,
+/// `--insecure-registry`, `--registry-ca`, `--registry-mirror`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RegistrySpec {
+    /// `OS/ARCH[/VARIANT]`; `None`: the host's.
+    pub platform: Option<String>,
+    pub insecure: Vec<String>,
+    pub ca_files: Vec<PathBuf>,
+    /// `URL` (a Docker Hub mirror) or `REGISTRY=URL`.
+    pub mirrors: Vec<String>,
+}
+
 /// Everything one sandboxed run needs, as the user gave it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
     pub root: RootSpec,
     #[serde(default)]
     pub pull: PullPolicy,
+    #[serde(default)]
+    pub registry: RegistrySpec,
     /// `--writable`: a tmpfs upper layer over the image, discarded at exit.
     pub writable: bool,
     /// The command; empty means the image's Entrypoint/Cmd.
@@ -185,6 +199,7 @@ impl Spec {
         Spec {
             root: RootSpec::Host,
             pull: PullPolicy::Missing,
+            registry: RegistrySpec::default(),
             writable: false,
             command,
             env: Vec::new(),

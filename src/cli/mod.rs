@@ -212,6 +212,14 @@ pub struct SandboxArgs {
     #[arg(long, value_enum, value_name = "POLICY", default_value = "missing")]
     pub pull: PullArg,
 
+    /// Platform of --image to pull from a multi-platform image:
+    /// OS/ARCH[/VARIANT] (default: the host's).
+    #[arg(long, value_name = "OS/ARCH")]
+    pub platform: Option<String>,
+
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+
     /// Add a tmpfs upper layer over the image root, discarded at exit.
     #[arg(long)]
     pub writable: bool,
@@ -606,6 +614,11 @@ pub struct RegistryArgs {
     /// Extra root CA certificates for registries (PEM file; repeatable).
     #[arg(long, value_name = "FILE", env = "HUSK_REGISTRY_CA", value_delimiter = ',')]
     pub registry_ca: Vec<PathBuf>,
+    /// Fetch images from this mirror first, then from their registry:
+    /// URL mirrors Docker Hub, REGISTRY=URL another registry (repeatable;
+    /// also `<store root>/registries.json`).
+    #[arg(long, value_name = "[REGISTRY=]URL", env = "HUSK_REGISTRY_MIRROR", value_delimiter = ',')]
+    pub registry_mirror: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -710,6 +723,13 @@ pub struct SelftestArgs {
     /// missing, always, never.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "missing")]
     pub pull: PullArg,
+
+    /// Platform of --image to pull: OS/ARCH[/VARIANT] (default: the host's).
+    #[arg(long, value_name = "OS/ARCH")]
+    pub platform: Option<String>,
+
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 
     /// One JSON report on stdout instead of the table.
     #[arg(long)]

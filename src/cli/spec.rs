@@ -45,6 +45,10 @@ pub enum ArgsError {
         "invalid environment variable name {0:?} (--env or --env-file): names must be non-empty and hold no control characters"
     )]
     EnvName(String),
+    #[error(transparent)]
+    Platform(#[from] crate::image::pull::BadPlatform),
+    #[error(transparent)]
+    Mirror(#[from] crate::image::registry::mirror::MirrorError),
 }
 
 /// Refused flags, as the verdict reports them (step `arguments`).
@@ -73,6 +77,20 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), ArgsEr
         (None, None) => RootSpec::Host,
     };
     spec.pull = a.pull.into();
+    // Checked here so a bad value fails before anything runs, even
+    // without --image (then they are unused).
+    if let Some(p) = &a.platform {
+        crate::image::pull::parse_platform(p)?;
+    }
+    for m in &a.registry.registry_mirror {
+        crate::image::registry::mirror::parse_flag(m)?;
+    }
+    spec.registry = crate::spec::RegistrySpec {
+        platform: a.platform.clone(),
+        insecure: a.registry.insecure_registry.clone(),
+        ca_files: a.registry.registry_ca.clone(),
+        mirrors: a.registry.registry_mirror.clone(),
+    };
     if a.writable && spec.root == RootSpec::Host {
         return Err(ArgsError::WritableHost);
     }

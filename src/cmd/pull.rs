@@ -14,8 +14,8 @@ use serde_json::json;
 use std::io::Read;
 use std::sync::Arc;
 
-fn client_options(a: &RegistryArgs) -> ClientOptions {
-    ClientOptions { insecure: a.insecure_registry.clone(), ca_files: a.registry_ca.clone() }
+fn client_options(a: &RegistryArgs) -> Result<ClientOptions, ImageError> {
+    Ok(ClientOptions::new(&a.insecure_registry, &a.registry_ca, &a.registry_mirror)?)
 }
 
 fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, ImageError> {
@@ -64,7 +64,7 @@ fn run_pull(a: PullArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageE
     };
     let opts = PullOptions {
         platform,
-        client: client_options(&a.registry),
+        client: client_options(&a.registry)?,
         progress,
         import: ImportOptions {
             name: None,
@@ -159,7 +159,7 @@ fn run_login(a: LoginArgs, paths: &Result<Paths, PathsError>) -> Result<String, 
     if !a.no_verify {
         let cred = creds::Credential { user: a.username.clone(), secret: pw.clone(), origin: "the given user".into() };
         let api = Reference::parse(&format!("{registry}/x")).map_err(ImageError::from)?;
-        let client = Client::new(api.api_host(), "", Some(cred), &client_options(&a.registry_args))?;
+        let client = Client::new(api.api_host(), "", Some(cred), &client_options(&a.registry_args)?)?;
         client.ping()?;
     }
     let file = creds::save(&registry, &a.username, &pw, store.root())?;

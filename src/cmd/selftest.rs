@@ -9,6 +9,7 @@ use std::path::PathBuf;
 fn stored_image(
     reference: &str,
     policy: crate::spec::PullPolicy,
+    remote: &crate::spec::RegistrySpec,
     root: Option<&std::path::Path>,
 ) -> Result<String, crate::image::ImageError> {
     let paths = crate::paths::Paths::from_cli(root, None)?;
@@ -23,7 +24,7 @@ fn stored_image(
     };
     let owners = crate::image::root::owners_for(&crate::host::HostFacts::probe(), range);
     let progress = nix::unistd::isatty(std::io::stderr()).unwrap_or(false);
-    crate::image::root::stored_name(&store, reference, policy, owners, progress)
+    crate::image::root::stored_name(&store, reference, policy, remote, owners, progress)
 }
 
 pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
@@ -46,10 +47,16 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
         RuntimeArg::Runsc => "runsc".to_string(),
         RuntimeArg::Auto => "auto".to_string(),
     });
+    let remote = crate::spec::RegistrySpec {
+        platform: args.platform.clone(),
+        insecure: args.registry.insecure_registry.clone(),
+        ca_files: args.registry.registry_ca.clone(),
+        mirrors: args.registry.registry_mirror.clone(),
+    };
     // The image is resolved (imported or pulled per --pull) once, here:
     // every probe's run then finds it stored.
     let image = match &args.image {
-        Some(r) => match stored_image(r, args.pull.into(), store_root.as_deref()) {
+        Some(r) => match stored_image(r, args.pull.into(), &remote, store_root.as_deref()) {
             Ok(name) => Some(name),
             Err(e) => return fail(&format!("--image {r}: {e}")),
         },

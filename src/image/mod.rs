@@ -98,6 +98,8 @@ pub enum ImageError {
     #[error(transparent)]
     Registry(#[from] registry::RegistryError),
     #[error(transparent)]
+    Mirror(#[from] registry::mirror::MirrorError),
+    #[error(transparent)]
     Reference(#[from] reference::ReferenceError),
     #[error(
         "image {0} is not in the store and --pull never forbids fetching it; `husk pull {0}` fetches it, `husk image ls` lists what is stored"

@@ -12,7 +12,7 @@ use super::digest::{Digest, Expect, Verify, truncate};
 use super::import::{ImportOptions, ImportReport, import_resolved};
 use super::oci::{self, Descriptor, ImageConfig, Index, Manifest, Platform};
 use super::reference::Reference;
-use super::registry::{Client, ClientOptions, RegistryError, creds, read_small, response_header};
+use super::registry::{Client, ClientOptions, RegistryError, creds, mirror, read_small, response_header};
 use super::source::{Blobs, Resolved, layers_of};
 use super::store::{PULLED_PREFIX, Pulled};
 use super::{ImageError, MAX_JSON, Store};
@@ -72,11 +72,33 @@ fn refused(what: impl Into<String>, why: impl Into<String>) -> ImageError {
     ImageError::Registry(RegistryError::Refused { what: what.into(), why: why.into() })
 }
 
-/// Pulls `r` into `store`.
+/// Pulls `r` into `store`: from each of the registry's mirrors in turn
+/// (the flags' and environment's, then `<store root>/registries.json`'s),
+/// then from the registry itself, as Docker does. A mirror that cannot be
+/// reached, refuses us, lacks the image or serves a manifest that does not
+/// verify is reported on stderr and passed over; a layer that fails its
+/// checks or the store failing (a layer bomb, a full disk) ends the pull.
 pub fn pull(store: &Store, r: &Reference, opts: &PullOptions) -> Result<ImportReport, ImageError> {
-    let cred = creds::lookup(&r.registry, store.root())
-        .map_err(|e| RegistryError::Auth { registry: r.registry.clone(), why: e.to_string() })?;
-    let client = Client::new(r.api_host(), &r.repository, cred, &opts.client)?;
+    let mut all = opts.client.mirrors.clone();
+    all.extend(mirror::from_file(store.root())?);
+    for m in mirror::for_registry(&all, &r.registry) {
+        match pull_from(store, r, m.host.as_str(), opts) {
+            Ok(rep) => return Ok(rep),
+            Err(ImageError::Registry(e)) => {
+                crate::errln!("husk: mirror {} of {}: {e}; trying the next source", m.url, r.registry)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    pull_from(store, r, r.api_host(), opts)
+}
+
+/// Pulls `r` from the registry API at `host` (the origin or a mirror).
+fn pull_from(store: &Store, r: &Reference, host: &str, opts: &PullOptions) -> Result<ImportReport, ImageError> {
+    let cred_key = if host == r.api_host() { r.registry.as_str() } else { host };
+    let cred = creds::lookup(cred_key, store.root())
+        .map_err(|e| RegistryError::Auth { registry: cred_key.to_string(), why: e.to_string() })?;
+    let client = Client::new(host, &r.repository, cred, &opts.client)?;
     let resolved = resolve(client, r, opts)?;
     import_resolved(store, resolved, &opts.import)
 }

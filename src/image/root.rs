@@ -17,7 +17,7 @@ use crate::host::HostFacts;
 use crate::paths::{Paths, PathsError};
 use crate::plan::{ImageDefaults, RootInput};
 use crate::rootfs::RootSource;
-use crate::spec::{IdRange, PullPolicy, RootSpec, Spec};
+use crate::spec::{IdRange, PullPolicy, RegistrySpec, RootSpec, Spec};
 use crate::userns::{IdMap, IdMode};
 use std::path::Path;
 
@@ -66,6 +66,7 @@ pub fn resolve_name(
     store: &Store,
     reference: &str,
     policy: PullPolicy,
+    remote: &RegistrySpec,
     owners: Owners,
     progress: bool,
 ) -> Result<String, ImageError> {
@@ -97,8 +98,11 @@ pub fn resolve_name(
         }
     }
     let opts = PullOptions {
-        platform: oci::host_platform(),
-        client: ClientOptions::from_env(),
+        platform: match &remote.platform {
+            Some(p) => super::pull::parse_platform(p).map_err(|e| ImageError::Platform(e.to_string()))?,
+            None => oci::host_platform(),
+        },
+        client: ClientOptions::new(&remote.insecure, &remote.ca_files, &remote.mirrors)?,
         progress: None,
         import: on_the_fly(owners, progress),
     };
@@ -134,6 +138,7 @@ pub fn stored_name(
     store: &Store,
     reference: &str,
     policy: PullPolicy,
+    remote: &RegistrySpec,
     owners: Owners,
     progress: bool,
 ) -> Result<String, ImageError> {
@@ -141,7 +146,7 @@ pub fn stored_name(
         let opts = on_the_fly(owners, progress);
         import(store, reference, &opts)?.name
     } else {
-        resolve_name(store, reference, policy, owners, progress)?
+        resolve_name(store, reference, policy, remote, owners, progress)?
     })
 }
 
@@ -151,11 +156,12 @@ pub fn root_for_run(
     store_root: &Path,
     reference: &str,
     policy: PullPolicy,
+    remote: &RegistrySpec,
     owners: Owners,
     progress: bool,
 ) -> Result<(RootInput<'static>, Lease), ImageError> {
     let store = Store::open(store_root)?;
-    let name = stored_name(&store, reference, policy, owners, progress)?;
+    let name = stored_name(&store, reference, policy, remote, owners, progress)?;
     let (rec, dirs, lease) = store.lease(&name, &owners)?;
     if dirs.is_empty() {
         return Err(ImageError::Format(format!("image {} has no layers: nothing to run", rec.name)));
@@ -200,8 +206,8 @@ pub fn root_input(
             let paths = paths.as_ref().map_err(|e| format!("--image {r}: {e}"))?;
             let owners = owners_for(host, spec.id_range);
             let progress = nix::unistd::isatty(std::io::stderr()).unwrap_or(false);
-            let (input, lease) =
-                root_for_run(&paths.root, r, spec.pull, owners, progress).map_err(|e| format!("--image {r}: {e}"))?;
+            let (input, lease) = root_for_run(&paths.root, r, spec.pull, &spec.registry, owners, progress)
+                .map_err(|e| format!("--image {r}: {e}"))?;
             Ok((input, Some(lease)))
         }
     }

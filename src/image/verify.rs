@@ -169,7 +169,7 @@ pub fn repair(store: &Store, rec: &Record, owners: Owners, check: &mut ImageChec
         Some(reference) => super::reference::Reference::parse(reference).map_err(Into::into).and_then(|r| {
             let popts = super::pull::PullOptions {
                 platform: super::oci::host_platform(),
-                client: super::registry::ClientOptions::from_env(),
+                client: super::registry::ClientOptions::from_env()?,
                 progress: None,
                 import: opts,
             };

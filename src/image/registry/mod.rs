@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod creds;
+pub mod mirror;
 
 use super::digest::truncate;
 use auth::Challenge;
@@ -61,21 +62,37 @@ pub struct ClientOptions {
     pub insecure: Vec<String>,
     /// PEM files of extra root CAs (added to the bundled Mozilla roots).
     pub ca_files: Vec<std::path::PathBuf>,
+    /// Mirrors given on the command line or in the environment (tried
+    /// before those of `<store root>/registries.json`).
+    pub mirrors: Vec<mirror::Mirror>,
 }
 
 impl ClientOptions {
-    /// From HUSK_INSECURE_REGISTRY and HUSK_REGISTRY_CA (comma-separated),
-    /// for pulls that `husk run --image` makes.
-    pub fn from_env() -> ClientOptions {
+    /// From the flags' values (`--insecure-registry`, `--registry-ca`,
+    /// `--registry-mirror`, which clap also fills from HUSK_INSECURE_REGISTRY,
+    /// HUSK_REGISTRY_CA and HUSK_REGISTRY_MIRROR).
+    pub fn new(
+        insecure: &[String],
+        ca_files: &[std::path::PathBuf],
+        mirrors: &[String],
+    ) -> Result<ClientOptions, mirror::MirrorError> {
+        Ok(ClientOptions {
+            insecure: insecure.to_vec(),
+            ca_files: ca_files.to_vec(),
+            mirrors: mirrors.iter().map(|m| mirror::parse_flag(m)).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// From HUSK_INSECURE_REGISTRY, HUSK_REGISTRY_CA and HUSK_REGISTRY_MIRROR
+    /// (comma-separated), for pulls no flag configures (`verify --repair`).
+    pub fn from_env() -> Result<ClientOptions, mirror::MirrorError> {
         let list = |k: &str| -> Vec<String> {
             std::env::var(k)
                 .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
                 .unwrap_or_default()
         };
-        ClientOptions {
-            insecure: list("HUSK_INSECURE_REGISTRY"),
-            ca_files: list("HUSK_REGISTRY_CA").into_iter().map(Into::into).collect(),
-        }
+        let ca: Vec<std::path::PathBuf> = list("HUSK_REGISTRY_CA").into_iter().map(Into::into).collect();
+        ClientOptions::new(&list("HUSK_INSECURE_REGISTRY"), &ca, &list("HUSK_REGISTRY_MIRROR"))
     }
 }
 

@@ -1,0 +1,106 @@
+//! Where a pull fetches from and how it talks to the user: registry
+//! mirrors (real docker-registry instances), credential helpers, partial
+//! downloads left by a killed pull, progress on a terminal. Root only.
+mod imagekit;
+mod pullkit;
+use imagekit::*;
+use pullkit::*;
+use serde_json::{Value, json};
+use std::path::Path;
+
+fn busybox_image(dir: &Path, marker: &str) -> Layout {
+    let mut l = Layout::new(dir);
+    let top = Layer::gzip(Tar::new().dir("etc/", 0o755).file("etc/marker", marker.as_bytes()).finish());
+    l.image(&[Layer::gzip(busybox_tar()), top], json!({"Cmd": ["cat", "/etc/marker"]}), None);
+    l
+}
+
+fn husk_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(husk_bin());
+    cmd.args(args)
+        .env("HUSK_ROOT", store)
+        .env_remove("HUSK_ID_RANGE")
+        .env_remove("HUSK_REGISTRY_MIRROR")
+        .env_remove("DOCKER_CONFIG")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn manifest_gets(reg: &Registry, repo: &str) -> usize {
+    reg.access_log().lines().filter(|l| l.contains(&format!("\"GET /v2/{repo}/manifests/"))).count()
+}
+
+#[test]
+fn registry_mirror_is_tried_first_and_the_origin_after_it() {
+    let tmp = TempDir::new("pull-mirror");
+    let origin = Registry::start(Auth::None);
+    let mirror = Registry::start(Auth::None);
+    let l = busybox_image(&tmp.join("img"), "mirrored\n");
+    mirror.push(&l.dir, "library/hello:1", None, false);
+    mirror.push(&l.dir, "team/app:1", None, false);
+    origin.push(&l.dir, "only/origin:1", None, false);
+    let store = tmp.join("store");
+    let mirror_url = format!("http://{}", mirror.addr);
+
+    // A bare URL mirrors Docker Hub (Docker's flag): `husk run --image
+    // hello:1` is served by the mirror; registry-1.docker.io is never
+    // asked (this machine cannot reach it) and the image keeps its name.
+    let o = husk_env(
+        &store,
+        &["run", "--json", "--registry-mirror", &mirror_url, "--image", "hello:1", "--", "cat", "/etc/marker"],
+        &[],
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(v["stdout"]["text"], "mirrored\n", "{v} {}", stderr(&o));
+    assert_eq!(manifest_gets(&mirror, "library/hello"), 1);
+    let ls: Value = serde_json::from_slice(&husk_in(&store, &["image", "ls", "--json"]).stdout).unwrap();
+    assert_eq!(ls[0]["name"], "docker.io/library/hello:1", "{ls}");
+
+    // A mirror that lacks the image: the origin serves it, and stderr
+    // says the mirror was passed over. Mirrors of other registries come
+    // from <store root>/registries.json.
+    let config = json!({"mirrors": {origin.addr.clone(): [mirror_url.clone()]}});
+    std::fs::write(store.join("registries.json"), config.to_string()).unwrap();
+    let reference = format!("{}/only/origin:1", origin.addr);
+    let o = husk_env(&store, &["pull", "--quiet", &reference], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), reference);
+    assert!(stderr(&o).contains(&format!("mirror {mirror_url} of {}", origin.addr)), "{}", stderr(&o));
+    assert_eq!(manifest_gets(&mirror, "only/origin"), 1, "the mirror was not asked first");
+    assert_eq!(manifest_gets(&origin, "only/origin"), 1);
+
+    // The origin is down: its mirror (here from HUSK_REGISTRY_MIRROR)
+    // serves the image under the origin's name.
+    let origin_addr = origin.addr.clone();
+    drop(origin);
+    let env = format!("{origin_addr}={mirror_url}");
+    let reference = format!("{origin_addr}/team/app:1");
+    let o = husk_env(&store, &["pull", "--quiet", &reference], &[("HUSK_REGISTRY_MIRROR", &env)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), reference);
+    assert_eq!(manifest_gets(&mirror, "team/app"), 1);
+}
+
+#[test]
+fn malformed_registry_flags_are_refused_before_anything_runs() {
+    let tmp = TempDir::new("pull-mirror-bad");
+    let store = tmp.join("store");
+    for args in [
+        vec!["pull", "--registry-mirror", "mirror.example", "busybox"],
+        vec!["run", "--registry-mirror", "ftp://m.example", "--", "true"],
+        vec!["run", "--platform", "linux", "--", "true"],
+    ] {
+        let o = husk_env(&store, &args, &[]);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {}", stdout(&o));
+        let e = stderr(&o);
+        assert!(e.contains("expected URL") || e.contains("expected OS/ARCH"), "{args:?}: {e}");
+    }
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(store.join("registries.json"), r#"{"mirrors": {"docker.io": ["mirror.example"]}}"#).unwrap();
+    let o = husk_env(&store, &["pull", "busybox"], &[]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(stderr(&o).contains("registries.json") && stderr(&o).contains("expected http(s)://"), "{}", stderr(&o));
+}
