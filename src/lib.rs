@@ -32,6 +32,7 @@ pub mod selftest;
 pub mod spawn;
 pub mod spec;
 pub mod step;
+pub mod stream;
 pub mod supervise;
 pub mod sync;
 #[allow(unsafe_code)]

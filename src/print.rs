@@ -60,6 +60,13 @@ pub fn json_line(value: &impl serde::Serialize) {
     });
 }
 
+/// A write to stdout that went around this module failed (`--json-stream`
+/// events are written to fd 1 directly): later writes are skipped and
+/// `finish` reports it like any other.
+pub fn stdout_failed(e: &std::io::Error) {
+    remember(e);
+}
+
 /// Writes formatted text to stderr, ignoring failure (the `errln!` macro).
 pub fn err_fmt(args: std::fmt::Arguments<'_>) {
     let mut err = std::io::stderr().lock();

@@ -5,6 +5,7 @@
 use crate::capture::{Capture, Captured};
 use crate::cgroup::GroupKill;
 use crate::step::StepError;
+use crate::stream::{Tap, Which};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::process::{ExitStatus, pidfd_send_signal, wait_pidfd};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -58,6 +59,9 @@ pub struct Watch<'a> {
     /// channel; the watch answers its notifications.
     pub seccomp: Option<&'a crate::seccomp::Program>,
     pub stop: Option<&'a dyn Stop>,
+    /// `--json-stream`: every read of a captured stream is also an event
+    /// here, as it happens.
+    pub tap: Option<&'a Tap>,
 }
 
 /// What the watch saw.
@@ -83,6 +87,7 @@ pub struct Watched {
 }
 
 struct Stream {
+    which: Which,
     fd: Option<OwnedFd>,
     cap: Capture,
     /// One pipe's worth (64 KiB), on the heap and only for a captured
@@ -92,14 +97,22 @@ struct Stream {
 }
 
 impl Stream {
-    fn read(&mut self) {
+    fn read(&mut self, tap: Option<&Tap>) {
         let Some(fd) = &self.fd else { return };
         let buf = &mut self.buf;
         match nix::unistd::read(fd, buf) {
-            Ok(0) => self.fd = None,
-            Ok(n) => self.cap.push(&buf[..n]),
+            Ok(0) => self.close(tap),
+            Ok(n) => crate::stream::deliver(self.which, &buf[..n], &mut self.cap, tap),
             Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => {}
-            Err(_) => self.fd = None,
+            Err(_) => self.close(tap),
+        }
+    }
+
+    fn close(&mut self, tap: Option<&Tap>) {
+        if self.fd.take().is_some()
+            && let Some(t) = tap
+        {
+            t.end(self.which);
         }
     }
 }
@@ -116,11 +129,12 @@ impl Watch<'_> {
         let mut kill_at: Option<Instant> = None;
         let mut out = Watched::default();
         let captured = [self.stdout.is_some(), self.stderr.is_some()];
-        let mut streams: Vec<Stream> = [self.stdout, self.stderr]
+        let tap = self.tap;
+        let mut streams: Vec<Stream> = [(Which::Stdout, self.stdout), (Which::Stderr, self.stderr)]
             .into_iter()
-            .map(|s| match s {
-                Some((fd, limit)) => Stream { fd: Some(fd), cap: Capture::new(limit), buf: vec![0; 65536] },
-                None => Stream { fd: None, cap: Capture::new(0), buf: Vec::new() },
+            .map(|(which, s)| match s {
+                Some((fd, limit)) => Stream { which, fd: Some(fd), cap: Capture::new(limit), buf: vec![0; 65536] },
+                None => Stream { which, fd: None, cap: Capture::new(0), buf: Vec::new() },
             })
             .collect();
         let mut chan_open = true;
@@ -154,9 +168,12 @@ impl Watch<'_> {
 
         loop {
             let now = Instant::now();
+            // A reader of the stream that is behind holds the drain open:
+            // what the command wrote is delivered, not cut at DRAIN_LIMIT.
+            let tap_full = tap.is_some_and(Tap::full);
             if out.init.is_some() {
                 let done = streams.iter().all(|s| s.fd.is_none());
-                if done || drain_until.is_some_and(|d| now >= d) {
+                if done || (drain_until.is_some_and(|d| now >= d) && !tap_full) {
                     break;
                 }
             }
@@ -189,8 +206,8 @@ impl Watch<'_> {
                 force_at = None;
             }
 
-            let wake =
-                [deadline.filter(|_| !out.timed_out), kill_at, force_at, drain_until].into_iter().flatten().min();
+            let drain = drain_until.filter(|_| !tap_full);
+            let wake = [deadline.filter(|_| !out.timed_out), kill_at, force_at, drain].into_iter().flatten().min();
             let timeout = match wake {
                 Some(w) => PollTimeout::try_from(w.saturating_duration_since(now).as_millis().min(60_000) as u64 + 1)
                     .unwrap_or(PollTimeout::MAX),
@@ -208,12 +225,22 @@ impl Watch<'_> {
             if let Some(l) = &listener {
                 fds.push((LISTENER, l.as_fd()));
             }
-            for (i, s) in streams.iter().enumerate() {
-                if let Some(fd) = &s.fd {
-                    fds.push((3 + i as u8, fd.as_fd()));
+            // Over the tap's bound the command's output waits in its pipes
+            // (and the command in its writes) until the reader catches up.
+            if !tap_full {
+                for (i, s) in streams.iter().enumerate() {
+                    if let Some(fd) = &s.fd {
+                        fds.push((3 + i as u8, fd.as_fd()));
+                    }
                 }
             }
-            let mut pfds: Vec<PollFd<'_>> = fds.iter().map(|(_, fd)| PollFd::new(*fd, PollFlags::POLLIN)).collect();
+            if let Some(t) = tap.filter(|t| t.wants_write()) {
+                fds.push((TAP, t.fd()));
+            }
+            let mut pfds: Vec<PollFd<'_>> = fds
+                .iter()
+                .map(|(tag, fd)| PollFd::new(*fd, if *tag == TAP { PollFlags::POLLOUT } else { PollFlags::POLLIN }))
+                .collect();
             match poll(&mut pfds, timeout) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(_) => std::thread::sleep(Duration::from_millis(1)),
@@ -257,9 +284,20 @@ impl Watch<'_> {
                             out.interrupted = Some(sig);
                         }
                     }
-                    n => streams[(n - 3) as usize].read(),
+                    TAP => {
+                        if let Some(t) = tap {
+                            t.write_some();
+                        }
+                    }
+                    n => streams[(n - 3) as usize].read(tap),
                 }
             }
+        }
+        if let Some(t) = tap {
+            for s in &mut streams {
+                s.close(Some(t));
+            }
+            t.flush();
         }
         let mut it = streams.into_iter().zip(captured).map(|(s, c)| c.then(|| s.cap.finish()));
         out.stdout = it.next().flatten();
@@ -270,6 +308,8 @@ impl Watch<'_> {
 
 /// Poll tag of the seccomp listener.
 const LISTENER: u8 = 9;
+/// Poll tag of the `--json-stream` output.
+const TAP: u8 = 8;
 
 /// Reads one message; false once the channel is closed. A seccomp listener
 /// is kept only when explain mode expects one (any other fd is closed).

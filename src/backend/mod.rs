@@ -25,9 +25,11 @@ use std::path::{Path, PathBuf};
 
 /// Per-run I/O choices that are not part of the sandbox itself.
 #[derive(Clone, Copy, Debug)]
-pub struct RunIo {
+pub struct RunIo<'a> {
     /// Capture stdout/stderr into the outcome, each bounded to this many bytes.
     pub capture: Option<u64>,
+    /// Captured output is also streamed here as it happens (`--json-stream`).
+    pub tap: Option<&'a crate::stream::Tap>,
     /// Monotonic ns when husk started (for `duration_ms` and `phases_ms`).
     pub t_start: u64,
 }
@@ -65,7 +67,7 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// Runs the plan to completion. Never returns an error: every failure
     /// is an `Outcome` with `termination: setup_failed`.
-    fn run(&self, plan: Plan, io: RunIo) -> Outcome;
+    fn run(&self, plan: Plan, io: RunIo<'_>) -> Outcome;
     /// What the verdict's `isolation` says this backend applies for `plan`.
     fn isolation(&self, plan: &Plan) -> Isolation;
     /// Adds to a sandbox's spec what the backend needs inside it to run
@@ -125,6 +127,8 @@ pub struct Attached<'a> {
     /// The id husk exec gave the supervisor for an exec without a cgroup
     /// leaf (runsc: its files in the run directory are `exec-<id>.*`).
     pub exec_id: Option<&'a str>,
+    /// Captured output is also streamed here as it happens (`--json-stream`).
+    pub tap: Option<&'a crate::stream::Tap>,
 }
 
 /// An exec that ran.

@@ -343,6 +343,12 @@ pub struct ProcessArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// NDJSON events on stdout: the command's output as it happens
+    /// ({"stream","seq","data"|"data_b64"}), then one {"verdict": ...}
+    /// carrying what --json would print.
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
+
     /// Keep stdio passthrough and write the verdict (without output) to PATH.
     #[arg(long, value_name = "PATH")]
     pub verdict_file: Option<PathBuf>,

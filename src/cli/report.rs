@@ -34,11 +34,15 @@ pub fn report_with(
             code = EXIT_HUSK_FAILED;
         }
     }
-    if p.json {
+    if p.json || p.json_stream {
         // A failed write makes the exit 125 (print::finish).
         let mut v = Verdict::new(id, backend, outcome, isolation, true);
         v.extra = extra.clone();
-        crate::print::json_line(&v);
+        if p.json_stream {
+            crate::print::json_line(&VerdictEvent { verdict: v });
+        } else {
+            crate::print::json_line(&v);
+        }
     }
     let oom_killed = outcome.termination == Termination::OomKilled;
     if let Some(line) = crate::cgroup::explain(outcome.limits.as_ref(), outcome.resources.as_ref(), oom_killed) {
@@ -53,6 +57,32 @@ pub fn report_with(
         }
     }
     code
+}
+
+/// The last event of `--json-stream` (docs/stream.schema.json).
+#[derive(serde::Serialize)]
+struct VerdictEvent<'a> {
+    verdict: Verdict<'a>,
+}
+
+/// `--json-stream`'s events go to stdout; `None` without it. A stdout husk
+/// cannot write to is refused before anything runs.
+pub fn stream_tap(p: &ProcessArgs) -> Result<Option<crate::stream::Tap>, ErrorReport> {
+    if !p.json_stream {
+        return Ok(None);
+    }
+    crate::stream::Tap::stdout().map(Some).map_err(|e| {
+        ErrorReport::new(Phase::Stdio, format!("--json-stream: duplicating stdout: {e}"))
+            .with_errno(crate::step::io_errno(&e))
+    })
+}
+
+/// After a streamed command: a failed event write counts as a failed
+/// stdout write (a closed pipe ends husk by SIGPIPE, anything else is 125).
+pub fn stream_done(tap: Option<crate::stream::Tap>) {
+    if let Some(e) = tap.and_then(|t| t.take_error()) {
+        crate::print::stdout_failed(&e);
+    }
 }
 
 /// Checks `--verdict-file` before anything runs: a verdict that cannot be

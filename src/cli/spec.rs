@@ -137,7 +137,8 @@ pub const ENV_FILE_LIMIT: u64 = 1 << 20;
 pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsError> {
     spec.timeout = p.timeout;
     spec.kill_grace = p.kill_grace;
-    spec.output = if p.json { OutputSpec::Capture { limit: p.output_limit } } else { OutputSpec::Passthrough };
+    spec.output =
+        if p.json || p.json_stream { OutputSpec::Capture { limit: p.output_limit } } else { OutputSpec::Passthrough };
     spec.user = p.user.clone();
     for f in &p.env_file {
         let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT)?;

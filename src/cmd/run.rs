@@ -50,7 +50,12 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
     isolation.runtime_choice = selected.note;
-    let mut outcome = backend.run(plan, RunIo { capture, t_start });
+    let tap = match crate::cli::report::stream_tap(&p) {
+        Ok(t) => t,
+        Err(e) => return report(&Outcome::setup_failed(e), &id, backend.name(), None, &p),
+    };
+    let mut outcome = backend.run(plan, RunIo { capture, tap: tap.as_ref(), t_start });
+    crate::cli::report::stream_done(tap);
     if let Some(lease) = &_lease {
         blame_damaged_layer(&mut outcome, lease);
     }

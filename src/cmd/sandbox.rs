@@ -118,6 +118,7 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
         timeout: None,
         kill_grace: None,
         json: false,
+        json_stream: false,
         verdict_file: None,
         output_limit: crate::spec::DEFAULT_OUTPUT_LIMIT,
         env,
@@ -150,14 +151,20 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
             workdir: args.workdir.clone(),
             timeout: args.process.timeout,
             kill_grace: args.process.kill_grace,
-            capture: args.process.json.then_some(args.process.output_limit),
+            capture: (args.process.json || args.process.json_stream).then_some(args.process.output_limit),
         },
     };
     let store = match store_of(paths) {
         Ok(s) => s,
         Err(e) => return early(e),
     };
-    match crate::sandbox::exec::exec(&store, &req, t_start) {
+    let tap = match crate::cli::report::stream_tap(&p) {
+        Ok(t) => t,
+        Err(e) => return early(SandboxError::Setup(e)),
+    };
+    let result = crate::sandbox::exec::exec_to(&store, &req, t_start, tap.as_ref());
+    crate::cli::report::stream_done(tap);
+    match result {
         Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, Some(&r.isolation), &p, &r.extra),
         Err(e) => early(e),
     }

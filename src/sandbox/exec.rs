@@ -48,6 +48,17 @@ fn seccomp_of(rec: &Record, store: &Store) -> Result<Option<crate::seccomp::Prog
 /// Runs the exec. `Err` only when nothing was started; everything after
 /// (the command's own setup, its end) is in the outcome.
 pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult, SandboxError> {
+    exec_to(store, req, t_start, None)
+}
+
+/// `exec`, with the command's captured output also streamed to `tap` as it
+/// happens (`--json-stream`; `husk serve`'s streamed exec).
+pub fn exec_to(
+    store: &Store,
+    req: &ExecRequest,
+    t_start: u64,
+    tap: Option<&crate::stream::Tap>,
+) -> Result<ExecResult, SandboxError> {
     let rec = super::registry::live_record(store, &req.target)?;
     let dir = store.dir(&rec.id);
     let held = HeldSandbox {
@@ -86,6 +97,7 @@ pub fn exec(store: &Store, req: &ExecRequest, t_start: u64) -> Result<ExecResult
         ns_kinds: &reply.namespaces,
         ns_fds: fds,
         exec_id: exec_id.as_deref(),
+        tap,
     };
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
     // What happened in the sandbox while the command ran (an OOM kill of a

@@ -36,7 +36,7 @@ fn supervisor_err(message: &str) -> ErrorReport {
 /// Runs the exec. `Err` only when nothing was started; everything after
 /// (the command's own setup, its end) is in the outcome.
 pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> {
-    let Attached { cgroup, limits, leaf, ns_kinds, ns_fds, .. } = at;
+    let Attached { cgroup, limits, leaf, ns_kinds, ns_fds, tap, .. } = at;
     let flag_of = |kind: &str| {
         crate::spawn::child::NAMESPACES.iter().find(|(_, _, k)| *k == kind).map(|(_, f, _)| *f).unwrap_or(0)
     };
@@ -59,7 +59,7 @@ pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> 
         (None, _) => (crate::ids::new_id(), None),
     };
     let cgroup_setup = ms(t_cg, now_ns());
-    let run = Run { plan, cgroup, limits, exec_id: &exec_id, cgroup_setup };
+    let run = Run { plan, cgroup, limits, exec_id: &exec_id, cgroup_setup, tap };
     let outcome = run.go(namespaces, leaf);
     Ok(Executed { exec_id, outcome, backend: "native" })
 }
@@ -74,6 +74,7 @@ struct Run<'a> {
     limits: Option<&'a AppliedLimits>,
     exec_id: &'a str,
     cgroup_setup: f64,
+    tap: Option<&'a crate::stream::Tap>,
 }
 
 impl Run<'_> {
@@ -138,6 +139,7 @@ impl Run<'_> {
             group: Some(group),
             seccomp,
             stop: None,
+            tap: self.tap,
         }
         .run();
         let t_end = now_ns();

@@ -37,7 +37,7 @@ impl Backend for Native {
         live::create(plan, cgroup)
     }
 
-    fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {
+    fn run(&self, mut plan: Plan, io: RunIo<'_>) -> Outcome {
         let mut outcome = match run_native(&mut plan, io) {
             Ok((w, t_clone, cgroup)) => {
                 let mut o = run_outcome(&plan, w, t_clone, io);
@@ -77,7 +77,7 @@ fn cgroup_error(e: CgroupError) -> ErrorReport {
 /// The cgroup's report with its setup and teardown times (ms).
 pub(crate) type CgroupRun = Option<(CgroupReport, f64, f64)>;
 
-fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), ErrorReport> {
+fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun), ErrorReport> {
     // Forwarded signals are blocked from here on, so a Ctrl-C during setup
     // is delivered to the sandbox later instead of killing husk with its
     // cgroup half made.
@@ -121,6 +121,7 @@ fn run_native(plan: &mut Plan, io: RunIo) -> Result<(Watched, u64, CgroupRun), E
         group: cgroup.as_ref().map(|c| c as &dyn GroupKill),
         seccomp: plan.seccomp.as_ref(),
         stop: None,
+        tap: io.tap,
     }
     .run();
     let t_end = now_ns();
@@ -220,7 +221,7 @@ pub(crate) fn exec_failure(process: &crate::plan::ProcessPlan, errno: nix::errno
 }
 
 /// The phases of a run, from the sandbox's step times.
-fn run_phases(w: &Watched, t_clone: u64, io: RunIo) -> BTreeMap<&'static str, f64> {
+fn run_phases(w: &Watched, t_clone: u64, io: RunIo<'_>) -> BTreeMap<&'static str, f64> {
     let mut phases: BTreeMap<&'static str, f64> = BTreeMap::new();
     phases.insert("plan", ms(io.t_start, t_clone));
     if let Some(t) = w.times {
@@ -249,7 +250,7 @@ fn run_phases(w: &Watched, t_clone: u64, io: RunIo) -> BTreeMap<&'static str, f6
 /// A run's outcome: the sandbox's init reports the command's status (an
 /// exit code only counts when the command itself was reaped; the init's
 /// own code says nothing about it).
-fn run_outcome(plan: &Plan, w: Watched, t_clone: u64, io: RunIo) -> Outcome {
+fn run_outcome(plan: &Plan, w: Watched, t_clone: u64, io: RunIo<'_>) -> Outcome {
     let phases = run_phases(&w, t_clone, io);
     let status = match w.command.or(w.init) {
         Some(status @ ExitStatus::Exited(_)) if w.command.is_some() => Ok(status),

@@ -389,6 +389,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         group: None,
         seccomp: None,
         stop: Some(&stop),
+        tap: at.tap,
     }
     .run();
     drop(child);

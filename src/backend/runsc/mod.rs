@@ -114,7 +114,7 @@ impl Backend for Runsc {
         false
     }
 
-    fn run(&self, mut plan: Plan, io: RunIo) -> Outcome {
+    fn run(&self, mut plan: Plan, io: RunIo<'_>) -> Outcome {
         layout::scaffold_mount_points(&mut plan.mounts);
         let mut outcome = match self.run_runsc(&plan, io) {
             Ok(o) => o,
@@ -291,7 +291,7 @@ fn with_stdio<T>(fd: i32, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> T) -> T
 }
 
 impl Runsc {
-    fn run_runsc(&self, plan: &Plan, io: RunIo) -> Result<Outcome, ErrorReport> {
+    fn run_runsc(&self, plan: &Plan, io: RunIo<'_>) -> Result<Outcome, ErrorReport> {
         let cfg = &self.cfg;
         // HUSK_RUNSC_DEBUG=1: every runsc process logs in detail to the
         // run's log, and the run directory is kept for reading it.
@@ -360,6 +360,7 @@ impl Runsc {
             group: cgroup.as_ref().map(|c| c as &dyn crate::cgroup::GroupKill),
             seccomp: None,
             stop: Some(&ctl),
+            tap: io.tap,
         }
         .run();
 
