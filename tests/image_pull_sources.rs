@@ -104,3 +104,65 @@ fn malformed_registry_flags_are_refused_before_anything_runs() {
     assert_eq!(o.status.code(), Some(125));
     assert!(stderr(&o).contains("registries.json") && stderr(&o).contains("expected http(s)://"), "{}", stderr(&o));
 }
+
+#[test]
+fn prune_removes_a_killed_pulls_partial_download() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = TempDir::new("pull-prune");
+    let mut l = Layout::new(&tmp.join("img"));
+    let top = Layer::plain(Tar::new().dir("etc/", 0o755).file("etc/marker", b"partial\n").finish());
+    let top_blob = sha256(&top.blob);
+    l.image(&[Layer::gzip(busybox_tar()), top], json!({}), None);
+    // The top layer's blob is held: the pull is killed while its build
+    // directory exists in tmp/.
+    let hold = Arc::new(AtomicBool::new(true));
+    let (h, want, dir) = (hold.clone(), top_blob.clone(), l.dir.clone());
+    let srv = Server::start(Arc::new(move |req: &Request| {
+        if req.path.ends_with(&format!("/blobs/{want}")) {
+            while h.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            return Reply::status(500);
+        }
+        layout_reply(&dir, req)
+    }));
+    let store = tmp.join("store");
+    let mut child = std::process::Command::new(husk_bin())
+        .args(["pull", "--quiet", &format!("{}/x/y:1", srv.addr)])
+        .env("HUSK_ROOT", &store)
+        .env_remove("HUSK_ID_RANGE")
+        .env_remove("HUSK_REGISTRY_MIRROR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base_published =
+        || std::fs::read_dir(store.join("layers")).is_ok_and(|rd| rd.flatten().any(|e| e.path().is_dir()));
+    let held = || {
+        base_published()
+            && srv.count(|r| r.path.ends_with(&format!("/blobs/{top_blob}"))) == 1
+            && !tree(&store.join("tmp")).is_empty()
+    };
+    let mut ready = false;
+    for _ in 0..3000 {
+        if held() {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(ready, "the pull never reached the held layer with the base published");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    hold.store(false, Ordering::SeqCst);
+    assert!(!tree(&store.join("tmp")).is_empty(), "the killed pull left no partial download to prune");
+
+    let o = husk_in(&store, &["image", "prune", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["partial_builds_removed"], 1, "{r}");
+    assert_eq!(r["layers_removed"], 1, "the completed base layer has no image: {r}");
+    assert!(tree(&store.join("tmp")).is_empty(), "{:?}", tree(&store.join("tmp")));
+    assert!(tree(&store.join("layers")).is_empty(), "{:?}", tree(&store.join("layers")));
+}
