@@ -166,3 +166,48 @@ fn prune_removes_a_killed_pulls_partial_download() {
     assert!(tree(&store.join("tmp")).is_empty(), "{:?}", tree(&store.join("tmp")));
     assert!(tree(&store.join("layers")).is_empty(), "{:?}", tree(&store.join("layers")));
 }
+
+#[test]
+fn progress_is_a_live_bar_per_layer_on_a_tty_and_a_line_per_layer_otherwise() {
+    let tmp = TempDir::new("pull-progress");
+    let reg = Registry::start(Auth::None);
+    let l = busybox_image(&tmp.join("img"), "progress\n");
+    reg.push(&l.dir, "p/bars:1", None, false);
+    let reference = format!("{}/p/bars:1", reg.addr);
+    let base = sha256(&Layer::gzip(busybox_tar()).blob);
+    let top = sha256(&Layer::gzip(Tar::new().dir("etc/", 0o755).file("etc/marker", b"progress\n").finish()).blob);
+    let shorts = [&base[7..19], &top[7..19]];
+
+    // A real terminal: script(1) runs the pull on a pty and copies what
+    // it drew (stdout and stderr) to its stdout.
+    let store = tmp.join("tty-store");
+    let cmd = format!("{} pull {reference}", husk_bin().display());
+    let o = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("HUSK_ROOT", &store)
+        .env_remove("HUSK_ID_RANGE")
+        .env_remove("HUSK_REGISTRY_MIRROR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (util-linux)");
+    let screen = stdout(&o);
+    assert!(o.status.success(), "{screen}\n{}", stderr(&o));
+    // Every redraw first moves the cursor up over the two bars.
+    assert!(screen.contains("\x1b[2A"), "no redraw in place: {screen:?}");
+    let last = screen.rsplit("\x1b[2A").next().unwrap();
+    for s in shorts {
+        let bar = last.lines().find(|line| line.contains(s)).unwrap_or_else(|| panic!("no bar for {s}: {last:?}"));
+        assert!(bar.contains(&format!("[{}]", "#".repeat(30))) && bar.trim_end().ends_with("done"), "{bar:?}");
+    }
+    assert!(!screen.contains("downloading"), "per-layer lines on a TTY: {screen:?}");
+    assert!(screen.contains(&format!("pulled {reference}")), "{screen:?}");
+
+    // Not a terminal: one line per layer event, no escape sequences.
+    let o = husk_in(&tmp.join("pipe-store"), &["pull", &reference]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(!e.contains('\x1b'), "{e:?}");
+    for s in shorts {
+        assert_eq!(e.lines().filter(|l| l.starts_with(s) && l.contains(": downloaded ")).count(), 1, "{e}");
+    }
+}

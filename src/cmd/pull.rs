@@ -53,11 +53,13 @@ fn run_pull(a: PullArgs, paths: &Result<Paths, PathsError>) -> Result<(), ImageE
     } else if a.quiet {
         None
     } else {
-        // One line per layer event (a TTY also gets import's bar).
-        Some(Arc::new(|e: Event| match e {
+        // One line per layer event; on a TTY the layers' live bars
+        // (ImportOptions::progress) replace the per-layer lines.
+        Some(Arc::new(move |e: Event| match e {
             Event::Resolved { reference, digest, platform, layers } => {
                 crate::errln!("{reference}: {digest} ({platform}, {layers} layers)")
             }
+            Event::Downloading { .. } | Event::Downloaded { .. } if tty => {}
             Event::Downloading { digest, size } => crate::errln!("{}: downloading {}", digest.short(), mib(size)),
             Event::Downloaded { digest, size } => crate::errln!("{}: downloaded {}", digest.short(), mib(size)),
         }))

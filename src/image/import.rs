@@ -5,12 +5,12 @@
 
 use super::digest::Digest;
 use super::layer::{Owners, UnpackReport};
+use super::progress::{Bars, State};
 use super::source::{self, Resolved};
 use super::store::{Check, LayerRef, LayerState, Publish, Record, Store, now_secs};
 use super::unpack::{LayerJob, unpack_layer};
 use super::{ImageError, Limits, normalize_name};
 use serde::Serialize;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -242,8 +242,8 @@ fn build_layers(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let cancel = AtomicBool::new(false);
-    let bytes = Arc::new(AtomicU64::new(0));
-    let total: u64 = todo.iter().map(|&(i, _)| r.layers[i].size).sum();
+    // Bytes read of each layer's blob, for the bars.
+    let read: Vec<Arc<AtomicU64>> = todo.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
     // umask 0 while the layers are written: creation modes are then the
     // image's own, which saves a chmod per file. Restored before return.
     let old_umask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
@@ -258,13 +258,13 @@ fn build_layers(
             let res = if cancel.load(Ordering::Relaxed) {
                 Err(ImageError::Layer { image: name.into(), err: cancelled(&r.layers[todo[k].0].diff_id) })
             } else {
-                build_one(store, r, todo[k], opts, &cancel, &bytes, name)
+                build_one(store, r, todo[k], opts, &cancel, &read[k], name)
             };
             if res.is_err() {
                 cancel.store(true, Ordering::Relaxed);
             }
             results.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(res);
-            done.fetch_add(1, Ordering::Relaxed);
+            done.fetch_add(1, Ordering::Release);
         }
     };
     std::thread::scope(|s| {
@@ -272,12 +272,37 @@ fn build_layers(
             s.spawn(work);
         }
         if opts.progress {
-            let mut bar = Bar::new(total, todo.len());
-            while done.load(Ordering::Relaxed) < todo.len() {
-                bar.draw(bytes.load(Ordering::Relaxed), done.load(Ordering::Relaxed));
+            let layers = todo
+                .iter()
+                .map(|&(i, _)| {
+                    let l = &r.layers[i];
+                    (l.digest.as_ref().unwrap_or(&l.diff_id).short().to_string(), l.size)
+                })
+                .collect();
+            let mut bars = Bars::new(layers, if r.pulled.is_some() { "pulling" } else { "unpacking" });
+            loop {
+                // `done` is read first: the last draw then shows every
+                // result stored before it.
+                let finished = done.load(Ordering::Acquire) >= todo.len();
+                let bytes: Vec<u64> = read.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+                let states: Vec<State> = results
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .zip(&bytes)
+                    .map(|(res, &n)| match res {
+                        Some(Ok(_)) => State::Done,
+                        Some(Err(_)) => State::Failed,
+                        None if n > 0 => State::Running,
+                        None => State::Waiting,
+                    })
+                    .collect();
+                bars.draw(&bytes, &states);
+                if finished {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            bar.clear();
         }
     });
     nix::sys::stat::umask(old_umask);
@@ -312,7 +337,7 @@ fn build_one(
     (i, publish): (usize, Publish),
     opts: &ImportOptions,
     cancel: &AtomicBool,
-    bytes: &Arc<AtomicU64>,
+    read: &Arc<AtomicU64>,
     name: &str,
 ) -> Result<Option<UnpackReport>, ImageError> {
     let l = &r.layers[i];
@@ -329,48 +354,9 @@ fn build_one(
             owners: opts.owners,
             dest,
             cancel,
-            progress: Some(bytes.clone()),
+            progress: Some(read.clone()),
             umask: Some(0),
         })
         .map_err(|err| ImageError::Layer { image: name.to_string(), err })
     })
-}
-
-/// A one-line progress bar on stderr: bytes read and layers done.
-struct Bar {
-    total: u64,
-    layers: usize,
-    drawn: bool,
-}
-
-impl Bar {
-    fn new(total: u64, layers: usize) -> Bar {
-        Bar { total: total.max(1), layers, drawn: false }
-    }
-
-    fn draw(&mut self, bytes: u64, done: usize) {
-        const WIDTH: usize = 30;
-        let filled = ((bytes.min(self.total) as f64 / self.total as f64) * WIDTH as f64) as usize;
-        let mib = |b: u64| b as f64 / (1 << 20) as f64;
-        let line = format!(
-            "\r  unpacking [{}{}] {:.1}/{:.1} MiB  layers {done}/{}",
-            "#".repeat(filled),
-            ".".repeat(WIDTH - filled),
-            mib(bytes),
-            mib(self.total),
-            self.layers
-        );
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(line.as_bytes());
-        let _ = err.flush();
-        self.drawn = true;
-    }
-
-    fn clear(&mut self) {
-        if self.drawn {
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(b"\r\x1b[2K");
-            let _ = err.flush();
-        }
-    }
 }

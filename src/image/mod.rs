@@ -20,6 +20,7 @@ pub mod import;
 pub mod layer;
 pub mod manifest;
 pub mod oci;
+pub mod progress;
 pub mod pull;
 pub mod reference;
 pub mod registry;
