@@ -39,7 +39,7 @@ fn plan_phases(c: &mut Criterion) {
         tmpfs: &[],
         owner: None,
         devpts_gid: Some(5),
-        writable: None,
+        upper: husk::rootfs::plan::Upper::None,
     };
     g.bench_function("mount plan, host mode", |b| {
         b.iter(|| husk::rootfs::plan::build(RootSource::Host, &inputs).expect("mount plan"))

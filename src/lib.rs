@@ -8,6 +8,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod backend;
+pub mod build;
 pub mod capability;
 pub mod capture;
 pub mod cgroup;

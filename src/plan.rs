@@ -643,7 +643,11 @@ impl Plan {
             tmpfs: &spec.tmpfs,
             owner,
             devpts_gid,
-            writable: spec.writable.then_some(spec.tmp_size.max(256 << 20)),
+            upper: match (&spec.upper_dir, spec.writable) {
+                (Some(dir), _) => rootfs::plan::Upper::Keep(dir.clone()),
+                (None, true) => rootfs::plan::Upper::Tmpfs(spec.tmp_size.max(256 << 20)),
+                (None, false) => rootfs::plan::Upper::None,
+            },
         };
         let mounts = rootfs::build(root.source, &inputs)?;
 

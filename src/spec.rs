@@ -158,6 +158,10 @@ pub struct Spec {
     pub registry: RegistrySpec,
     /// `--writable`: a tmpfs upper layer over the image, discarded at exit.
     pub writable: bool,
+    /// A host directory kept as the root's upper layer after the run
+    /// (`husk build`'s RUN steps; no CLI option sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper_dir: Option<std::path::PathBuf>,
     /// The command; empty means the image's Entrypoint/Cmd.
     pub command: Vec<String>,
     /// Explicit `KEY=VALUE` pairs in order; later ones win.
@@ -201,6 +205,7 @@ impl Spec {
             pull: PullPolicy::Missing,
             registry: RegistrySpec::default(),
             writable: false,
+            upper_dir: None,
             command,
             env: Vec::new(),
             workdir: None,

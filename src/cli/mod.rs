@@ -79,6 +79,9 @@ pub enum Command {
     Image(ImageArgs),
     /// Fetch an image from a registry into the store.
     Pull(PullArgs),
+    /// Build an image from a Dockerfile (no Docker): each RUN in a husk
+    /// sandbox, each step cached (docs/build.md).
+    Build(BuildArgs),
     /// Store credentials for a registry (used by pull).
     Login(LoginArgs),
     /// Remove stored credentials for a registry.
@@ -625,6 +628,33 @@ pub struct RegistryArgs {
     /// also `<store root>/registries.json`).
     #[arg(long, value_name = "[REGISTRY=]URL", env = "HUSK_REGISTRY_MIRROR", value_delimiter = ',')]
     pub registry_mirror: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// The build context: the directory COPY and ADD read from.
+    pub context: std::path::PathBuf,
+    /// The Dockerfile (default: CONTEXT/Dockerfile).
+    #[arg(long, short = 'f', value_name = "PATH")]
+    pub file: Option<std::path::PathBuf>,
+    /// Name of the image: NAME[:TAG].
+    #[arg(long, short = 't', value_name = "NAME[:TAG]")]
+    pub tag: String,
+    /// A build argument (ARG): KEY=VALUE; repeatable.
+    #[arg(long = "build-arg", value_name = "KEY=VALUE")]
+    pub build_arg: Vec<String>,
+    /// Build up to this stage (name or index) and make it the image.
+    #[arg(long, value_name = "STAGE")]
+    pub target: Option<String>,
+    /// Run every step again (layers with the same content are still shared).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Network of RUN steps: only `none` today (allowlists need issue 18).
+    #[arg(long, default_value = "none", value_name = "none")]
+    pub network: String,
+    /// Steps and the result as JSON lines on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

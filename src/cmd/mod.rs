@@ -1,5 +1,6 @@
 //! One file per subcommand: arguments -> Spec -> library calls -> exit code.
 
+pub mod build;
 pub mod doctor;
 pub mod gc;
 pub mod image;
@@ -23,6 +24,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Gc(args) => gc::gc(args, cli.globals.state_dir.as_deref(), &paths),
         Command::Image(args) => image::image(args, &paths),
         Command::Pull(args) => pull::pull_cmd(args, &paths),
+        Command::Build(args) => build::build(args, &paths),
         Command::Login(args) => pull::login_cmd(args, &paths),
         Command::Logout(args) => pull::logout_cmd(args, &paths),
         Command::Create(args) => sandbox::create(*args, &paths),

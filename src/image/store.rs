@@ -71,6 +71,9 @@ pub struct Pulled {
 
 /// How to get an image back from where it came from.
 pub fn refetch_hint(source: &str, name: &str) -> String {
+    if let Some(ctx) = source.strip_prefix(BUILT_PREFIX) {
+        return format!("husk build -t {name} {ctx}");
+    }
     match source.strip_prefix(PULLED_PREFIX) {
         Some(r) => format!("husk pull {r}"),
         None => format!("husk image import {source} --name {name}"),
@@ -79,6 +82,9 @@ pub fn refetch_hint(source: &str, name: &str) -> String {
 
 /// `Record::source` of a pulled image starts with this.
 pub const PULLED_PREFIX: &str = "docker://";
+
+/// `Record::source` of an image `husk build` made (then its context).
+pub const BUILT_PREFIX: &str = "build:";
 
 impl Record {
     /// The image's identity: manifest digest, else config digest.
@@ -221,6 +227,8 @@ pub struct PruneReport {
     pub layers_in_use: usize,
     pub blobs_removed: usize,
     pub partial_builds_removed: usize,
+    /// `husk build` cache entries whose layer was removed.
+    pub cache_entries_removed: usize,
 }
 
 fn store_err(path: &Path, why: impl std::fmt::Display) -> ImageError {
@@ -673,6 +681,14 @@ impl Store {
             report.layers_removed += 1;
             report.bytes_freed += bytes;
         }
+        // Build cache entries whose layer is gone would only miss.
+        let present: BTreeSet<String> = std::fs::read_dir(&layers)
+            .map_err(|e| store_err(&layers, e))?
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().split('.').next().unwrap_or("").to_string())
+            .collect();
+        report.cache_entries_removed = prune_build_cache(&self.root.join(BUILD_CACHE), &present);
         // Lock files of names that no longer have a record (nobody can hold
         // them: a run leases an image only while its record exists).
         let names: BTreeSet<String> = records.iter().map(|r| format!("image-{}", Self::record_key(&r.name))).collect();
@@ -692,6 +708,30 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+/// `husk build`'s cache under the store root: `<key>.json` files, each
+/// naming the layer (`{"diff_id": ..}`) a build step made.
+pub const BUILD_CACHE: &str = "build-cache";
+
+/// Removes cache entries whose layer is not in `present` (hex diff_ids).
+fn prune_build_cache(dir: &Path, present: &BTreeSet<String>) -> usize {
+    #[derive(Deserialize)]
+    struct Entry {
+        diff_id: Digest,
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let stale = std::fs::read(e.path())
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Entry>(&b).ok())
+            .is_none_or(|en| !present.contains(en.diff_id.hex()));
+        if stale && std::fs::remove_file(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
 }
 
 enum Sync {

@@ -129,6 +129,75 @@ impl LayeredView {
     }
 }
 
+impl LayeredView {
+    /// Metadata of the entry at canonical `path` (no symlink among its
+    /// parents in the merged view), from the layer that provides it.
+    pub fn lstat(&self, path: &str) -> Option<nix::sys::stat::FileStat> {
+        let (layer, _) = self.locate(path)?;
+        let rel = path.trim_start_matches('/');
+        if rel.is_empty() {
+            return nix::sys::stat::fstat(&self.layers[layer]).ok();
+        }
+        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let dir = open_dir_path(self.layers[layer].as_fd(), parent).ok()?;
+        lstat_at(dir.as_fd(), &cname(name.as_bytes())).ok()
+    }
+
+    /// Opens the regular file at canonical `path` for reading.
+    pub fn open_file(&self, path: &str) -> Option<std::fs::File> {
+        let (layer, kind) = self.locate(path)?;
+        if kind != Kind::File {
+            return None;
+        }
+        let rel = path.trim_start_matches('/');
+        open_beneath(self.layers[layer].as_fd(), rel, OFlag::O_RDONLY | OFlag::O_NONBLOCK).ok().map(std::fs::File::from)
+    }
+
+    /// Names in the merged directory at canonical `path`, sorted: the
+    /// union over the layers down to the first opaque one, less whiteouts.
+    pub fn list(&self, path: &str) -> Vec<Vec<u8>> {
+        let rel = path.trim_start_matches('/');
+        let mut seen: std::collections::BTreeMap<Vec<u8>, bool> = std::collections::BTreeMap::new();
+        for layer in &self.layers {
+            let Ok(dir) = open_beneath(layer.as_fd(), rel, OFlag::O_RDONLY | OFlag::O_DIRECTORY) else {
+                // Missing here; a non-directory here hides the layers below.
+                let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+                let hides = !rel.is_empty()
+                    && open_dir_path(layer.as_fd(), parent)
+                        .ok()
+                        .and_then(|d| lstat_at(d.as_fd(), &cname(name.as_bytes())).ok())
+                        .is_some();
+                if hides {
+                    break;
+                }
+                continue;
+            };
+            let Ok(mut entries) = nix::dir::Dir::from_fd(dir) else { continue };
+            let mut opaque = false;
+            let fd = entries.as_fd().try_clone_to_owned().ok();
+            if let Some(fd) = &fd {
+                let mut v = [0u8; 4];
+                opaque = matches!(crate::sys::xattr::fget(fd.as_fd(), OPAQUE_XATTR, &mut v), Ok(1) if v[0] == b'y');
+            }
+            for e in entries.iter().flatten() {
+                let name = e.file_name().to_bytes().to_vec();
+                if name == b"." || name == b".." || seen.contains_key(&name) {
+                    continue;
+                }
+                let white = fd
+                    .as_ref()
+                    .and_then(|d| lstat_at(d.as_fd(), &cname(&name)).ok())
+                    .is_some_and(|st| is_whiteout(&st));
+                seen.insert(name, white);
+            }
+            if opaque {
+                break;
+            }
+        }
+        seen.into_iter().filter(|(_, white)| !white).map(|(n, _)| n).collect()
+    }
+}
+
 fn is_opaque(dir: &OwnedFd) -> bool {
     let Ok(d) = open_beneath(dir.as_fd(), "", OFlag::O_RDONLY | OFlag::O_DIRECTORY) else {
         return false;

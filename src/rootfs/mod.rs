@@ -91,12 +91,23 @@ pub struct OverlayPlan {
     pub top_dir: CString,
     /// Lower trees, top first, each with its staging-relative mount point.
     pub lowers: Vec<(CString, Source)>,
-    /// `Some(size)`: a tmpfs upper layer (`--writable`), discarded at exit.
-    pub upper: Option<u64>,
-    /// Staging-relative dirs of the upper tmpfs (mount point, upper, work).
+    /// The writable upper layer, if any.
+    pub upper: Option<UpperPlan>,
+    /// Staging-relative dirs of the upper (mount point, upper, work).
     pub upper_dirs: Option<(CString, CString, CString)>,
     /// The complete mount(2) data string, pre-built (absolute staging paths).
     pub options: CString,
+}
+
+/// Where an overlay's writes go.
+#[derive(Debug)]
+pub enum UpperPlan {
+    /// A tmpfs of this size (`--writable`), discarded at exit.
+    Tmpfs(u64),
+    /// A host directory that outlives the sandbox (`husk build`'s RUN
+    /// steps: its content becomes a layer). The child makes `u/` and
+    /// `w/` in it, so it must be writable by the sandbox's root.
+    Keep(Source),
 }
 
 #[derive(Debug)]
@@ -188,11 +199,15 @@ impl MountPlan {
 
     /// The host trees under the root itself (overlay lower layers).
     pub fn root_sources(&self) -> impl Iterator<Item = &Source> {
-        let root: &[(CString, Source)] = match &self.root {
-            RootPlan::Overlay(ov) => &ov.lowers,
-            RootPlan::Tmpfs { .. } => &[],
+        let (root, upper): (&[(CString, Source)], _) = match &self.root {
+            RootPlan::Overlay(ov) => (&ov.lowers, ov.upper.as_ref()),
+            RootPlan::Tmpfs { .. } => (&[], None),
         };
-        root.iter().map(|(_, s)| s)
+        let kept = match upper {
+            Some(UpperPlan::Keep(s)) => Some(s),
+            _ => None,
+        };
+        root.iter().map(|(_, s)| s).chain(kept)
     }
 }
 

@@ -3,7 +3,7 @@
 //! an fd of the new root and mounted onto by fd, so neither an image symlink
 //! nor a path swapped after planning can redirect a mount to the host.
 
-use super::{Entry, MountKind, MountOp, MountPlan, OverlayPlan, RootPlan};
+use super::{Entry, MountKind, MountOp, MountPlan, OverlayPlan, RootPlan, UpperPlan};
 use crate::step::{AtStep, Step, StepError};
 use crate::sys::Errno;
 use crate::sys::mount::{
@@ -239,10 +239,19 @@ fn mount_overlay(staging: BorrowedFd<'_>, ov: &OverlayPlan, target: &CStr) -> Re
     }
     let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     match (&ov.upper, &ov.upper_dirs) {
-        (Some(size), Some((mnt, up, work))) => {
+        (Some(upper), Some((mnt, up, work))) => {
             mkdir_ok(staging, mnt)?;
-            let t = tmpfs_mount(*size, 0o755, None, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
-            move_mount_to_path(t.as_fd(), staging, mnt)?;
+            match upper {
+                UpperPlan::Tmpfs(size) => {
+                    let t = tmpfs_mount(*size, 0o755, None, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+                    move_mount_to_path(t.as_fd(), staging, mnt)?;
+                }
+                UpperPlan::Keep(src) => {
+                    let tree = src.tree()?;
+                    mount_setattr(tree, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)?;
+                    move_mount_to_path(tree, staging, mnt)?;
+                }
+            }
             mkdir_ok(staging, up)?;
             mkdir_ok(staging, work)?;
         }

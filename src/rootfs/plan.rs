@@ -2,7 +2,9 @@
 //! every mount point, pre-build every string the child will need.
 
 use super::resolve::{DirView, Kind, ResolveError, RootView, normalize_target, resolve};
-use super::{Entry, MountKind, MountOp, MountPlan, OverlayPlan, RootPlan, RootReport, Source, attrs, cstring, etc};
+use super::{
+    Entry, MountKind, MountOp, MountPlan, OverlayPlan, RootPlan, RootReport, Source, UpperPlan, attrs, cstring, etc,
+};
 use crate::spec::{Access, BindSpec, NetworkMode, TmpfsSpec};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -128,8 +130,27 @@ pub struct RootInputs<'a> {
     pub owner: Option<(u32, u32)>,
     /// `tty` group for /dev/pts, when the id mapping covers gid 5.
     pub devpts_gid: Option<u32>,
-    /// `--writable`: size of the tmpfs upper layer.
-    pub writable: Option<u64>,
+    /// The root's writable upper layer, if any.
+    pub upper: Upper,
+}
+
+/// The root's writable layer, as the run asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Upper {
+    /// Read-only root.
+    None,
+    /// `--writable`: a tmpfs upper of this size, discarded at exit.
+    Tmpfs(u64),
+    /// A host directory kept after the run (`husk build`). /tmp and the
+    /// workdir are then left on the root too (no tmpfs over them), so
+    /// what a build step writes there lands in its layer, as in Docker.
+    Keep(PathBuf),
+}
+
+impl Upper {
+    fn is_none(&self) -> bool {
+        *self == Upper::None
+    }
 }
 
 /// What contains a mount point, deciding how it gets created.
@@ -268,8 +289,8 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
             let report = RootReport {
                 mode: "rootfs".into(),
                 source: Some(dir.display().to_string()),
-                read_only: inputs.writable.is_none(),
-                writable_layer: inputs.writable.is_some(),
+                read_only: inputs.upper.is_none(),
+                writable_layer: !inputs.upper.is_none(),
                 layers: 1,
             };
             (&dir_view, report)
@@ -279,8 +300,8 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
             RootReport {
                 mode: "image".into(),
                 source: Some(label.clone()),
-                read_only: inputs.writable.is_none(),
-                writable_layer: inputs.writable.is_some(),
+                read_only: inputs.upper.is_none(),
+                writable_layer: !inputs.upper.is_none(),
                 layers: dirs.len(),
             },
         ),
@@ -343,8 +364,15 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
         owner: inputs.owner,
         attrs: attrs::NOSUID | attrs::NODEV,
     };
-    user.push(("tmp".into(), Kind::Dir, tmpfs_kind(inputs.tmp_size, 0o1777), "/tmp"));
-    user.push((workdir.clone(), Kind::Dir, tmpfs_kind(inputs.workdir_size, 0o755), "workdir"));
+    if matches!(inputs.upper, Upper::Keep(_)) {
+        // The workdir must still exist for the command's cwd; it is made
+        // in the scaffold when the image lacks it.
+        let (t, _) = canonical(&workdir)?;
+        ops.extend(placer.place(&t, Kind::Dir)?);
+    } else {
+        user.push(("tmp".into(), Kind::Dir, tmpfs_kind(inputs.tmp_size, 0o1777), "/tmp"));
+        user.push((workdir.clone(), Kind::Dir, tmpfs_kind(inputs.workdir_size, 0o755), "workdir"));
+    }
     for t in inputs.tmpfs {
         let target = checked_target("--tmpfs", &t.target)?;
         user.push((target, Kind::Dir, tmpfs_kind(t.size, 0o1777), "--tmpfs"));
@@ -410,17 +438,17 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
     ops.push(MountOp { target: cstring(&dev_t), kind: MountKind::SetReadOnly, optional: false });
 
     if let Some(i) = etc_op {
-        let etc = overlay(staging, std::mem::take(&mut placer.etc_top), vec!["/etc".into()], false, None, 1)?;
+        let etc = overlay(staging, std::mem::take(&mut placer.etc_top), vec!["/etc".into()], false, &Upper::None, 1)?;
         ops[i].kind = MountKind::Overlay(etc);
     }
     let (workdir_canon, _) = canonical(&workdir)?;
     let root = match source {
         RootSource::Host => RootPlan::Tmpfs { entries: placer.scaffold },
         RootSource::Dir(dir) => {
-            RootPlan::Overlay(overlay(staging, placer.scaffold, vec![dir], false, inputs.writable, 0)?)
+            RootPlan::Overlay(overlay(staging, placer.scaffold, vec![dir], false, &inputs.upper, 0)?)
         }
         RootSource::Layers { dirs, userxattr, .. } => {
-            RootPlan::Overlay(overlay(staging, placer.scaffold, dirs, userxattr, inputs.writable, 0)?)
+            RootPlan::Overlay(overlay(staging, placer.scaffold, dirs, userxattr, &inputs.upper, 0)?)
         }
     };
     Ok(MountPlan {
@@ -461,7 +489,7 @@ fn overlay(
     top: Vec<Entry>,
     lowers: Vec<PathBuf>,
     userxattr: bool,
-    upper: Option<u64>,
+    upper: &Upper,
     n: usize,
 ) -> Result<OverlayPlan, MountPlanError> {
     let top_dir = format!("s{n}");
@@ -473,7 +501,16 @@ fn overlay(
         sources.push((cstring(&name), Source::new(dir.to_str().unwrap_or_default(), false)));
     }
     let mut options = format!("lowerdir={staging}/{top_dir}:{}", names.join(":"));
-    let upper_dirs = upper.map(|_| {
+    let upper = match upper {
+        Upper::None => None,
+        Upper::Tmpfs(size) => Some(UpperPlan::Tmpfs(*size)),
+        Upper::Keep(dir) => Some(UpperPlan::Keep(Source::new(
+            dir.to_str()
+                .ok_or_else(|| MountPlanError::Rootfs { path: dir.clone(), why: "is not valid UTF-8".into() })?,
+            false,
+        ))),
+    };
+    let upper_dirs = upper.as_ref().map(|_| {
         let m = format!("w{n}");
         options.push_str(&format!(",upperdir={staging}/{m}/u,workdir={staging}/{m}/w"));
         (cstring(&m), cstring(&format!("{m}/u")), cstring(&format!("{m}/w")))
@@ -633,7 +670,7 @@ mod tests {
             tmpfs,
             owner: None,
             devpts_gid: None,
-            writable: None,
+            upper: Upper::None,
         };
         build(RootSource::Host, &inputs).expect("host plan")
     }

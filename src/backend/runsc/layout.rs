@@ -171,7 +171,7 @@ mod tests {
             tmpfs,
             owner: None,
             devpts_gid: None,
-            writable: None,
+            upper: crate::rootfs::plan::Upper::None,
         };
         build(source, &inputs).expect("plan")
     }

@@ -1,0 +1,27 @@
+//! `husk build`: a Dockerfile into an image in the store, without Docker.
+//!
+//! ```text
+//! dockerfile    the parser (directives, continuations, instructions)
+//! words         splitting and $VAR expansion
+//! ignore        .dockerignore
+//! exec          the build: stages and instructions in order
+//! run           a RUN step in a sandbox whose upper directory is kept
+//! diff          that upper as a layer tar (whiteouts, opaque dirs, ids)
+//! copy, add     COPY / ADD from the context or an earlier stage
+//! tarw, layer   deterministic tar, published through Store::ensure_layer
+//! config        the image config, manifest and history
+//! cache         RUN step keys -> layers
+//! ```
+
+pub mod add;
+pub mod cache;
+pub mod config;
+pub mod copy;
+pub mod diff;
+pub mod dockerfile;
+pub mod exec;
+pub mod ignore;
+pub mod layer;
+pub mod run;
+pub mod tarw;
+pub mod words;

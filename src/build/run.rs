@@ -1,0 +1,97 @@
+//! One RUN step: the command in a husk sandbox (native backend, the
+//! confinement `husk run` applies, no network) on the image built so far,
+//! with a writable upper that is a host directory husk keeps: its content
+//! is the step's layer (`diff`).
+
+use crate::backend::{Backend, RunIo, native::Native};
+use crate::host::HostFacts;
+use crate::image::Owners;
+use crate::image::view::LayeredView;
+use crate::outcome::Outcome;
+use crate::plan::{ImageDefaults, Plan, RootInput};
+use crate::rootfs::RootSource;
+use crate::spec::{OutputSpec, RootSpec, Spec};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+/// Output kept per stream: enough for the tail a failing step shows.
+pub const CAPTURE: u64 = 256 << 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(
+        "RUN needs a root with a shell: this stage has no layers (FROM scratch); COPY a static binary first, or start FROM an image"
+    )]
+    NoLayers,
+    #[error("preparing the step's upper directory {}: {source}", path.display())]
+    Upper { path: PathBuf, source: std::io::Error },
+    #[error("opening the stage's layers: {0}")]
+    View(std::io::Error),
+    #[error("planning the RUN sandbox: {0}")]
+    Plan(String),
+}
+
+/// What one RUN needs.
+pub struct RunJob<'a> {
+    pub host: &'a HostFacts,
+    /// Layer directories, top first (leased by the caller).
+    pub layers: &'a [PathBuf],
+    pub label: &'a str,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub workdir: Option<String>,
+    pub user: Option<String>,
+    pub owners: Owners,
+    /// Empty directory that becomes the sandbox's upper (made here).
+    pub upper: &'a Path,
+}
+
+/// Host ids of the sandbox's root, which must own the upper directory:
+/// the child makes `u/` and `w/` in it as that user.
+fn root_ids(owners: &Owners) -> (u32, u32) {
+    match owners {
+        Owners::Shift { uid, gid } => (uid.base, gid.base),
+        Owners::Invoker => (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw()),
+    }
+}
+
+/// Runs the step; the outcome carries the exit status and the captured
+/// output. The upper's `u/` holds the changes afterwards.
+pub fn run(job: RunJob<'_>) -> Result<Outcome, RunError> {
+    if job.layers.is_empty() {
+        return Err(RunError::NoLayers);
+    }
+    let up = |source| RunError::Upper { path: job.upper.to_path_buf(), source };
+    std::fs::DirBuilder::new().mode(0o700).create(job.upper).map_err(up)?;
+    let (uid, gid) = root_ids(&job.owners);
+    nix::unistd::chown(job.upper, Some(uid.into()), Some(gid.into())).map_err(|e| up(e.into()))?;
+
+    let view = LayeredView::open(job.layers).map_err(RunError::View)?;
+    let passwd = view.read_file("/etc/passwd");
+    let group = view.read_file("/etc/group");
+    let root = RootInput {
+        source: RootSource::Layers {
+            dirs: job.layers.to_vec(),
+            view: Box::new(view),
+            userxattr: true,
+            label: job.label.to_string(),
+        },
+        image: ImageDefaults {
+            env: job.env.clone(),
+            entrypoint: vec![],
+            cmd: vec![],
+            workdir: job.workdir.clone(),
+            user: job.user.clone(),
+        },
+        passwd,
+        group,
+    };
+    let mut spec = Spec::new(job.argv);
+    spec.root = RootSpec::Image(job.label.to_string());
+    spec.upper_dir = Some(job.upper.to_path_buf());
+    spec.output = OutputSpec::Capture { limit: CAPTURE };
+    spec.limits.no_cgroup = crate::host::no_cgroup_opt_out();
+    let plan = Plan::build(spec, job.host, root).map_err(|e| RunError::Plan(e.to_string()))?;
+    let t_start = crate::spawn::now_ns();
+    Ok(Native.run(plan, RunIo { capture: Some(CAPTURE), t_start }))
+}

@@ -1,0 +1,83 @@
+//! `husk build`: arguments -> BuildOptions -> build::exec, printing one
+//! line per step (or `--json` events) and the result.
+
+use crate::build::exec::{BuildOptions, StepEvent, build as run_build};
+use crate::cli::BuildArgs;
+use crate::outcome::EXIT_HUSK_FAILED;
+use crate::paths::{Paths, PathsError};
+use serde_json::json;
+
+pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let json = a.json;
+    let fail = |e: &dyn std::fmt::Display, code: i32| {
+        if json {
+            crate::outln!("{}", json!({ "event": "error", "error": e.to_string(), "exit_code": code }));
+        }
+        crate::errln!("husk build: {e}");
+        code
+    };
+    let paths = match paths {
+        Ok(p) => p,
+        Err(e) => return fail(e, EXIT_HUSK_FAILED),
+    };
+    if a.network != "none" {
+        return fail(
+            &format!(
+                "--network {}: RUN steps have no network today; a network allowlist needs the egress allowlist (issue 18)",
+                a.network
+            ),
+            EXIT_HUSK_FAILED,
+        );
+    }
+    let mut build_args = Vec::new();
+    for kv in &a.build_arg {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => build_args.push((k.to_string(), v.to_string())),
+            // `--build-arg NAME`: the value from husk's environment, as Docker.
+            _ => match std::env::var(kv) {
+                Ok(v) => build_args.push((kv.clone(), v)),
+                Err(_) => {
+                    return fail(
+                        &format!("--build-arg {kv}: expected KEY=VALUE (or a KEY set in the environment)"),
+                        EXIT_HUSK_FAILED,
+                    );
+                }
+            },
+        }
+    }
+    let opts = BuildOptions {
+        context: a.context.clone(),
+        dockerfile: a.file.clone(),
+        tag: a.tag.clone(),
+        build_args,
+        target: a.target.clone(),
+        no_cache: a.no_cache,
+        store_root: paths.root.clone(),
+    };
+    let mut progress = |e: &StepEvent| {
+        if json {
+            let mut v = serde_json::to_value(e).unwrap_or_default();
+            v["event"] = json!("step");
+            crate::outln!("{v}");
+        } else {
+            let status = if e.cached { "(cached)".to_string() } else { format!("{:.2}s", e.seconds) };
+            crate::errln!("[{}/{}] {} {status}", e.step, e.total, e.instruction);
+        }
+    };
+    match run_build(&opts, &mut progress) {
+        Ok(r) => {
+            if json {
+                let mut v = serde_json::to_value(&r).unwrap_or_default();
+                v["event"] = json!("result");
+                crate::outln!("{v}");
+            } else {
+                crate::outln!("{} {} ({} steps, {} cached, {:.2}s)", r.name, r.id, r.steps, r.cached, r.seconds);
+            }
+            0
+        }
+        Err(e) => {
+            let code = e.exit_code();
+            fail(&e, code)
+        }
+    }
+}
