@@ -32,6 +32,8 @@ pub struct BuildOptions {
     pub target: Option<String>,
     pub no_cache: bool,
     pub store_root: PathBuf,
+    /// How FROM pulls an image the store lacks.
+    pub registry: crate::spec::RegistrySpec,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -326,8 +328,14 @@ impl Build<'_> {
         if let Some(s) = stages.iter().rev().find(|s| s.alias.as_deref() == Some(lower.as_str())) {
             return Ok(s.state.clone());
         }
-        let name =
-            crate::image::root::stored_name(self.store, image, crate::spec::PullPolicy::Missing, self.owners, false)?;
+        let name = crate::image::root::stored_name(
+            self.store,
+            image,
+            crate::spec::PullPolicy::Missing,
+            &self.opts.registry,
+            self.owners,
+            false,
+        )?;
         let rec = self.store.find(&name)?;
         let config = self.store.get_blob(&rec.config)?;
         State::from_image(&config, rec.layers.clone())

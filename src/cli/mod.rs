@@ -655,6 +655,9 @@ pub struct BuildArgs {
     /// Steps and the result as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
+    /// How FROM images that are not stored are pulled.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 #[derive(Args, Debug)]

@@ -45,7 +45,19 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
             },
         }
     }
+    for m in &a.registry.registry_mirror {
+        if let Err(e) = crate::image::registry::mirror::parse_flag(m) {
+            return fail(&e, EXIT_HUSK_FAILED);
+        }
+    }
+    let registry = crate::spec::RegistrySpec {
+        platform: None,
+        insecure: a.registry.insecure_registry.clone(),
+        ca_files: a.registry.registry_ca.clone(),
+        mirrors: a.registry.registry_mirror.clone(),
+    };
     let opts = BuildOptions {
+        registry,
         context: a.context.clone(),
         dockerfile: a.file.clone(),
         tag: a.tag.clone(),
