@@ -93,5 +93,5 @@ pub fn run(job: RunJob<'_>) -> Result<Outcome, RunError> {
     spec.limits.no_cgroup = crate::host::no_cgroup_opt_out();
     let plan = Plan::build(spec, job.host, root).map_err(|e| RunError::Plan(e.to_string()))?;
     let t_start = crate::spawn::now_ns();
-    Ok(Native.run(plan, RunIo { capture: Some(CAPTURE), t_start }))
+    Ok(Native.run(plan, RunIo { capture: Some(CAPTURE), tap: None, t_start }))
 }
