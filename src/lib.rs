@@ -38,6 +38,7 @@ pub mod supervise;
 pub mod sync;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tty;
 pub mod units;
 pub mod userfile;
 pub mod userns;

@@ -130,6 +130,9 @@ pub struct ProcessPlan {
     /// Capabilities kept (bit N = capability N); 0 unless --cap-add.
     pub caps_keep: u64,
     pub rlimits: Vec<Rlimit>,
+    /// `-t`: the command makes a pty in the sandbox, hands its master to
+    /// husk and takes the slave as its controlling terminal (src/tty/).
+    pub tty: bool,
 }
 
 /// The namespaces a run creates, split by who creates them; their names
@@ -439,7 +442,8 @@ impl ProcessPlan {
         // Environment: defaults < image < --env.
         let mut env: Vec<(String, String)> =
             vec![("PATH".into(), DEFAULT_PATH.into()), ("HOME".into(), home), ("LANG".into(), "C.UTF-8".into())];
-        if nix::unistd::isatty(std::io::stdout()).unwrap_or(false)
+        if spec.tty
+            || nix::unistd::isatty(std::io::stdout()).unwrap_or(false)
             || nix::unistd::isatty(std::io::stdin()).unwrap_or(false)
         {
             env.push(("TERM".into(), std::env::var("TERM").unwrap_or_else(|_| "xterm".into())));
@@ -494,6 +498,7 @@ impl ProcessPlan {
             groups,
             caps_keep,
             rlimits: rlimits(&spec.rlimits)?,
+            tty: spec.tty,
         })
     }
 }
@@ -554,6 +559,7 @@ impl ExecPlan {
         }
         let mut spec = sb.spec.clone();
         spec.env.extend(x.env.iter().cloned());
+        spec.tty = x.tty;
         if x.user.is_some() {
             spec.user = x.user.clone();
         }

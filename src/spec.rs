@@ -181,6 +181,11 @@ pub struct Spec {
     pub timeout: Option<Duration>,
     pub kill_grace: Option<Duration>,
     pub output: OutputSpec,
+    /// `-t`: the command gets a pty of its own as its controlling terminal
+    /// and stdio (src/tty/). Never part of a held sandbox's spec: each
+    /// exec asks for its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
     /// `None`: from /etc/subuid (`husk` entry) or the built-in default.
     pub id_range: Option<IdRange>,
     pub limits: LimitSpec,
@@ -221,6 +226,7 @@ impl Spec {
             timeout: None,
             kill_grace: None,
             output: OutputSpec::Passthrough,
+            tty: false,
             id_range: None,
             limits: LimitSpec::default(),
             seccomp: SeccompSpec::default(),
@@ -244,4 +250,6 @@ pub struct ExecSpec {
     pub kill_grace: Option<Duration>,
     /// Capture stdout/stderr into the verdict, each bounded to this many bytes.
     pub capture: Option<u64>,
+    /// `-t`: a pty of its own (see `Spec::tty`).
+    pub tty: bool,
 }

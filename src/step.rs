@@ -47,6 +47,8 @@ steps! {
     Setsid = 20 => "setsid",
     SetIdentity = 21 => "set_identity",
     DropCaps = 22 => "drop_capabilities",
+    OpenPty = 32 => "open_pty",
+    ControllingTty = 33 => "controlling_tty",
     Rlimits = 23 => "set_rlimits",
     ResetSignals = 28 => "reset_signals",
     NoNewPrivs = 24 => "no_new_privs",

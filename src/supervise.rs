@@ -8,6 +8,7 @@ use crate::step::StepError;
 use crate::stream::{Tap, Which};
 use crate::sync::{Channel, MAX_TIMES, Msg};
 use crate::sys::process::{ExitStatus, pidfd_send_signal, wait_pidfd};
+use crate::tty::relay::{End, Relay, TtyOutput};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -24,9 +25,14 @@ pub fn forwarded_signals() -> SigSet {
 }
 
 /// Blocks the forwarded signals and returns a signalfd for them. Must be
-/// called before clone so no signal is lost in between.
-pub fn signal_fd() -> Result<SignalFd, nix::errno::Errno> {
-    let set = forwarded_signals();
+/// called before clone so no signal is lost in between. With a terminal
+/// (`-t`) SIGWINCH too: it is not forwarded but resizes the sandbox's
+/// terminal.
+pub fn signal_fd(tty: bool) -> Result<SignalFd, nix::errno::Errno> {
+    let mut set = forwarded_signals();
+    if tty {
+        set.add(Signal::SIGWINCH);
+    }
     crate::sys::signal::block(&set)?;
     SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
 }
@@ -62,6 +68,9 @@ pub struct Watch<'a> {
     /// `--json-stream`: every read of a captured stream is also an event
     /// here, as it happens.
     pub tap: Option<&'a Tap>,
+    /// `-t`: the command sends its pty's master over the channel; the
+    /// watch relays it (`tty::relay`) and its output goes here.
+    pub tty: Option<TtyOutput>,
 }
 
 /// What the watch saw.
@@ -141,6 +150,8 @@ impl Watch<'_> {
         // Only accepted when explain mode asked for it.
         let report = self.seccomp.filter(|p| p.report());
         let mut listener: Option<OwnedFd> = None;
+        let mut relay: Option<Relay> = None;
+        let mut wanted = Wanted { listener: report.is_some(), pty: self.tty.is_some(), master: None };
         let mut drain_until: Option<Instant> = None;
         // The group first: cgroup.kill takes every member at once, so
         // nothing can fork away while the init's pid namespace collapses.
@@ -172,7 +183,7 @@ impl Watch<'_> {
             // what the command wrote is delivered, not cut at DRAIN_LIMIT.
             let tap_full = tap.is_some_and(Tap::full);
             if out.init.is_some() {
-                let done = streams.iter().all(|s| s.fd.is_none());
+                let done = streams.iter().all(|s| s.fd.is_none()) && relay.as_ref().is_none_or(Relay::done);
                 if done || (drain_until.is_some_and(|d| now >= d) && !tap_full) {
                     break;
                 }
@@ -214,33 +225,36 @@ impl Watch<'_> {
                 None => PollTimeout::NONE,
             };
 
-            let mut fds: Vec<(u8, BorrowedFd<'_>)> = Vec::new();
+            let mut fds: Vec<(u8, BorrowedFd<'_>, PollFlags)> = Vec::new();
+            let pollin = PollFlags::POLLIN;
             if out.init.is_none() {
-                fds.push((0, self.pidfd.as_fd()));
+                fds.push((0, self.pidfd.as_fd(), pollin));
             }
             if chan_open {
-                fds.push((1, self.chan.fd()));
+                fds.push((1, self.chan.fd(), pollin));
             }
-            fds.push((2, self.signals.as_fd()));
+            fds.push((2, self.signals.as_fd(), pollin));
             if let Some(l) = &listener {
-                fds.push((LISTENER, l.as_fd()));
+                fds.push((LISTENER, l.as_fd(), pollin));
             }
             // Over the tap's bound the command's output waits in its pipes
             // (and the command in its writes) until the reader catches up.
             if !tap_full {
                 for (i, s) in streams.iter().enumerate() {
                     if let Some(fd) = &s.fd {
-                        fds.push((3 + i as u8, fd.as_fd()));
+                        fds.push((3 + i as u8, fd.as_fd(), pollin));
                     }
                 }
             }
             if let Some(t) = tap.filter(|t| t.wants_write()) {
-                fds.push((TAP, t.fd()));
+                fds.push((TAP, t.fd(), PollFlags::POLLOUT));
             }
-            let mut pfds: Vec<PollFd<'_>> = fds
-                .iter()
-                .map(|(tag, fd)| PollFd::new(*fd, if *tag == TAP { PollFlags::POLLOUT } else { PollFlags::POLLIN }))
-                .collect();
+            if let Some(r) = &relay {
+                fds.extend(
+                    r.interest(out.init.is_none()).into_iter().map(|(end, fd, flags)| (tty_tag(end), fd, flags)),
+                );
+            }
+            let mut pfds: Vec<PollFd<'_>> = fds.iter().map(|(_, fd, flags)| PollFd::new(*fd, *flags)).collect();
             match poll(&mut pfds, timeout) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(_) => std::thread::sleep(Duration::from_millis(1)),
@@ -248,7 +262,7 @@ impl Watch<'_> {
             let ready: Vec<(u8, PollFlags)> = fds
                 .iter()
                 .zip(&pfds)
-                .filter_map(|((tag, _), p)| p.revents().filter(|r| !r.is_empty()).map(|r| (*tag, r)))
+                .filter_map(|((tag, _, _), p)| p.revents().filter(|r| !r.is_empty()).map(|r| (*tag, r)))
                 .collect();
 
             for (tag, revents) in ready {
@@ -268,13 +282,21 @@ impl Watch<'_> {
                         drain_until = Some(Instant::now() + DRAIN_LIMIT);
                         // The channel may still hold the final status.
                         while chan_open {
-                            chan_open = read_chan(self.chan, &mut out, &mut listener, report.is_some());
+                            chan_open = read_chan(self.chan, &mut out, &mut listener, &mut wanted);
                         }
                     }
-                    1 => chan_open = read_chan(self.chan, &mut out, &mut listener, report.is_some()),
+                    1 => chan_open = read_chan(self.chan, &mut out, &mut listener, &mut wanted),
                     2 => {
                         while let Ok(Some(info)) = self.signals.read_signal() {
                             let sig = info.ssi_signo as i32;
+                            if sig == libc::SIGWINCH {
+                                // Not forwarded: the new size is, and the
+                                // kernel signals the sandbox's foreground job.
+                                if let Some(r) = &relay {
+                                    r.resize();
+                                }
+                                continue;
+                            }
                             if out.interrupted.is_some() && sig == libc::SIGINT {
                                 // A second Ctrl-C: stop waiting for a clean exit.
                                 force_at = hard_kill(self.group);
@@ -289,8 +311,17 @@ impl Watch<'_> {
                             t.write_some();
                         }
                     }
+                    TTY_MASTER | TTY_STDIN | TTY_STDOUT => {
+                        if let Some(r) = &mut relay {
+                            r.ready(tty_end(tag), revents);
+                        }
+                    }
                     n => streams[(n - 3) as usize].read(tap),
                 }
+            }
+            // The command's pty arrived: relay it from now on.
+            if let (None, Some(master), Some(output)) = (&relay, wanted.master.take(), self.tty) {
+                relay = Some(Relay::start(master, output));
             }
         }
         if let Some(t) = tap {
@@ -299,11 +330,47 @@ impl Watch<'_> {
             }
             t.flush();
         }
+        // Restores husk's terminal before anything is reported.
+        let tty_capture = relay.and_then(Relay::finish);
         let mut it = streams.into_iter().zip(captured).map(|(s, c)| c.then(|| s.cap.finish()));
         out.stdout = it.next().flatten();
         out.stderr = it.next().flatten();
+        // A terminal merges stdout and stderr: all of it is stdout.
+        if let (Some(TtyOutput::Capture(limit)), Some(c)) = (self.tty, tty_capture) {
+            out.stdout = Some(c);
+            out.stderr = Some(Capture::new(limit).finish());
+        }
         out
     }
+}
+
+/// Poll tags of the relay's fds (`tty::relay::End`).
+const TTY_MASTER: u8 = 10;
+const TTY_STDIN: u8 = 11;
+const TTY_STDOUT: u8 = 12;
+
+fn tty_tag(end: End) -> u8 {
+    match end {
+        End::Master => TTY_MASTER,
+        End::Stdin => TTY_STDIN,
+        End::Stdout => TTY_STDOUT,
+    }
+}
+
+fn tty_end(tag: u8) -> End {
+    match tag {
+        TTY_MASTER => End::Master,
+        TTY_STDIN => End::Stdin,
+        _ => End::Stdout,
+    }
+}
+
+/// The fds the channel may bring that this watch takes (any other is
+/// closed), and the pty master once it came.
+struct Wanted {
+    listener: bool,
+    pty: bool,
+    master: Option<OwnedFd>,
 }
 
 /// Poll tag of the seccomp listener.
@@ -312,9 +379,15 @@ const LISTENER: u8 = 9;
 const TAP: u8 = 8;
 
 /// Reads one message; false once the channel is closed. A seccomp listener
-/// is kept only when explain mode expects one (any other fd is closed).
-fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, want_listener: bool) -> bool {
+/// is kept only when explain mode expects one, a pty master only under
+/// `-t`, and only the first (any other fd is closed).
+fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, wanted: &mut Wanted) -> bool {
+    let want_listener = wanted.listener;
     match chan.recv_with_fd() {
+        Ok(Some((Msg::PtyMaster, Some(fd)))) if wanted.pty => {
+            wanted.pty = false;
+            wanted.master = Some(fd);
+        }
         Ok(Some((Msg::Times(t), _))) => out.times = Some(t),
         Ok(Some((Msg::Failed(e), _))) => out.failed = Some(e),
         Ok(Some((Msg::Exited { code }, _))) => out.command = Some(ExitStatus::Exited(code)),
@@ -322,7 +395,12 @@ fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, 
         Ok(Some((Msg::SeccompListener, fd))) if want_listener => *listener = fd,
         Ok(Some((Msg::Reaped { at }, _))) => out.t_reaped = at,
         Ok(Some((
-            Msg::Release | Msg::SeccompListener | Msg::Namespaces { .. } | Msg::Joined | Msg::CgroupReady,
+            Msg::Release
+            | Msg::SeccompListener
+            | Msg::Namespaces { .. }
+            | Msg::Joined
+            | Msg::CgroupReady
+            | Msg::PtyMaster,
             _,
         ))) => {}
         Ok(None) | Err(_) => return false,

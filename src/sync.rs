@@ -46,6 +46,8 @@ pub enum Msg {
     /// Parent -> init (deferred cgroup): every limit is in place; the v1
     /// `tasks` files to write "0" to are attached.
     CgroupReady,
+    /// Command -> parent (`-t`): the master of the command's pty, attached.
+    PtyMaster,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -69,6 +71,7 @@ impl Msg {
             Msg::Namespaces { count } => (8, count, [0; MAX_TIMES]),
             Msg::Joined => (9, 0, [0; MAX_TIMES]),
             Msg::CgroupReady => (10, 0, [0; MAX_TIMES]),
+            Msg::PtyMaster => (11, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -103,6 +106,7 @@ impl Msg {
             8 => Msg::Namespaces { count: a },
             9 => Msg::Joined,
             10 => Msg::CgroupReady,
+            11 => Msg::PtyMaster,
             _ => return None,
         })
     }
@@ -232,6 +236,8 @@ mod tests {
             Msg::SeccompListener,
             Msg::Namespaces { count: 7 },
             Msg::Joined,
+            Msg::CgroupReady,
+            Msg::PtyMaster,
         ];
         for m in msgs {
             a.send(m).unwrap();

@@ -371,6 +371,14 @@ pub struct ProcessArgs {
     /// Run as UID[:GID] (or a user name from the root's /etc/passwd).
     #[arg(long, short = 'u', value_name = "UID[:GID]")]
     pub user: Option<String>,
+
+    /// Give the command a terminal of its own (a pty made inside the
+    /// sandbox): husk's terminal goes raw and keys, Ctrl-C included, reach
+    /// the sandbox's foreground job; window size follows. Native runtime
+    /// only. With --json the terminal's output (stdout and stderr merged)
+    /// is captured as stdout.
+    #[arg(long, short = 't')]
+    pub tty: bool,
 }
 
 #[derive(Args, Debug)]

@@ -42,6 +42,10 @@ pub enum ArgsError {
     #[error("--env-file {} line {line}: expected KEY=VALUE, got {text:?}", path.display())]
     EnvLine { path: PathBuf, line: usize, text: String },
     #[error(
+        "-t/--tty with --json-stream: a terminal's output has no stdout/stderr streams to send as events; use -t with --json (the terminal's output is the verdict's stdout) or --json-stream without -t"
+    )]
+    TtyJsonStream,
+    #[error(
         "invalid environment variable name {0:?} (--env or --env-file): names must be non-empty and hold no control characters"
     )]
     EnvName(String),
@@ -140,6 +144,10 @@ pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsEr
     spec.output =
         if p.json || p.json_stream { OutputSpec::Capture { limit: p.output_limit } } else { OutputSpec::Passthrough };
     spec.user = p.user.clone();
+    if p.tty && p.json_stream {
+        return Err(ArgsError::TtyJsonStream);
+    }
+    spec.tty = p.tty;
     for f in &p.env_file {
         let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT)?;
         for (n, line) in text.lines().enumerate() {

@@ -124,6 +124,7 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
         env,
         env_file,
         user,
+        tty: false,
     }
 }
 
@@ -152,6 +153,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
             timeout: args.process.timeout,
             kill_grace: args.process.kill_grace,
             capture: (args.process.json || args.process.json_stream).then_some(args.process.output_limit),
+            tty: args.process.tty,
         },
     };
     let store = match store_of(paths) {

@@ -64,6 +64,12 @@ fn setup(
 ) -> R<Option<nix::unistd::Pid>> {
     await_release(chan)?;
     times[phase::RELEASED] = now_ns();
+    // Under -t nothing of the sandbox keeps husk's terminal: the init
+    // leaves husk's session (and its controlling terminal) too, as the
+    // command does; keys reach the sandbox only through its own pty.
+    if plan.process.tty {
+        nix::unistd::setsid().at(Step::Setsid)?;
+    }
     become_root(plan, chan)?;
     // A new network namespace has "lo", but down.
     if plan.namespaces.made_by_clone(libc::CLONE_NEWNET) {
@@ -204,7 +210,7 @@ fn enter_workdir(plan: &Plan) -> R<()> {
 }
 
 pub(super) fn redirect_stdio(stdio: ChildStdio) -> R<()> {
-    for (fd, target) in [(stdio.stdout, 1), (stdio.stderr, 2)] {
+    for (fd, target) in [(stdio.stdin, 0), (stdio.stdout, 1), (stdio.stderr, 2)] {
         if let Some(fd) = fd {
             crate::sys::fd::dup_onto(fd, target).at(Step::RedirectStdio)?;
         }

@@ -68,9 +68,10 @@ pub fn finish(c: &Confinement<'_>, chan: &Channel, times: &mut [u64; MAX_TIMES])
     fail_exec(chan, errno)
 }
 
-/// setsid, identity, capabilities, rlimits, umask, signals, no_new_privs,
-/// fds marked close-on-exec: everything but the filter and execve. `chan`
-/// goes to whoever the parent-death signal (if armed) is tied to.
+/// setsid, identity, capabilities, the terminal (`-t`), rlimits, umask,
+/// signals, no_new_privs, fds marked close-on-exec: everything but the
+/// filter and execve. `chan` goes to whoever the parent-death signal (if
+/// armed) is tied to.
 pub fn confine(c: &Confinement<'_>, chan: &Channel) -> R<()> {
     // A new session: no controlling terminal of the host, so TIOCSTI on an
     // inherited tty fd is refused (CVE-2017-5226).
@@ -80,6 +81,13 @@ pub fn confine(c: &Confinement<'_>, chan: &Channel) -> R<()> {
     // exec joiner shrank it).
     set_identity(c, chan)?;
     crate::sys::caps::set_process_caps(p.caps_keep, c.last_cap).at(Step::DropCaps)?;
+    // As the command's user (the slave is its own, as after a login) and
+    // before --rlimit nofile could leave no fd for it. The session is new
+    // and has no terminal yet, so the slave becomes its controlling one.
+    if p.tty {
+        let slave = crate::tty::pty::open_and_hand_out(chan)?;
+        crate::tty::pty::make_controlling(slave)?;
+    }
     for r in &p.rlimits {
         crate::sys::process::set_rlimit(r.resource, r.soft, r.hard).at(Step::Rlimits)?;
     }

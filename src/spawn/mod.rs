@@ -34,9 +34,12 @@ pub fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Where the command's stdout/stderr go: inherited, or these pipe ends.
+/// Where the sandbox's stdin/stdout/stderr come from: inherited, or these
+/// fds (capture pipes; /dev/null for all three under `-t`, so husk's
+/// terminal never enters the sandbox).
 #[derive(Clone, Copy, Debug)]
 pub struct ChildStdio {
+    pub stdin: Option<RawFd>,
     pub stdout: Option<RawFd>,
     pub stderr: Option<RawFd>,
 }

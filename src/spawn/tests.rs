@@ -32,7 +32,7 @@ fn with_sigprocmask_refused(f: fn() -> Result<(), StepError>) -> Result<(), Step
 #[test]
 fn failed_stdio_redirection_names_redirect_stdio() {
     // An fd that is not open: dup2 fails with EBADF and leaves fd 1 alone.
-    let err = child::redirect_stdio(ChildStdio { stdout: Some(-1), stderr: None }).unwrap_err();
+    let err = child::redirect_stdio(ChildStdio { stdin: None, stdout: Some(-1), stderr: None }).unwrap_err();
     assert_eq!((err.step, err.errno), (Step::RedirectStdio, Errno::EBADF));
     assert_eq!(err.step.name(), "redirect_stdio");
 }

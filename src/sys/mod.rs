@@ -15,6 +15,7 @@ pub mod process;
 pub mod seccomp;
 pub mod signal;
 pub mod socket;
+pub mod tty;
 pub mod xattr;
 
 pub use nix::errno::Errno;

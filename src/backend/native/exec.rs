@@ -86,21 +86,29 @@ impl Run<'_> {
             o.duration_ms = ms(self.plan.t_start, now_ns());
             o
         };
-        let signals = match signal_fd() {
+        let tty = process.tty;
+        let signals = match signal_fd(tty) {
             Ok(s) => s,
             Err(e) => return failed(Phase::Signals, &e, Some(e)),
         };
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+        // Under -t the command's output comes through its pty, not pipes.
         let (out, err) = match self.plan.capture {
-            Some(_) => match (pipe(), pipe()) {
+            Some(_) if !tty => match (pipe(), pipe()) {
                 (Ok(o), Ok(e)) => (Some(o), Some(e)),
                 (Err(e), _) | (_, Err(e)) => return failed(Phase::Stdio, &e, Some(e)),
             },
-            None => (None, None),
+            _ => (None, None),
         };
+        let null = match crate::tty::null_stdio(tty) {
+            Ok(n) => n,
+            Err(e) => return failed(Phase::Stdio, &e, Some(e)),
+        };
+        let null_fd = null.as_ref().map(|n| n.as_raw_fd());
         let stdio = ChildStdio {
-            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
-            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
+            stdin: null_fd,
+            stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()).or(null_fd),
+            stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()).or(null_fd),
         };
         let confinement =
             Confinement { process, deny_setgroups: self.plan.deny_setgroups, last_cap: self.plan.last_cap, seccomp };
@@ -140,6 +148,7 @@ impl Run<'_> {
             seccomp,
             stop: None,
             tap: self.tap,
+            tty: crate::tty::relay::TtyOutput::of(tty, self.plan.capture),
         }
         .run();
         let t_end = now_ns();

@@ -168,7 +168,7 @@ fn join(j: &Join<'_>, chan: &Channel) -> R<(OwnedFd, OwnedFd)> {
     prctl::set_dumpable(false).at(Step::JoinNamespaces)?;
     let mut keep: [RawFd; 12] = [-1; 12];
     let mut n = 0;
-    for fd in [Some(chan.fd().as_raw_fd()), j.stdio.stdout, j.stdio.stderr].into_iter().flatten() {
+    for fd in [Some(chan.fd().as_raw_fd()), j.stdio.stdin, j.stdio.stdout, j.stdio.stderr].into_iter().flatten() {
         keep[n] = fd;
         n += 1;
     }
@@ -191,9 +191,14 @@ fn join(j: &Join<'_>, chan: &Channel) -> R<(OwnedFd, OwnedFd)> {
     }
     let c = &j.confinement;
     crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(c.last_cap), c.process.caps_keep).at(Step::DropCaps)?;
-    for (fd, target) in [(j.stdio.stdout, 1), (j.stdio.stderr, 2)] {
+    for (fd, target) in [(j.stdio.stdin, 0), (j.stdio.stdout, 1), (j.stdio.stderr, 2)] {
         if let Some(fd) = fd {
             crate::sys::fd::dup_onto(fd, target).at(Step::RedirectStdio)?;
+        }
+    }
+    // Only now: under -t one fd serves all three.
+    for fd in [j.stdio.stdin, j.stdio.stdout, j.stdio.stderr].into_iter().flatten() {
+        if fd > 2 {
             let _ = nix::unistd::close(fd);
         }
     }

@@ -29,7 +29,7 @@ pub struct NativeLive {
 /// Clones the init (born in `cgroup`) and waits until it holds.
 pub fn create(plan: &Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport> {
     crate::spawn::open_sources(plan).map_err(spawn_error)?;
-    let stdio = ChildStdio { stdout: None, stderr: None };
+    let stdio = ChildStdio { stdin: None, stdout: None, stderr: None };
     let init = crate::spawn::spawn(plan, stdio, cgroup).map_err(spawn_error)?;
     match await_init(plan, &init) {
         Ok(namespaces) => Ok(Box::new(NativeLive { init, namespaces })),

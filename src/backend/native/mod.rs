@@ -81,7 +81,8 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun
     // Forwarded signals are blocked from here on, so a Ctrl-C during setup
     // is delivered to the sandbox later instead of killing husk with its
     // cgroup half made.
-    let signals = signal_fd()
+    let tty = plan.process.tty;
+    let signals = signal_fd(tty)
         .map_err(|e| ErrorReport::new(Phase::Signals, format!("creating the signalfd: {e}")).with_errno(e))?;
     open_sources(plan).map_err(spawn_error)?;
     // Only the directory the sandbox is cloned into is made before clone;
@@ -94,13 +95,17 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
     let pipe_err =
         |e: nix::errno::Errno| ErrorReport::new(Phase::Stdio, format!("creating capture pipes: {e}")).with_errno(e);
+    // Under -t the command's output comes through its pty, not pipes.
     let (out, err) = match io.capture {
-        Some(_) => (Some(pipe().map_err(pipe_err)?), Some(pipe().map_err(pipe_err)?)),
-        None => (None, None),
+        Some(_) if !tty => (Some(pipe().map_err(pipe_err)?), Some(pipe().map_err(pipe_err)?)),
+        _ => (None, None),
     };
+    let null = crate::tty::null_stdio(tty)
+        .map_err(|e| ErrorReport::new(Phase::Stdio, format!("opening /dev/null for -t: {e}")).with_errno(e))?;
     let stdio = ChildStdio {
-        stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
-        stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
+        stdin: null.as_ref().map(|n| n.as_raw_fd()),
+        stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()).or(null.as_ref().map(|n| n.as_raw_fd())),
+        stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()).or(null.as_ref().map(|n| n.as_raw_fd())),
     };
     let spawned = spawn(plan, stdio, pending.as_ref().map(|c| c as &dyn CgroupJoin)).map_err(spawn_error)?;
     let t_cg = now_ns();
@@ -122,6 +127,7 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun
         seccomp: plan.seccomp.as_ref(),
         stop: None,
         tap: io.tap,
+        tty: crate::tty::relay::TtyOutput::of(tty, io.capture),
     }
     .run();
     let t_end = now_ns();

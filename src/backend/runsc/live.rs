@@ -84,7 +84,7 @@ pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>)
     // reaps both.
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| ErrorReport::new(Phase::Subreaper, e.to_string()).with_errno(e))?;
-    let stdio = ChildStdio { stdout: Some(log.as_raw_fd()), stderr: Some(log.as_raw_fd()) };
+    let stdio = ChildStdio { stdin: None, stdout: Some(log.as_raw_fd()), stderr: Some(log.as_raw_fd()) };
     let l = launch::Launch { plan, layout: &layout, bin, argv, envp, stdio, user_ns, expose };
     let launched = launch::spawn(&l, cgroup)?;
     drop(l);
@@ -302,6 +302,11 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         o.duration_ms = ms(t_start, now_ns());
         o
     };
+    if process.tty {
+        let mut o = Outcome::setup_failed(super::no_tty());
+        o.duration_ms = ms(t_start, now_ns());
+        return o;
+    }
     let cfg = match RunscConfig::resolve(&at.spec.runsc, at.state_dir) {
         Ok(c) => c,
         Err(e) => return failed(Phase::Runsc, e.to_string(), e.errno()),
@@ -338,7 +343,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     cmd.process_group(0);
     crate::sys::command::die_with_parent(&mut cmd);
 
-    let signals = match signal_fd() {
+    let signals = match signal_fd(false) {
         Ok(s) => s,
         Err(e) => return failed(Phase::Signals, format!("blocking forwarded signals: {e}"), Some(e)),
     };
@@ -390,6 +395,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         seccomp: None,
         stop: Some(&stop),
         tap: at.tap,
+        tty: None,
     }
     .run();
     drop(child);

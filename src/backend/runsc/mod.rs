@@ -105,6 +105,9 @@ impl Backend for Runsc {
     /// `--pids` and `--memory` split between gVisor and the host cgroup
     /// (see `limits`).
     fn adapt(&self, plan: &mut Plan) -> Result<(), ErrorReport> {
+        if plan.process.tty {
+            return Err(no_tty());
+        }
         limits::adapt_plan(plan)
             .map_err(|e| ErrorReport::new(crate::step::Phase::Limits, e.to_string()).with_hint(e.hint()))
     }
@@ -123,6 +126,17 @@ impl Backend for Runsc {
         outcome.duration_ms = crate::outcome::round3(now_ns().saturating_sub(io.t_start) as f64 / 1e6);
         outcome
     }
+}
+
+/// `-t` under gVisor is refused before anything starts, never half made:
+/// the pty would have to come from runsc's `--console-socket`, which husk
+/// does not drive yet.
+pub(crate) fn no_tty() -> ErrorReport {
+    ErrorReport::new(
+        crate::step::Phase::Backend,
+        "-t/--tty is not supported by the runsc backend (gVisor): husk does not drive runsc's console socket",
+    )
+    .with_hint(Some("drop -t, or run under --runtime native".into()))
 }
 
 /// runsc's user namespace: as root, the sandbox's id range exactly as the
@@ -320,10 +334,11 @@ impl Runsc {
             None => (None, None),
         };
         let stdio = ChildStdio {
+            stdin: None,
             stdout: out.as_ref().map(|(_, w)| w.as_raw_fd()),
             stderr: err.as_ref().map(|(_, w)| w.as_raw_fd()),
         };
-        let signals = signal_fd().map_err(sys_err("blocking forwarded signals"))?;
+        let signals = signal_fd(false).map_err(sys_err("blocking forwarded signals"))?;
         // runsc's gofer and sandbox become husk's children if runsc dies
         // first, so husk can reap (and, if need be, kill) them.
         nix::sys::prctl::set_child_subreaper(true).map_err(sys_err("PR_SET_CHILD_SUBREAPER"))?;
@@ -361,6 +376,7 @@ impl Runsc {
             seccomp: None,
             stop: Some(&ctl),
             tap: io.tap,
+            tty: None,
         }
         .run();
 
