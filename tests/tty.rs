@@ -413,3 +413,19 @@ fn tty_under_runsc_is_refused_clearly() {
     assert_eq!(v["error"]["step"], "backend", "{v:#}");
     assert!(v["error"]["message"].as_str().unwrap_or("").contains("--tty"), "{v:#}");
 }
+
+/// `exec -t` into a gVisor sandbox is refused the same way, and the
+/// sandbox takes the next exec as before.
+#[test]
+fn exec_tty_under_runsc_is_refused_clearly() {
+    require_root!();
+    require_runsc!();
+    let s = sandboxkit::Sbx::new();
+    let id = s.create_with(&["--runtime", "runsc"]);
+    let (v, code) = s.exec_json(&id, &["-t"], &["true"]);
+    assert_eq!(code, 125, "{v:#}");
+    assert_eq!(v["error"]["step"], "backend", "{v:#}");
+    assert!(v["error"]["message"].as_str().unwrap_or("").contains("--tty"), "{v:#}");
+    let (out, code) = s.sh(&id, "echo next");
+    assert_eq!((out.trim(), code), ("next", 0));
+}
