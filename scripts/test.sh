@@ -46,6 +46,10 @@ PACKAGES+=(docker-registry skopeo apache2-utils openssl)
 # The Python client's and husk mcp's tests (tests/python): a venv with
 # pytest and the official MCP SDK from PyPI.
 PACKAGES+=(python3-venv)
+# tests/tty.rs: tiocsti_cannot_reach_host_terminal runs python3 (TIOCSTI
+# through fcntl.ioctl) in a host-mode sandbox; setsid and stty (util-linux,
+# coreutils) drive husk on a pty.
+PACKAGES+=(python3)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
