@@ -125,7 +125,7 @@ cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$WORK/root.log"
 # against the built binary. Debian's python3 (the venv module is packaged).
 step "python client and MCP (pytest)"
 if /usr/bin/python3 -m venv "$WORK/venv" >"$WORK/venv.log" 2>&1 \
-    && "$WORK/venv/bin/pip" install -q pytest mcp ./clients/python >>"$WORK/venv.log" 2>&1; then
+    && "$WORK/venv/bin/pip" install -q pytest==9.2.0 mcp==2.3.0 ./clients/python >>"$WORK/venv.log" 2>&1; then
     HUSK_BIN="$WORK/bin/husk" "$WORK/venv/bin/pytest" -q -rs -p no:cacheprovider tests/python 2>&1 \
         | tee "$WORK/python.log"
     [ "${PIPESTATUS[0]}" = 0 ] || fail_step "python client and MCP (pytest tests/python)"
@@ -135,7 +135,7 @@ if /usr/bin/python3 -m venv "$WORK/venv" >"$WORK/venv.log" 2>&1 \
     fi
 else
     cat "$WORK/venv.log"
-    fail_step "python venv for tests/python (python3 -m venv; pip install pytest mcp ./clients/python)"
+    fail_step "python venv for tests/python (python3 -m venv; pip install pytest==9.2.0 mcp==2.3.0 ./clients/python)"
 fi
 
 # ------------------------------------------------------ tests as rootless --

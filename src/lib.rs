@@ -21,6 +21,7 @@ pub mod ids;
 pub mod image;
 pub mod isolation;
 pub mod kernel;
+pub mod mcp;
 pub mod outcome;
 pub mod paths;
 pub mod plan;

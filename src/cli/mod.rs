@@ -107,6 +107,10 @@ pub enum Command {
     Renew(RenewArgs),
     /// Try to escape sandboxes made with the defaults; report what held.
     Selftest(SelftestArgs),
+    /// Serve the Model Context Protocol on stdio: tools that run code and
+    /// manage sandboxes (run_code, create_sandbox, exec, write_file,
+    /// read_file, list_files, destroy_sandbox), for MCP clients.
+    Mcp(McpArgs),
     /// husk's own roles inside a gVisor sandbox that lives (not for users).
     #[command(name = "gvisor-helper", hide = true)]
     GvisorHelper(GvisorHelperArgs),
@@ -753,6 +757,44 @@ pub struct SeccompCheckArgs {
     /// Evaluate Docker's `includes.caps` as if these capabilities were kept.
     #[arg(long, value_name = "CAP")]
     pub cap_add: Vec<String>,
+}
+
+/// `husk mcp`: what the tools' sandboxes are made of. The model chooses
+/// none of it: root, limits and network are the operator's.
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// Root of every sandbox (run_code and create_sandbox): an image.
+    #[arg(long, value_name = "REF", conflicts_with = "rootfs")]
+    pub image: Option<String>,
+
+    /// Root of every sandbox: a directory, read-only.
+    #[arg(long, value_name = "DIR")]
+    pub rootfs: Option<PathBuf>,
+
+    /// Memory limit of every sandbox (default: husk run's).
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+
+    /// Timeout of a tool's command when the call gives none.
+    #[arg(long, value_name = "DURATION", value_parser = timeout, default_value = "60s")]
+    pub timeout: Duration,
+
+    /// Longest timeout a call may ask for.
+    #[arg(long, value_name = "DURATION", value_parser = timeout, default_value = "10m")]
+    pub max_timeout: Duration,
+
+    /// Lease of sandboxes made by create_sandbox (renewed by every exec).
+    #[arg(long, value_name = "DURATION", value_parser = lease, default_value = "10m")]
+    pub ttl: Duration,
+
+    /// Output a tool shows the model, per stream, and the largest file
+    /// read_file returns (head and tail kept, the cut said plainly).
+    #[arg(long, value_name = "BYTES", value_parser = output_limit, default_value = "64K")]
+    pub output_limit: u64,
+
+    /// Sandboxes this server keeps alive at once.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_sandboxes: usize,
 }
 
 #[derive(Args, Debug)]

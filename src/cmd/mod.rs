@@ -4,6 +4,7 @@ pub mod build;
 pub mod doctor;
 pub mod gc;
 pub mod image;
+pub mod mcp;
 pub mod pull;
 pub mod run;
 pub mod sandbox;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Rm(args) => sandbox::rm(args, &paths),
         Command::Renew(args) => sandbox::renew(args, &paths),
         Command::Selftest(args) => selftest::selftest(args, cli.globals.root.clone()),
+        Command::Mcp(args) => mcp::mcp(args, &cli.globals),
         Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),
     }
 }

@@ -1,0 +1,48 @@
+//! `husk mcp`: the Model Context Protocol server on stdio (src/mcp/).
+
+use crate::cli::{Globals, McpArgs};
+use crate::mcp::runner::Runner;
+use crate::mcp::tools::{Config, Tools};
+use crate::outcome::EXIT_HUSK_FAILED;
+use std::ffi::OsString;
+
+pub fn mcp(args: McpArgs, globals: &Globals) -> i32 {
+    if args.max_sandboxes == 0 {
+        crate::errln!("husk mcp: --max-sandboxes 0 would refuse every create_sandbox; give at least 1");
+        return EXIT_HUSK_FAILED;
+    }
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            crate::errln!("husk mcp: finding husk's own binary (/proc/self/exe): {e}");
+            return EXIT_HUSK_FAILED;
+        }
+    };
+    let mut pass: Vec<OsString> = Vec::new();
+    if let Some(r) = &globals.root {
+        pass.extend([OsString::from("--root"), r.into()]);
+    }
+    if let Some(s) = &globals.state_dir {
+        pass.extend([OsString::from("--state-dir"), s.into()]);
+    }
+    let config = Config {
+        image: args.image,
+        rootfs: args.rootfs,
+        memory: args.memory,
+        timeout: args.timeout,
+        max_timeout: args.max_timeout,
+        ttl: args.ttl,
+        output_limit: args.output_limit,
+        max_sandboxes: args.max_sandboxes,
+    };
+    let mut tools = Tools { config, runner: Runner { exe, globals: pass }, sandboxes: Default::default() };
+    let mut input = std::io::stdin().lock();
+    let mut output = std::io::stdout().lock();
+    match crate::mcp::serve(&mut tools, &mut input, &mut output) {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::errln!("husk mcp: {e}");
+            EXIT_HUSK_FAILED
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! The tools: their schemas (tools/list) and what each call does, by
+//! running husk's own subcommands (runner.rs).
+
+use super::runner::{RunError, Runner};
+use super::summary;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the operator chose for every sandbox (`husk mcp`'s flags).
+pub struct Config {
+    pub image: Option<String>,
+    pub rootfs: Option<PathBuf>,
+    pub memory: Option<String>,
+    pub timeout: Duration,
+    pub max_timeout: Duration,
+    pub ttl: Duration,
+    pub output_limit: u64,
+    pub max_sandboxes: usize,
+}
+
+/// A tool call's outcome as MCP returns it: text for the model, the same
+/// facts as JSON, and whether the tool failed.
+pub struct Reply {
+    pub text: String,
+    pub structured: Value,
+    pub is_error: bool,
+}
+
+impl Reply {
+    fn ok(text: String, structured: Value) -> Reply {
+        Reply { text, structured, is_error: false }
+    }
+    fn err(text: String) -> Reply {
+        Reply { structured: json!({"error": text}), text, is_error: true }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("{0}")]
+    BadArgs(String),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+pub fn list() -> Value {
+    let id = json!({"type": "string", "description": "The id create_sandbox returned"});
+    let timeout = json!({"type": "string", "description": "Wall-clock limit, e.g. 30s, 2m (default: the server's)"});
+    json!([
+        {
+            "name": "run_code",
+            "description": "Run code once in a fresh, isolated sandbox (no network) that is removed afterwards. Returns how it ended and its output.",
+            "inputSchema": {"type": "object", "properties": {
+                "code": {"type": "string", "description": "The source code"},
+                "language": {"type": "string", "enum": ["python", "bash", "sh"], "default": "python"},
+                "timeout": timeout,
+            }, "required": ["code"]},
+        },
+        {
+            "name": "create_sandbox",
+            "description": "Create a sandbox that lives across calls (files persist between exec calls). Returns its sandbox_id. Destroy it with destroy_sandbox when done.",
+            "inputSchema": {"type": "object", "properties": {}},
+        },
+        {
+            "name": "exec",
+            "description": "Run a shell command (sh -c) in a sandbox from create_sandbox. Returns how it ended and its output.",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id,
+                "command": {"type": "string", "description": "Shell command line"},
+                "stdin": {"type": "string", "description": "Text given to the command on stdin"},
+                "timeout": timeout,
+            }, "required": ["sandbox_id", "command"]},
+        },
+        {
+            "name": "write_file",
+            "description": "Write a file in a sandbox (absolute path, or relative to its working directory).",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id,
+                "path": {"type": "string"},
+                "content": {"type": "string"},
+                "encoding": {"type": "string", "enum": ["utf-8", "base64"], "default": "utf-8"},
+                "mode": {"type": "string", "description": "Octal permissions, e.g. 755"},
+            }, "required": ["sandbox_id", "path", "content"]},
+        },
+        {
+            "name": "read_file",
+            "description": "Read a file from a sandbox.",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id, "path": {"type": "string"},
+            }, "required": ["sandbox_id", "path"]},
+        },
+        {
+            "name": "list_files",
+            "description": "List a directory in a sandbox: type, permissions, size, name.",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id, "path": {"type": "string", "default": "."},
+            }, "required": ["sandbox_id"]},
+        },
+        {
+            "name": "destroy_sandbox",
+            "description": "Destroy a sandbox and everything in it.",
+            "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
+        },
+    ])
+}
+
+/// The server's state: its config, how it runs husk, and the sandboxes it
+/// made (the only ones its tools act on).
+pub struct Tools {
+    pub config: Config,
+    pub runner: Runner,
+    pub sandboxes: BTreeSet<String>,
+}
+
+const READ_SCRIPT: &str = r#"if [ -d "$1" ]; then echo "$1: is a directory" >&2; exit 1; fi; exec cat -- "$1""#;
+const WRITE_SCRIPT: &str = r#"cat > "$1" || exit 1; [ -z "$2" ] || chmod "$2" "$1""#;
+const LIST_SCRIPT: &str = "cd \"$1\" || exit 1\nfor f in * .[!.]* ..?*; do\n  [ -e \"$f\" ] || [ -L \"$f\" ] || continue\n  stat -c '%A %s %n' -- \"$f\" || exit 1\ndone\n";
+
+fn os(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(OsString::from).collect()
+}
+
+fn str_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
+    match &args[key] {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        _ => Err(ToolError::BadArgs(format!("{key} must be a string"))),
+    }
+}
+
+fn required<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
+    str_arg(args, key)?.ok_or_else(|| ToolError::BadArgs(format!("{key} is required")))
+}
+
+impl Tools {
+    pub fn call(&mut self, name: &str, args: &Value) -> Result<Reply, ToolError> {
+        match name {
+            "run_code" => self.run_code(args),
+            "create_sandbox" => self.create(),
+            "exec" => self.exec(args),
+            "write_file" => self.write_file(args),
+            "read_file" => self.read_file(args),
+            "list_files" => self.list_files(args),
+            "destroy_sandbox" => self.destroy(args),
+            _ => Err(ToolError::BadArgs(format!("no tool {name:?}"))),
+        }
+    }
+
+    fn timeout(&self, args: &Value) -> Result<String, ToolError> {
+        let t = match str_arg(args, "timeout")? {
+            None => self.config.timeout,
+            Some(s) => crate::units::parse_duration(s).map_err(|e| ToolError::BadArgs(format!("timeout: {e}")))?,
+        };
+        if t.is_zero() || t > self.config.max_timeout {
+            return Err(ToolError::BadArgs(format!(
+                "timeout must be more than 0 and at most {}s",
+                self.config.max_timeout.as_secs()
+            )));
+        }
+        Ok(format!("{}ms", t.as_millis()))
+    }
+
+    fn root_args(&self, out: &mut Vec<OsString>) {
+        if let Some(i) = &self.config.image {
+            out.extend([OsString::from("--image"), i.into()]);
+        }
+        if let Some(r) = &self.config.rootfs {
+            out.extend([OsString::from("--rootfs"), r.into()]);
+        }
+        if let Some(m) = &self.config.memory {
+            out.extend([OsString::from("--memory"), m.into()]);
+        }
+    }
+
+    fn sandbox<'a>(&self, args: &'a Value) -> Result<&'a str, ToolError> {
+        let id = required(args, "sandbox_id")?;
+        if !self.sandboxes.contains(id) {
+            let known: Vec<&str> = self.sandboxes.iter().map(String::as_str).collect();
+            return Err(ToolError::BadArgs(format!(
+                "no sandbox {id:?} of this session (live: {}); create one with create_sandbox",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            )));
+        }
+        Ok(id)
+    }
+
+    /// A verdict as the tool's reply; a sandbox husk reports gone is
+    /// forgotten (its lease ran out, say).
+    fn verdict_reply(&mut self, verdict: Value, sandbox: Option<&str>) -> Reply {
+        let failed = verdict["termination"] == "setup_failed";
+        if failed
+            && let Some(id) = sandbox
+            && verdict["error"]["step"] == "sandbox"
+        {
+            self.sandboxes.remove(id);
+        }
+        let structured = json!({
+            "termination": verdict["termination"],
+            "exit_code": verdict["exit_code"],
+            "stdout_truncated": verdict["stdout"]["truncated"],
+            "stderr_truncated": verdict["stderr"]["truncated"],
+            "stdout_bytes": verdict["stdout"]["bytes"],
+            "stderr_bytes": verdict["stderr"]["bytes"],
+            "duration_ms": verdict["duration_ms"],
+        });
+        Reply { text: summary::summarize(&verdict), structured, is_error: failed }
+    }
+
+    fn exec_in(
+        &mut self,
+        id: &str,
+        timeout: &str,
+        limit: u64,
+        argv: &[&str],
+        stdin: Option<&[u8]>,
+    ) -> Result<Value, ToolError> {
+        let mut a = os(&["exec", "--json", "--timeout", timeout, "--output-limit"]);
+        a.push(limit.to_string().into());
+        a.extend(os(&[id, "--"]));
+        a.extend(os(argv));
+        Ok(self.runner.run(&a, stdin)?.json("exec")?)
+    }
+
+    fn run_code(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let code = required(args, "code")?;
+        let argv: &[&str] = match str_arg(args, "language")?.unwrap_or("python") {
+            "python" => &["python3", "-"],
+            "bash" => &["bash", "-s"],
+            "sh" => &["sh", "-s"],
+            other => return Err(ToolError::BadArgs(format!("language {other:?}: use python, bash or sh"))),
+        };
+        let timeout = self.timeout(args)?;
+        let mut a = os(&["run", "--json", "--timeout", &timeout, "--output-limit"]);
+        a.push(self.config.output_limit.to_string().into());
+        self.root_args(&mut a);
+        a.push("--".into());
+        a.extend(os(argv));
+        // Code on stdin: argv is bounded and shown by ps.
+        let verdict = self.runner.run(&a, Some(code.as_bytes()))?.json("run")?;
+        Ok(self.verdict_reply(verdict, None))
+    }
+
+    fn create(&mut self) -> Result<Reply, ToolError> {
+        if self.sandboxes.len() >= self.config.max_sandboxes {
+            return Ok(Reply::err(format!(
+                "this server keeps at most {} sandboxes alive; destroy one first (live: {})",
+                self.config.max_sandboxes,
+                self.sandboxes.iter().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let mut a = os(&["create", "--json", "--ttl"]);
+        a.push(format!("{}ms", self.config.ttl.as_millis()).into());
+        self.root_args(&mut a);
+        let ran = self.runner.run(&a, None)?;
+        let stderr = ran.stderr.clone();
+        let rec = ran.json("create")?;
+        let Some(id) = rec["id"].as_str().filter(|id| !id.is_empty()) else {
+            let msg = rec["error"]["message"].as_str().or(rec["error"].as_str()).unwrap_or(&stderr);
+            return Ok(Reply::err(format!("husk could not create a sandbox: {msg}")));
+        };
+        self.sandboxes.insert(id.to_string());
+        let workdir = rec["workdir"].as_str().unwrap_or("/");
+        Ok(Reply::ok(
+            format!(
+                "sandbox_id: {id}\nworking directory: {workdir}\nlease: {}s, renewed by every exec",
+                self.config.ttl.as_secs()
+            ),
+            json!({"sandbox_id": id, "workdir": workdir}),
+        ))
+    }
+
+    fn exec(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let command = required(args, "command")?;
+        let stdin = str_arg(args, "stdin")?.map(str::as_bytes);
+        let timeout = self.timeout(args)?;
+        let v = self.exec_in(&id, &timeout, self.config.output_limit, &["sh", "-c", command], stdin)?;
+        Ok(self.verdict_reply(v, Some(&id)))
+    }
+
+    /// A file operation's verdict: Ok(verdict) when it exited 0, else the
+    /// error reply naming what the command said.
+    fn file_op(&mut self, id: &str, what: &str, path: &str, v: Value) -> Result<Value, Reply> {
+        if v["termination"] == "exited" && v["exit_code"] == 0 {
+            return Ok(v);
+        }
+        if v["termination"] == "setup_failed" {
+            return Err(self.verdict_reply(v, Some(id)));
+        }
+        let why = v["stderr"]["text"].as_str().unwrap_or("").trim().to_string();
+        Err(Reply::err(format!("{what} {path} failed: {}", if why.is_empty() { summary::ending(&v) } else { why })))
+    }
+
+    fn write_file(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let path = required(args, "path")?;
+        let content = required(args, "content")?;
+        let data = match str_arg(args, "encoding")?.unwrap_or("utf-8") {
+            "utf-8" => content.as_bytes().to_vec(),
+            "base64" => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(content)
+                    .map_err(|e| ToolError::BadArgs(format!("content is not base64: {e}")))?
+            }
+            other => return Err(ToolError::BadArgs(format!("encoding {other:?}: use utf-8 or base64"))),
+        };
+        let mode = str_arg(args, "mode")?.unwrap_or("");
+        if !mode.is_empty() && (mode.len() > 4 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b))) {
+            return Err(ToolError::BadArgs(format!("mode {mode:?}: give octal permissions like 644 or 755")));
+        }
+        let t = self.timeout(&Value::Null)?;
+        let v = self.exec_in(&id, &t, 4096, &["sh", "-c", WRITE_SCRIPT, "sh", path, mode], Some(&data))?;
+        Ok(match self.file_op(&id, "writing", path, v) {
+            Ok(_) => {
+                Reply::ok(format!("wrote {} bytes to {path}", data.len()), json!({"path": path, "bytes": data.len()}))
+            }
+            Err(r) => r,
+        })
+    }
+
+    fn read_file(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let path = required(args, "path")?;
+        let t = self.timeout(&Value::Null)?;
+        let v = self.exec_in(&id, &t, self.config.output_limit, &["sh", "-c", READ_SCRIPT, "sh", path], None)?;
+        let v = match self.file_op(&id, "reading", path, v) {
+            Ok(v) => v,
+            Err(r) => return Ok(r),
+        };
+        let out = &v["stdout"];
+        let bytes = out["bytes"].as_u64().unwrap_or(0);
+        let truncated = out["truncated"].as_bool().unwrap_or(false);
+        let binary = !out["base64"].is_null();
+        let mut text = String::new();
+        if truncated {
+            text.push_str(&format!(
+                "[TRUNCATED: {path} is {bytes} bytes; only its beginning and end are shown, the cut is marked [husk: N bytes truncated]]\n"
+            ));
+        }
+        if binary {
+            text.push_str(&format!("[{path} is not valid UTF-8; undecodable bytes are shown as \u{fffd}]\n"));
+        }
+        text.push_str(out["text"].as_str().unwrap_or(""));
+        Ok(Reply::ok(text, json!({"path": path, "bytes": bytes, "truncated": truncated, "binary": binary})))
+    }
+
+    fn list_files(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let path = str_arg(args, "path")?.unwrap_or(".");
+        let t = self.timeout(&Value::Null)?;
+        let v = self.exec_in(&id, &t, self.config.output_limit, &["sh", "-c", LIST_SCRIPT, "sh", path], None)?;
+        let v = match self.file_op(&id, "listing", path, v) {
+            Ok(v) => v,
+            Err(r) => return Ok(r),
+        };
+        let listing = v["stdout"]["text"].as_str().unwrap_or("").to_string();
+        let entries: Vec<Value> = listing
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.splitn(3, ' ');
+                let (perm, size, name) = (it.next()?, it.next()?, it.next()?);
+                Some(json!({"name": name, "permissions": perm, "size": size.parse::<u64>().ok()}))
+            })
+            .collect();
+        let text = if listing.is_empty() { format!("{path} is empty") } else { listing };
+        Ok(Reply::ok(text, json!({"path": path, "entries": entries})))
+    }
+
+    fn destroy(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let ran = self.runner.run(&os(&["rm", &id]), None)?;
+        self.sandboxes.remove(&id);
+        if ran.code != Some(0) {
+            return Ok(Reply::err(format!("destroying {id}: {}", ran.stderr)));
+        }
+        Ok(Reply::ok(format!("sandbox {id} destroyed"), json!({"sandbox_id": id, "destroyed": true})))
+    }
+
+    /// Removes every sandbox this session made (the client went away).
+    pub fn destroy_all(&mut self) {
+        if self.sandboxes.is_empty() {
+            return;
+        }
+        let mut a = os(&["rm"]);
+        a.extend(self.sandboxes.iter().map(OsString::from));
+        if let Err(e) = self.runner.run(&a, None) {
+            crate::errln!("husk mcp: removing the session's sandboxes: {e}");
+        }
+        self.sandboxes.clear();
+    }
+}

@@ -1,0 +1,167 @@
+"""`husk mcp` driven by the official MCP Python SDK over stdio, as an MCP
+client (an agent's host application) would."""
+
+import asyncio
+import base64
+import json
+import subprocess
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TOOLS = {"run_code", "create_sandbox", "exec", "write_file", "read_file", "list_files", "destroy_sandbox"}
+
+
+def mcp_session(husk_bin, state_dir, body, *extra):
+    """Runs `body(session)` against a fresh `husk mcp` (root: the host's /)."""
+
+    async def main():
+        params = StdioServerParameters(
+            command=husk_bin, args=["--state-dir", state_dir, "mcp", "--rootfs", "/", *extra]
+        )
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                assert init.server_info.name == "husk"
+                return await body(session)
+
+    return asyncio.run(main())
+
+
+# The SDK's 2.x types name fields in snake_case (server_info, is_error,
+# structured_content); test.sh pins the version these tests were written for.
+
+
+def text_of(result):
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
+def live(husk_bin, state_dir):
+    ls = subprocess.run([husk_bin, "--state-dir", state_dir, "ls", "--json"], capture_output=True, text=True, check=True)
+    return [s["id"] for s in json.loads(ls.stdout)]
+
+
+def test_mcp_lists_the_tools_with_input_schemas(husk_bin, state_dir):
+    async def body(s):
+        return (await s.list_tools()).tools
+
+    tools = mcp_session(husk_bin, state_dir, body)
+    assert {t.name for t in tools} == TOOLS
+    by_name = {t.name: t for t in tools}
+    assert by_name["run_code"].input_schema["required"] == ["code"]
+    assert set(by_name["exec"].input_schema["required"]) == {"sandbox_id", "command"}
+    assert all(t.description for t in tools)
+
+
+def test_mcp_run_code_one_shot(husk_bin, state_dir):
+    async def body(s):
+        ok = await s.call_tool("run_code", {"code": "import sys\nprint(6 * 7)\nprint(sys.argv)"})
+        failed = await s.call_tool("run_code", {"code": "echo oops >&2; exit 3", "language": "sh"})
+        return ok, failed
+
+    ok, failed = mcp_session(husk_bin, state_dir, body)
+    assert not ok.is_error
+    assert text_of(ok).startswith("exited with code 0")
+    assert "42\n['-']" in text_of(ok)  # the code came on stdin, not argv
+    assert ok.structured_content["exit_code"] == 0
+    assert "exited with code 3" in text_of(failed) and "oops" in text_of(failed)
+    assert live(husk_bin, state_dir) == []  # one-shot: nothing stays
+
+
+def test_mcp_sandbox_files_exec_and_destroy(husk_bin, state_dir):
+    async def body(s):
+        created = await s.call_tool("create_sandbox", {})
+        sid = created.structured_content["sandbox_id"]
+        during = live(husk_bin, state_dir)
+        w = await s.call_tool("write_file", {"sandbox_id": sid, "path": "hello.py", "content": "print('hi from file')\n"})
+        blob = bytes(range(256))
+        wb = await s.call_tool(
+            "write_file",
+            {"sandbox_id": sid, "path": "/workspace/tool.sh", "content": base64.b64encode(b"#!/bin/sh\necho tool\n").decode(),
+             "encoding": "base64", "mode": "755"},
+        )
+        run = await s.call_tool("exec", {"sandbox_id": sid, "command": "python3 hello.py && ./tool.sh"})
+        stdin = await s.call_tool("exec", {"sandbox_id": sid, "command": "wc -c", "stdin": "12345"})
+        read = await s.call_tool("read_file", {"sandbox_id": sid, "path": "/workspace/hello.py"})
+        missing = await s.call_tool("read_file", {"sandbox_id": sid, "path": "/workspace/nope"})
+        ls = await s.call_tool("list_files", {"sandbox_id": sid, "path": "/workspace"})
+        gone = await s.call_tool("destroy_sandbox", {"sandbox_id": sid})
+        after = await s.call_tool("exec", {"sandbox_id": sid, "command": "true"})
+        return sid, during, w, wb, run, stdin, read, missing, ls, gone, after, blob
+
+    sid, during, w, wb, run, stdin, read, missing, ls, gone, after, _ = mcp_session(husk_bin, state_dir, body)
+    assert sid in during
+    assert not w.is_error and "wrote 22 bytes" in text_of(w)
+    assert not wb.is_error
+    assert "hi from file\ntool\n" in text_of(run), text_of(run)
+    assert "5" in text_of(stdin)
+    assert text_of(read) == "print('hi from file')\n"
+    assert missing.is_error and "/workspace/nope" in text_of(missing)
+    names = {e["name"]: e for e in ls.structured_content["entries"]}
+    assert set(names) == {"hello.py", "tool.sh"}
+    assert names["tool.sh"]["permissions"] == "-rwxr-xr-x"
+    assert not gone.is_error
+    assert after.is_error and "no sandbox" in text_of(after)
+    assert sid not in live(husk_bin, state_dir)
+
+
+def test_mcp_says_plainly_when_output_was_cut_or_time_ran_out(husk_bin, state_dir):
+    async def body(s):
+        big = await s.call_tool("run_code", {"code": "print('x' * 100000)"})
+        slow = await s.call_tool("run_code", {"code": "sleep 30", "language": "sh", "timeout": "500ms"})
+        bad = await s.call_tool("run_code", {"code": "1", "timeout": "forever"})
+        return big, slow, bad
+
+    big, slow, bad = mcp_session(husk_bin, state_dir, body, "--output-limit", "4K")
+    assert "TRUNCATED: the command wrote 100001 bytes" in text_of(big)
+    assert len(text_of(big)) < 6000
+    assert big.structured_content["stdout_truncated"] is True
+    assert text_of(slow).startswith("TIMED OUT")
+    assert slow.structured_content["exit_code"] == 124
+    assert bad.is_error and "timeout" in text_of(bad)
+
+
+def test_mcp_acts_only_on_its_own_sandboxes_and_removes_them_at_the_end(husk_bin, state_dir):
+    other = subprocess.run(
+        [husk_bin, "--state-dir", state_dir, "create", "--rootfs", "/", "--ttl", "1m"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    try:
+
+        async def body(s):
+            foreign = await s.call_tool("destroy_sandbox", {"sandbox_id": other})
+            mine = (await s.call_tool("create_sandbox", {})).structured_content["sandbox_id"]
+            over = await s.call_tool("create_sandbox", {})
+            return foreign, mine, over
+
+        foreign, mine, over = mcp_session(husk_bin, state_dir, body, "--max-sandboxes", "1")
+        assert foreign.is_error and "of this session" in text_of(foreign)
+        assert over.is_error and "at most 1" in text_of(over)
+        # The session ended: what it made is gone, what it did not is not.
+        assert live(husk_bin, state_dir) == [other]
+        assert mine != other
+    finally:
+        subprocess.run([husk_bin, "--state-dir", state_dir, "rm", other], capture_output=True)
+
+
+def test_mcp_answers_malformed_messages_with_jsonrpc_errors_and_keeps_serving(husk_bin, state_dir):
+    lines = [
+        "not json",
+        "[]",
+        '{"jsonrpc":"2.0","id":1,"method":"no/such"}',
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}',
+        '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exec","arguments":{"command":"true"}}}',
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":4,"method":"ping"}',
+    ]
+    p = subprocess.run(
+        [husk_bin, "--state-dir", state_dir, "mcp", "--rootfs", "/"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    replies = [json.loads(l) for l in p.stdout.splitlines()]
+    assert [r.get("id") for r in replies] == [None, None, 1, 2, 3, 4]  # the notification gets none
+    assert [r.get("error", {}).get("code") for r in replies[:4]] == [-32700, -32600, -32601, -32602]
+    assert replies[4]["result"]["isError"] and "sandbox_id is required" in replies[4]["result"]["content"][0]["text"]
+    assert replies[5]["result"] == {}
