@@ -211,3 +211,58 @@ fn progress_is_a_live_bar_per_layer_on_a_tty_and_a_line_per_layer_otherwise() {
         assert_eq!(e.lines().filter(|l| l.starts_with(s) && l.contains(": downloaded ")).count(), 1, "{e}");
     }
 }
+
+#[test]
+fn credential_helper_from_docker_config_is_asked_with_the_registry_on_stdin() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new("pull-credhelper");
+    let reg = Registry::start(Auth::Basic("tester", "s3cret"));
+    let l = busybox_image(&tmp.join("img"), "helper\n");
+    reg.push(&l.dir, "private/app:1", Some("tester:s3cret"), false);
+    let reference = format!("{}/private/app:1", reg.addr);
+    let bin = tmp.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let asked = tmp.join("asked");
+    let helper = |name: &str, body: &str| {
+        let p = bin.join(format!("docker-credential-{name}"));
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    helper(
+        "good",
+        &format!(
+            "[ \"$1\" = get ] || exit 2\ncat > {}\necho '{{\"ServerURL\":\"x\",\"Username\":\"tester\",\"Secret\":\"s3cret\"}}'",
+            asked.display()
+        ),
+    );
+    helper("flood", "cat >/dev/null; exec yes '{\"Username\":'");
+    helper("broken", "cat >/dev/null; echo 'keychain locked'; exit 1");
+    let docker = tmp.join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let pull = |store: &str, config: Value| {
+        std::fs::write(docker.join("config.json"), config.to_string()).unwrap();
+        let env = [("DOCKER_CONFIG", docker.to_str().unwrap()), ("PATH", path.as_str())];
+        husk_env(&tmp.join(store), &["pull", "--quiet", &reference], &env)
+    };
+
+    // credHelpers: the helper gets `get` and the registry on stdin.
+    let o = pull("s1", json!({"credHelpers": {reg.addr.clone(): "good"}}));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&asked).unwrap(), reg.addr);
+    // credsStore: the default helper for every registry.
+    std::fs::remove_file(&asked).unwrap();
+    let o = pull("s2", json!({"credsStore": "good"}));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&asked).unwrap(), reg.addr);
+
+    // Bounded output, a failure's own words, a missing helper: each named.
+    for (helper, want) in
+        [("flood", "more than 64 KiB"), ("broken", "keychain locked"), ("absent", "not found on PATH")]
+    {
+        let o = pull(&format!("bad-{helper}"), json!({"credHelpers": {reg.addr.clone(): helper}}));
+        assert_eq!(o.status.code(), Some(125), "{helper}: {}", stdout(&o));
+        let e = stderr(&o);
+        assert!(e.contains(&format!("docker-credential-{helper}")) && e.contains(want), "{helper}: {e}");
+    }
+}

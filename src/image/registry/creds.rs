@@ -9,9 +9,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 const MAX_CONFIG: u64 = 1 << 20;
+/// Bounds on a credential helper's answer.
+const MAX_HELPER_OUTPUT: usize = 64 << 10;
+const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
 pub struct Credential {
@@ -158,7 +162,9 @@ pub fn lookup(registry: &str, store_root: &Path) -> Result<Option<Credential>, C
 }
 
 /// Runs `docker-credential-NAME get` (the credential-helper protocol: the
-/// server URL on stdin, `{"Username", "Secret"}` on stdout).
+/// server URL on stdin, `{"Username", "Secret"}` on stdout). The helper is
+/// outside input: its answer is read within MAX_HELPER_OUTPUT and
+/// HELPER_TIMEOUT, and one that says more or takes longer is killed.
 fn helper(name: &str, server: &str) -> Result<Option<Credential>, CredsError> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
         return Err(CredsError::HelperName(super::truncate(name, 40)));
@@ -169,20 +175,42 @@ fn helper(name: &str, server: &str) -> Result<Option<Credential>, CredsError> {
         .arg("get")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        // The protocol's errors come on stdout; stderr is the helper's
+        // own chatter, and a pipe nobody reads could stall it.
+        .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => failed(format!(
+                "not found on PATH; install it, or remove the credHelpers / credsStore entry that names {name:?} from {}",
+                docker_config_path().map(|p| p.display().to_string()).unwrap_or_else(|| "the Docker config".into())
+            )),
+            _ => failed(e.to_string()),
+        })?;
     if let Some(mut i) = child.stdin.take() {
+        // A helper that exits without reading stdin closes the pipe.
         let _ = i.write_all(server.as_bytes());
     }
-    let out = child.wait_with_output().map_err(|e| failed(e.to_string()))?;
-    if !out.status.success() {
-        let msg = String::from_utf8_lossy(&out.stdout);
+    let read = match child.stdout.take() {
+        Some(out) => read_bounded(out, MAX_HELPER_OUTPUT, HELPER_TIMEOUT),
+        None => Ok(Vec::new()),
+    };
+    let stdout = match read {
+        Ok(b) => b,
+        Err(why) => {
+            // Our own child, by its handle: it is killed and reaped.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(failed(why));
+        }
+    };
+    let status = child.wait().map_err(|e| failed(e.to_string()))?;
+    if !status.success() {
+        let msg = String::from_utf8_lossy(&stdout);
         // "credentials not found in native keychain": anonymous.
         if msg.contains("not found") {
             return Ok(None);
         }
-        return Err(failed(format!("failed: {}", super::truncate(msg.trim(), 200))));
+        return Err(failed(format!("`get` failed ({status}): {}", super::truncate(msg.trim(), 200))));
     }
     #[derive(serde::Deserialize)]
     struct Answer {
@@ -191,8 +219,41 @@ fn helper(name: &str, server: &str) -> Result<Option<Credential>, CredsError> {
         #[serde(rename = "Secret")]
         secret: String,
     }
-    let a: Answer = serde_json::from_slice(&out.stdout).map_err(|e| failed(e.to_string()))?;
+    let a: Answer = serde_json::from_slice(&stdout)
+        .map_err(|e| failed(format!("its answer is not {{\"Username\", \"Secret\"}} JSON: {e}")))?;
     Ok(Some(Credential { user: a.user, secret: a.secret, origin: format!("credential helper {bin}") }))
+}
+
+/// Reads `r` to its end within `limit` bytes and `timeout`.
+fn read_bounded(mut r: std::process::ChildStdout, limit: usize, timeout: Duration) -> Result<Vec<u8>, String> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no answer within {}s", timeout.as_secs()));
+        }
+        let ms = PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(r.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, ms) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+        let n = r.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(out);
+        }
+        if out.len() + n > limit {
+            return Err(format!("it wrote more than {} KiB; a credential is a short JSON object", limit >> 10));
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
 }
 
 /// Stores `user`/`secret` for `registry` in `<store root>/auth.json`
