@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any, Dict, List, Union
+import os
+from typing import Any, Dict, List, Optional, Union
 
 from .errors import FileError
 
@@ -173,3 +174,58 @@ def safe_extract(tar_bytes: bytes, dest: str) -> None:
             t.extractall(root, members=members, filter="data")
         else:
             t.extractall(root, members=members)
+
+
+# What a captured file read may hold (husk's ceiling for --output-limit).
+MAX_CAPTURE = 16 * 1024 * 1024
+READ_SCRIPT = 'if [ -d "$1" ]; then echo "$1: is a directory" >&2; exit 1; fi; exec cat -- "$1"'
+
+
+class ExecFiles:
+    """File operations as execs of sh, cat, stat and tar inside the
+    sandbox, for a transport that has ``exec(sid, opts)``: the CLI, and
+    husk serve while its files endpoint is not served."""
+
+    def _sh(self, sid: str, script: str, args: List[str], stdin: Optional[bytes] = None, limit: Optional[int] = None):
+        opts: Dict[str, Any] = {"output_limit": limit} if limit else {}
+        return self.exec(sid, dict(opts, argv=["sh", "-c", script, "sh"] + args, stdin=stdin))
+
+    def _checked(self, v: Dict[str, Any], what: str, path: str) -> Dict[str, Any]:
+        if v.get("termination") != "exited" or v.get("exit_code") != 0:
+            raise file_error_from(v, what, path)
+        return v
+
+    def write_file(self, sid: str, path: str, data: bytes, mode: Optional[int] = None) -> int:
+        script = 'cat > "$1" || exit 1; [ -z "$2" ] || chmod "$2" "$1"'
+        self._checked(self._sh(sid, script, [path, "%o" % mode if mode is not None else ""], stdin=data), "write", path)
+        return len(data)
+
+    def read_file(self, sid: str, path: str) -> bytes:
+        v = self._checked(self._sh(sid, READ_SCRIPT, [path], limit=MAX_CAPTURE), "read", path)
+        from .types import Output
+
+        out = Output.from_json(v.get("stdout"))
+        if out.truncated:
+            raise FileError(f"{path} is larger than {MAX_CAPTURE} bytes; use download() for large files")
+        return out.data
+
+    def list_files(self, sid: str, path: str) -> List[Dict[str, Any]]:
+        v = self._checked(self._sh(sid, list_script(), [path], limit=MAX_CAPTURE), "list", path)
+        from .types import Output
+
+        return parse_listing(Output.from_json(v.get("stdout")).data)
+
+    def put_tar(self, sid: str, path: str, tar: bytes) -> None:
+        self._checked(self._sh(sid, 'mkdir -p "$1" && tar -x -f - -C "$1"', [path], stdin=tar), "upload", path)
+
+    def get_tar(self, sid: str, path: str) -> bytes:
+        d, base = os.path.split(path.rstrip("/") or "/")
+        v = self._checked(
+            self._sh(sid, 'tar -c -f - -C "$1" "$2"', [d or "/", base or "."], limit=MAX_CAPTURE), "download", path
+        )
+        from .types import Output
+
+        out = Output.from_json(v.get("stdout"))
+        if out.truncated:
+            raise FileError(f"{path} is larger than {MAX_CAPTURE} bytes as a tar")
+        return out.data

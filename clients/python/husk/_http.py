@@ -10,6 +10,7 @@ import socket
 import urllib.parse
 from typing import Any, Dict, Iterator, List, Optional
 
+from ._common import ExecFiles
 from .errors import HuskError, TransientError, from_error_json
 
 
@@ -43,7 +44,7 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = s
 
 
-class HttpTransport:
+class HttpTransport(ExecFiles):
     name = "serve"
 
     def __init__(
@@ -209,39 +210,3 @@ class HttpTransport:
             conn.close()
         if final is None:
             raise HuskError("husk serve's exec stream ended without a verdict")
-
-    # --------------------------------------------------------------- files --
-    def _files(self, sid: str, path: str, **q: str) -> str:
-        query = urllib.parse.urlencode(dict(path=path, **q))
-        return f"/v1/sandboxes/{self._q(sid)}/files?{query}"
-
-    def write_file(self, sid: str, path: str, data: bytes, mode: Optional[int] = None) -> int:
-        q = {"mode": "%04o" % mode} if mode is not None else {}
-        obj = self._json(
-            "PUT", self._files(sid, path, **q), data, headers={"Content-Type": "application/octet-stream"}
-        )
-        return int(obj.get("bytes", len(data)))
-
-    def read_file(self, sid: str, path: str) -> bytes:
-        resp, raw = self._request("GET", self._files(sid, path))
-        if resp.getheader("Content-Type", "").startswith("application/x-tar"):
-            from .errors import FileError
-
-            raise FileError(f"read {path}: is a directory; use download()")
-        return raw
-
-    def list_files(self, sid: str, path: str) -> List[Dict[str, Any]]:
-        obj = self._json("GET", self._files(sid, path, list="1"))
-        return sorted(obj.get("entries", []), key=lambda e: e["name"])
-
-    def put_tar(self, sid: str, path: str, tar: bytes) -> None:
-        self._json("PUT", self._files(sid, path), tar, headers={"Content-Type": "application/x-tar"})
-
-    def get_tar(self, sid: str, path: str) -> bytes:
-        resp, raw = self._request("GET", self._files(sid, path), headers={"Accept": "application/x-tar"})
-        if not resp.getheader("Content-Type", "").startswith("application/x-tar"):
-            # A file comes back raw; make it the one-member tar download() expects.
-            from ._common import one_file_tar
-
-            return one_file_tar(os.path.basename(path.rstrip("/")), raw, None)
-        return raw
