@@ -148,7 +148,13 @@ pub fn build(opts: &BuildOptions, progress: &mut dyn FnMut(&StepEvent)) -> Resul
     host.store_root = opts.store_root.clone();
     let owners = crate::image::root::owners_for(&host, None);
     let work = opts.store_root.join("tmp").join(format!("build-{}-{}", std::process::id(), crate::ids::new_id()));
+    sweep_builds(&opts.store_root.join("tmp"));
     std::fs::create_dir(&work).map_err(|e| BuildError::Input(format!("{}: {e}", work.display())))?;
+    // Held while the build lives: a later build sweeps the directory of a
+    // killed one (its lock is free) and never one still running.
+    let _work_lock = std::fs::File::open(&work)
+        .ok()
+        .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).ok());
     let cache = Cache::open(&opts.store_root)?;
 
     let insts = select_stages(&df.instructions, opts.target.as_deref(), &file)?;
@@ -202,6 +208,21 @@ pub fn build(opts: &BuildOptions, progress: &mut dyn FnMut(&StepEvent)) -> Resul
         cached: b.cached,
         seconds: crate::outcome::round3(t0.elapsed().as_secs_f64()),
     })
+}
+
+/// Removes the working directories of builds that were killed (their
+/// lock is free); a failure leaves them for `husk image prune`.
+fn sweep_builds(tmp: &Path) {
+    let Ok(rd) = std::fs::read_dir(tmp) else { return };
+    for e in rd.flatten() {
+        if !e.file_name().to_string_lossy().starts_with("build-") {
+            continue;
+        }
+        let Ok(f) = std::fs::File::open(e.path()) else { continue };
+        if let Ok(_lock) = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            let _ = remove_work(&e.path());
+        }
+    }
 }
 
 fn remove_work(work: &Path) -> Result<(), nix::errno::Errno> {
