@@ -50,6 +50,9 @@ PACKAGES+=(python3-venv)
 # through fcntl.ioctl) in a host-mode sandbox; setsid and stty (util-linux,
 # coreutils) drive husk on a pty.
 PACKAGES+=(python3)
+# --network allow= (tests/network.rs): curl and python3 (above) as the sandbox's
+# clients (host mode), openssl for the test CA and TLS server.
+PACKAGES+=(curl)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

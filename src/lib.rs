@@ -22,6 +22,7 @@ pub mod image;
 pub mod isolation;
 pub mod kernel;
 pub mod mcp;
+pub mod net;
 pub mod outcome;
 pub mod paths;
 pub mod plan;

@@ -81,6 +81,8 @@ pub struct Outcome {
     pub limits: Option<AppliedLimits>,
     pub resources: Option<Usage>,
     pub seccomp: Option<SeccompReport>,
+    /// The egress allowlist's accounting (`--network allow=`).
+    pub network: Option<crate::net::account::NetworkReport>,
 }
 
 impl Outcome {
@@ -103,6 +105,7 @@ impl Outcome {
             limits: None,
             resources: None,
             seccomp: None,
+            network: None,
         }
     }
 
@@ -199,6 +202,8 @@ pub struct Verdict<'a> {
     pub limits: Option<&'a AppliedLimits>,
     pub resources: Option<&'a Usage>,
     pub seccomp: Option<&'a SeccompReport>,
+    /// What went through the egress proxy; null without --network allow=.
+    pub network: Option<&'a crate::net::account::NetworkReport>,
     pub error: Option<&'a ErrorReport>,
     pub stdout: Option<StreamReport<'a>>,
     pub stderr: Option<StreamReport<'a>>,
@@ -238,6 +243,7 @@ impl<'a> Verdict<'a> {
             limits: outcome.limits.as_ref(),
             resources: outcome.resources.as_ref(),
             seccomp: outcome.seccomp.as_ref(),
+            network: outcome.network.as_ref(),
             error: outcome.error.as_ref(),
             stdout: stream(&outcome.stdout),
             stderr: stream(&outcome.stderr),

@@ -452,7 +452,11 @@ impl ProcessPlan {
             Some(e) => e.1 = v.to_string(),
             None => env.push((k.to_string(), v.to_string())),
         };
-        for (k, v) in image.env.iter().chain(&spec.env) {
+        // The egress proxy's variables come before the image's and --env,
+        // which may override them (an override only loses the proxy: the
+        // namespace has no other way out).
+        let proxy_env = if spec.egress.is_some() { crate::net::EgressSpec::env() } else { Vec::new() };
+        for (k, v) in proxy_env.iter().chain(&image.env).chain(&spec.env) {
             if k.is_empty() || k.contains('=') {
                 return Err(PlanError::BadEnv { value: format!("{k}={v}") });
             }

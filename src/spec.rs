@@ -173,6 +173,10 @@ pub struct Spec {
     pub binds: Vec<BindSpec>,
     pub tmpfs: Vec<TmpfsSpec>,
     pub network: NetworkMode,
+    /// `--network allow=...`: the egress allowlist (the namespace stays
+    /// private, `network` is `None`).
+    #[serde(default)]
+    pub egress: Option<crate::net::EgressSpec>,
     pub hostname: String,
     /// `UID[:GID]` or a user name resolved inside the root.
     pub user: Option<String>,
@@ -219,6 +223,7 @@ impl Spec {
             binds: Vec::new(),
             tmpfs: Vec::new(),
             network: NetworkMode::None,
+            egress: None,
             hostname: DEFAULT_HOSTNAME.into(),
             user: None,
             cap_add: Vec::new(),

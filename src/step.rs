@@ -57,6 +57,7 @@ steps! {
     Exec = 27 => "exec",
     JoinCgroup = 30 => "join_cgroup",
     JoinNamespaces = 31 => "join_namespaces",
+    EgressListeners = 34 => "egress_listeners",
     ExecRunsc = 40 => "exec_runsc",
 }
 
@@ -126,6 +127,8 @@ phases! {
     Seccomp => "seccomp",
     /// husk's state directory.
     StateDir => "state_dir",
+    /// Starting the egress allowlist's proxy (`--network allow=`).
+    EgressProxy => "egress_proxy",
     /// Finding a sandbox (unknown, gone, name taken).
     Sandbox => "sandbox",
     /// A sandbox that runs one exec at a time is running one.

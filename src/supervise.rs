@@ -400,7 +400,8 @@ fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, 
             | Msg::Namespaces { .. }
             | Msg::Joined
             | Msg::CgroupReady
-            | Msg::PtyMaster,
+            | Msg::PtyMaster
+            | Msg::EgressListeners,
             _,
         ))) => {}
         Ok(None) | Err(_) => return false,

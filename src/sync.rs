@@ -48,6 +48,9 @@ pub enum Msg {
     CgroupReady,
     /// Command -> parent (`-t`): the master of the command's pty, attached.
     PtyMaster,
+    /// Init -> parent (`--network allow=`): the egress proxy's listeners
+    /// (HTTP, then SOCKS), made inside the sandbox's network namespace.
+    EgressListeners,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -72,6 +75,7 @@ impl Msg {
             Msg::Joined => (9, 0, [0; MAX_TIMES]),
             Msg::CgroupReady => (10, 0, [0; MAX_TIMES]),
             Msg::PtyMaster => (11, 0, [0; MAX_TIMES]),
+            Msg::EgressListeners => (12, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -107,6 +111,7 @@ impl Msg {
             9 => Msg::Joined,
             10 => Msg::CgroupReady,
             11 => Msg::PtyMaster,
+            12 => Msg::EgressListeners,
             _ => return None,
         })
     }
@@ -238,6 +243,7 @@ mod tests {
             Msg::Joined,
             Msg::CgroupReady,
             Msg::PtyMaster,
+            Msg::EgressListeners,
         ];
         for m in msgs {
             a.send(m).unwrap();

@@ -103,6 +103,26 @@ fn fuzz_smoke_image_json() {
 }
 
 #[test]
+fn fuzz_smoke_net_http() {
+    run("net_http");
+}
+
+#[test]
+fn fuzz_smoke_net_socks() {
+    run("net_socks");
+}
+
+#[test]
+fn fuzz_smoke_net_tls() {
+    run("net_tls");
+}
+
+#[test]
+fn fuzz_smoke_net_rule() {
+    run("net_rule");
+}
+
+#[test]
 fn every_harness_has_a_smoke_test_and_a_cargo_fuzz_target() {
     let me = include_str!("fuzz_smoke.rs");
     let manifest = include_str!("../fuzz/Cargo.toml");

@@ -145,6 +145,12 @@ fn verdicts_from_every_path_match_the_published_schema() {
         run("run: rlimit flag", &["--rlimit", "nofile=100", "--", "true"], "native", "exited"),
         clamped_rlimit(),
         run("run: runtime auto", &["--runtime", "auto", "--", "true"], "native", "exited"),
+        run(
+            "run: egress allowlist with a denial",
+            &["--network=allow=a.test", "--", "sh", "-c", "curl -s http://b.test/ > /dev/null; true"],
+            "native",
+            "exited",
+        ),
         run("run: verdict file too", &["--verdict-file", verdict_file_arg, "--", "true"], "native", "exited"),
         run("runsc run: exit 0", &["--runtime", "runsc", "--", "true"], "runsc", "exited"),
         run(

@@ -195,7 +195,14 @@ pub enum SelectError {
     /// The note as the verdict's JSON shows it.
     #[error("--runtime auto picked runsc ({}), but {REPORT_NATIVE_ONLY}", serde_json::to_string(note).unwrap_or_default())]
     AutoReport { note: RuntimeChoiceNote },
+    #[error("{EGRESS_NATIVE_ONLY}")]
+    EgressNeedsNative,
 }
+
+/// The egress proxy's listeners are made by husk's own init inside the
+/// sandbox's network namespace; under runsc that namespace is gVisor's
+/// netstack, which husk's init does not run in.
+const EGRESS_NATIVE_ONLY: &str = "--network allow= (the egress allowlist) needs the native backend: its proxy ports are made by husk's own init inside the sandbox's network namespace, and under runsc that namespace is gVisor's; use --runtime native, or --network none under runsc";
 
 /// A refused backend, as the verdict reports it (step `backend`).
 impl From<SelectError> for ErrorReport {
@@ -243,6 +250,9 @@ fn choose_runsc(
             if spec.seccomp_report {
                 return Err(SelectError::ReportNeedsNative);
             }
+            if spec.egress.is_some() {
+                return Err(SelectError::EgressNeedsNative);
+            }
             let cfg = runsc_cfg().map_err(SelectError::Runsc)?;
             let blockers = crate::host::blockers::runsc(host.view(), &cfg.platform);
             if !blockers.is_empty() {
@@ -255,6 +265,7 @@ fn choose_runsc(
             match pick {
                 auto::Pick::Native => Ok((None, Some(note))),
                 auto::Pick::Runsc(_) if spec.seccomp_report => Err(SelectError::AutoReport { note }),
+                auto::Pick::Runsc(_) if spec.egress.is_some() => Err(SelectError::EgressNeedsNative),
                 auto::Pick::Runsc(cfg) => Ok((Some(cfg), Some(note))),
             }
         }
@@ -275,6 +286,7 @@ pub fn isolation_report(plan: &Plan, namespaces: &[&str], user_mapping: UserMapp
         kernel: None,
         namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
         network: match plan.network {
+            _ if plan.spec.egress.is_some() => "allowlist",
             crate::spec::NetworkMode::None => "none",
             crate::spec::NetworkMode::Host => "host",
         }

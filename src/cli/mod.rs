@@ -114,6 +114,9 @@ pub enum Command {
     /// husk's own roles inside a gVisor sandbox that lives (not for users).
     #[command(name = "gvisor-helper", hide = true)]
     GvisorHelper(GvisorHelperArgs),
+    /// The egress allowlist's proxy of one sandbox (not for users).
+    #[command(name = "egress-proxy", hide = true)]
+    EgressProxy,
 }
 
 /// `gvisor-helper hold` | `gvisor-helper reap -- CMD...` (src/backend/runsc/helper.rs).
@@ -188,14 +191,6 @@ fn lifetime(s: &str) -> Result<Duration, ValueError> {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NetworkArg {
-    /// Only loopback, in a fresh network namespace.
-    None,
-    /// The host's network (no network isolation).
-    Host,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuntimeArg {
     Native,
     Runsc,
@@ -251,9 +246,25 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "DST[:SIZE]")]
     pub tmpfs: Vec<String>,
 
-    /// Network: none (only loopback) or host.
-    #[arg(long, value_enum, default_value = "none")]
-    pub network: NetworkArg,
+    /// Network: none (only loopback), host, or allow=RULE[,RULE...] (only
+    /// through husk's egress proxy, to what the rules allow: host,
+    /// *.host, host:port, host:*, IP, IP/CIDR, [IPv6]:port; ports 80 and
+    /// 443 when none is given). Repeatable for allow=.
+    #[arg(long, value_name = "none|host|allow=RULE,...")]
+    pub network: Vec<String>,
+
+    /// An allowlist rule (same as --network allow=RULE; repeatable).
+    #[arg(long, value_name = "RULE")]
+    pub allow_host: Vec<String>,
+
+    /// Pin NAME to IP for the egress proxy's resolver (--network allow=).
+    #[arg(long, value_name = "NAME:IP")]
+    pub add_host: Vec<String>,
+
+    /// Close the egress proxy's connections once this many bytes (both
+    /// directions, all connections) went through it.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub egress_bytes: Option<u64>,
 
     /// Hostname inside the sandbox.
     #[arg(long, default_value = "husk")]

@@ -2,7 +2,7 @@
 //! checked and turned into what the library takes (`Plan::build` then
 //! validates the whole against the host).
 
-use super::{NetworkArg, ProcessArgs, RuntimeArg, SandboxArgs, ValueError};
+use super::{ProcessArgs, RuntimeArg, SandboxArgs, ValueError};
 use crate::cgroup::limits::{self, LimitValueError};
 use crate::spec::{Access, BindSpec, LimitSpec, NetworkMode, OutputSpec, RootSpec, RuntimeChoice, Spec, TmpfsSpec};
 use nix::errno::Errno;
@@ -37,6 +37,8 @@ pub enum ArgsError {
     LimitWithoutCgroup(&'static str),
     #[error("{0} applies to --runtime runsc or auto only; this run uses --runtime native")]
     RunscFlag(&'static str),
+    #[error(transparent)]
+    Egress(#[from] crate::net::EgressError),
     #[error(transparent)]
     EnvFile(#[from] crate::userfile::UserFileError),
     #[error("--env-file {} line {line}: expected KEY=VALUE, got {text:?}", path.display())]
@@ -104,10 +106,7 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), ArgsEr
     spec.tmp_size = a.tmp_size;
     spec.binds = a.bind.iter().map(|b| parse_bind(b)).collect::<Result<_, _>>()?;
     spec.tmpfs = a.tmpfs.iter().map(|t| parse_tmpfs(t)).collect::<Result<_, _>>()?;
-    spec.network = match a.network {
-        NetworkArg::None => NetworkMode::None,
-        NetworkArg::Host => NetworkMode::Host,
-    };
+    (spec.network, spec.egress) = network_args(a)?;
     spec.hostname = a.hostname.clone();
     spec.cap_add = a.cap_add.clone();
     spec.rlimits = a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r)).collect::<Result<_, _>>()?;
@@ -131,6 +130,49 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), ArgsEr
     }
     spec.runsc = crate::spec::RunscSpec { path: a.runsc_path.clone(), platform: a.runsc_platform.clone() };
     Ok(())
+}
+
+/// `--network`, `--allow-host`, `--add-host`, `--egress-bytes`: the
+/// namespace mode and, for an allowlist, the proxy's spec (rules checked
+/// here, so a typo fails before anything is made).
+pub fn network_args(a: &SandboxArgs) -> Result<(NetworkMode, Option<crate::net::EgressSpec>), ArgsError> {
+    use crate::net::EgressError;
+    let mut mode: Option<&str> = None;
+    let mut rules: Vec<String> = Vec::new();
+    for n in &a.network {
+        match n.as_str() {
+            "none" | "host" => {
+                if mode.is_some_and(|m| m != n) {
+                    return Err(EgressError::Mode(a.network.join(" --network ")).into());
+                }
+                mode = Some(n);
+            }
+            other => match other.strip_prefix("allow=") {
+                Some(list) => {
+                    rules.extend(list.split(',').filter(|r| !r.trim().is_empty()).map(|r| r.trim().to_string()))
+                }
+                None => return Err(EgressError::Mode(other.to_string()).into()),
+            },
+        }
+    }
+    rules.extend(a.allow_host.iter().cloned());
+    let allow = !rules.is_empty() || a.network.iter().any(|n| n.starts_with("allow="));
+    if !allow {
+        if !a.add_host.is_empty() || a.egress_bytes.is_some() {
+            return Err(EgressError::NeedsAllow.into());
+        }
+        return Ok((if mode == Some("host") { NetworkMode::Host } else { NetworkMode::None }, None));
+    }
+    if let Some(m) = mode {
+        return Err(EgressError::Mixed(m.to_string()).into());
+    }
+    if rules.is_empty() {
+        return Err(EgressError::Mode("allow=".into()).into());
+    }
+    let add_hosts = a.add_host.iter().map(|h| crate::net::parse_add_host(h)).collect::<Result<Vec<_>, _>>()?;
+    let spec = crate::net::EgressSpec { rules, add_hosts, egress_bytes: a.egress_bytes };
+    spec.validate().map_err(crate::net::EgressError::from)?;
+    Ok((NetworkMode::None, Some(spec)))
 }
 
 /// Largest `--env-file` husk reads: far above what execve takes (128 KiB

@@ -37,5 +37,6 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Selftest(args) => selftest::selftest(args, cli.globals.root.clone()),
         Command::Mcp(args) => mcp::mcp(args, &cli.globals),
         Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),
+        Command::EgressProxy => crate::net::proxy::main(),
     }
 }

@@ -85,6 +85,14 @@ fn create_inner(
     let mut spec = Spec::new(Vec::new());
     let args_err = |e: crate::cli::spec::ArgsError| SandboxError::Setup(e.into());
     crate::cli::spec::apply_sandbox_args(&mut spec, &args.sandbox).map_err(args_err)?;
+    if spec.egress.is_some() {
+        // Fail closed: the live sandbox's supervisor does not run the
+        // egress proxy yet, and without it allow= would be no network at
+        // all while claiming an allowlist.
+        return Err(usage(
+            "--network allow= works with husk run only for now (husk create has no egress proxy yet); use husk run, or create with --network none".into(),
+        ));
+    }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
     let store = store_of(paths)?;

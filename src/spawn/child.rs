@@ -75,6 +75,9 @@ fn setup(
     if plan.namespaces.made_by_clone(libc::CLONE_NEWNET) {
         crate::sys::net::loopback_up().at(Step::Loopback)?;
     }
+    if plan.spec.egress.is_some() {
+        egress_listeners(chan)?;
+    }
     nix::unistd::sethostname(plan.hostname.to_str().unwrap_or("husk")).at(Step::SetHostname)?;
     times[phase::NAMESPACES] = now_ns();
 
@@ -144,6 +147,19 @@ fn hand_over(plan: &Plan, chan: &Channel, times: &mut [u64; MAX_TIMES]) -> R<()>
     times[phase::CONFINED] = now_ns();
     let _ = chan.send(Msg::Times(*times));
     chan.send_fds(Msg::Namespaces { count: n as i32 }, &list[..n]).at(Step::InitConfine)
+}
+
+/// `--network allow=`: the proxy's ports, listening on 127.0.0.1 inside
+/// the sandbox's own network namespace (the only place they can be made
+/// without privilege over it), handed to husk, whose proxy serves them
+/// from the host's namespace. Made before anything of the sandbox runs,
+/// so its command finds them bound and cannot take the ports itself; the
+/// init keeps no copy.
+fn egress_listeners(chan: &Channel) -> R<()> {
+    use std::os::fd::AsFd;
+    let http = crate::sys::net::listen_loopback(crate::net::HTTP_PORT).at(Step::EgressListeners)?;
+    let socks = crate::sys::net::listen_loopback(crate::net::SOCKS_PORT).at(Step::EgressListeners)?;
+    chan.send_fds(Msg::EgressListeners, &[http.as_fd(), socks.as_fd()]).at(Step::EgressListeners)
 }
 
 /// Dies with the parent (PDEATHSIG) and waits for the id maps.

@@ -27,3 +27,50 @@ pub fn loopback_up() -> SysResult<()> {
     }
     Ok(())
 }
+
+/// A TCP socket listening on 127.0.0.1:`port` in the caller's network
+/// namespace (the sandbox's egress proxy ports, made by its init). No
+/// allocation: runs in the child between clone and execve.
+pub fn listen_loopback(port: u16) -> SysResult<std::os::fd::OwnedFd> {
+    use nix::sys::socket::{Backlog, SockaddrIn, bind, listen};
+    let sock = socket(AddressFamily::Inet, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+    bind(sock.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port))?;
+    listen(&sock, Backlog::new(1024).unwrap_or(Backlog::MAXCONN))?;
+    Ok(sock)
+}
+
+/// Takes ownership of a listening socket inherited at `fd` (the egress
+/// proxy's, from its parent), after checking that `fd` is open and a
+/// listening socket: a wrong number fails here, not as someone else's fd.
+pub fn inherited_listener(fd: std::os::fd::RawFd) -> SysResult<std::os::fd::OwnedFd> {
+    if fd < 3 {
+        return Err(Errno::EBADF);
+    }
+    // SAFETY: fcntl(F_GETFD) on an integer only reads the fd table.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(Errno::last());
+    }
+    let mut val: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `val`/`len` are valid for the int SO_ACCEPTCONN writes.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN, (&mut val as *mut libc::c_int).cast(), &mut len)
+    };
+    if r < 0 {
+        return Err(Errno::last());
+    }
+    if val == 0 {
+        return Err(Errno::EINVAL);
+    }
+    // Close-on-exec again: the proxy starts nothing, but nothing it might
+    // start should inherit the sandbox's listeners.
+    // SAFETY: as above, F_SETFD on an open fd.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    Ok(super::fd::owned(fd as libc::c_long))
+}
+
+/// Clears FD_CLOEXEC so a helper started next inherits `fd`.
+pub fn keep_across_exec(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<()> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).map(|_| ())
+}

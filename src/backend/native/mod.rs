@@ -39,9 +39,10 @@ impl Backend for Native {
 
     fn run(&self, mut plan: Plan, io: RunIo<'_>) -> Outcome {
         let mut outcome = match run_native(&mut plan, io) {
-            Ok((w, t_clone, cgroup)) => {
+            Ok((w, t_clone, cgroup, network)) => {
                 let mut o = run_outcome(&plan, w, t_clone, io);
                 add_cgroup(&mut o, cgroup);
+                o.network = network;
                 o
             }
             Err(e) => Outcome::setup_failed(e),
@@ -77,7 +78,9 @@ fn cgroup_error(e: CgroupError) -> ErrorReport {
 /// The cgroup's report with its setup and teardown times (ms).
 pub(crate) type CgroupRun = Option<(CgroupReport, f64, f64)>;
 
-fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun), ErrorReport> {
+type NetworkRun = Option<crate::net::account::NetworkReport>;
+
+fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun, NetworkRun), ErrorReport> {
     // Forwarded signals are blocked from here on, so a Ctrl-C during setup
     // is delivered to the sandbox later instead of killing husk with its
     // cgroup half made.
@@ -111,6 +114,7 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun
     let t_cg = now_ns();
     let cgroup = complete_cgroup(pending, &spawned)?;
     let setup_ms = ms(0, begin_ns + (now_ns() - t_cg));
+    let egress = start_egress(plan, &spawned)?;
     // Our copies of the write ends must go, or the reads never see EOF.
     let limit = io.capture.unwrap_or(0);
     let stdout = out.map(|(r, _w)| (r, limit));
@@ -132,7 +136,46 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun
     .run();
     let t_end = now_ns();
     let report = cgroup.map(|c| (c.finish(), setup_ms, ms(t_end, now_ns())));
-    Ok((watched, spawned.t_clone, report))
+    let network = egress.map(crate::net::EgressProxy::finish);
+    Ok((watched, spawned.t_clone, report, network))
+}
+
+/// `--network allow=`: takes the listeners the sandbox's init made inside
+/// its network namespace and starts the proxy on them. Fails closed: no
+/// proxy, no run (the sandbox is killed; it has run nothing of its own).
+pub(crate) fn start_egress(
+    plan: &Plan,
+    spawned: &crate::spawn::Spawned,
+) -> Result<Option<crate::net::EgressProxy>, ErrorReport> {
+    use std::os::fd::AsFd;
+    let Some(spec) = &plan.spec.egress else { return Ok(None) };
+    let kill = || {
+        let _ = crate::sys::process::pidfd_send_signal(spawned.pidfd.as_fd(), libc::SIGKILL);
+        let _ = crate::sys::process::wait_pidfd(spawned.pidfd.as_fd());
+    };
+    let failed = |message: String| ErrorReport::new(Phase::EgressProxy, message);
+    match spawned.chan.recv_with_fds() {
+        Ok(Some((crate::sync::Msg::EgressListeners, fds))) if fds.len() == 2 => {
+            let mut fds = fds.into_iter();
+            let (Some(http), Some(socks)) = (fds.next(), fds.next()) else { unreachable!("two fds") };
+            crate::net::EgressProxy::start(spec, http, socks).map(Some).map_err(|e| {
+                kill();
+                failed(e.to_string())
+            })
+        }
+        Ok(Some((crate::sync::Msg::Failed(e), _))) => {
+            kill();
+            let (message, hint) = describe(plan, &e);
+            Err(ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint))
+        }
+        other => {
+            kill();
+            Err(failed(format!(
+                "the sandbox's init did not hand over the egress proxy's listeners (got {:?})",
+                other.map(|o| o.map(|(m, _)| m))
+            )))
+        }
+    }
 }
 
 /// Finishes the cgroup the sandbox was cloned into and lets the sandbox

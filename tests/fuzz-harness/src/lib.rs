@@ -13,6 +13,7 @@
 //! with the kernel's `openat2(RESOLVE_IN_ROOT)` on a real directory tree.
 
 pub mod image;
+pub mod net;
 pub mod resolve;
 pub mod seccomp;
 pub mod units;
@@ -29,6 +30,10 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("resolve_kernel", resolve::against_kernel),
     ("image_unpack", image::unpack),
     ("image_json", image::json),
+    ("net_http", net::http_head),
+    ("net_socks", net::socks5),
+    ("net_tls", net::client_hello),
+    ("net_rule", net::rule),
 ];
 
 /// Reads fuzz input as a stream of choices; past the end every choice is 0,

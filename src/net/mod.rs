@@ -1,0 +1,221 @@
+//! Egress allowlist (`--network allow=RULE,...`): the sandbox keeps its
+//! private network namespace with only `lo`; its init listens on
+//! 127.0.0.1:3128 (HTTP proxy: CONNECT and plain-HTTP forwarding) and
+//! 127.0.0.1:1080 (SOCKS5) there and hands the listeners to husk, whose
+//! `egress-proxy` helper process serves them from the host's namespace
+//! under the policy. See docs/network.md.
+//!
+//! - `rules`: the rule grammar and the address classes;
+//! - `http`, `socks`, `tls`: the parsers of what clients send (fuzzed);
+//! - `proxy`: the helper process;
+//! - `account`: the bounded accounting that becomes the verdict's `network`;
+//! - this file: the spec, the helper's configuration, and its handle.
+
+pub mod account;
+pub mod http;
+pub mod proxy;
+pub mod rules;
+pub mod socks;
+pub mod tls;
+
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+/// The proxy ports inside the sandbox (its network namespace is its own,
+/// so fixed ports cannot collide with anything on the host).
+pub const HTTP_PORT: u16 = 3128;
+pub const SOCKS_PORT: u16 = 1080;
+/// The hidden subcommand the helper runs as.
+pub const SUBCOMMAND: &str = "egress-proxy";
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 60_000;
+
+/// `--network allow=...`, `--allow-host`, `--add-host`, `--egress-bytes`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressSpec {
+    pub rules: Vec<String>,
+    pub add_hosts: Vec<(String, IpAddr)>,
+    pub egress_bytes: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error(transparent)]
+    Rule(#[from] rules::RuleError),
+    #[error("invalid --add-host {0:?}: expected NAME:IP, e.g. pypi.internal:127.0.0.5")]
+    AddHost(String),
+    #[error("--add-host and --egress-bytes need --network allow=RULE (or --allow-host RULE)")]
+    NeedsAllow,
+    #[error("--network {0} cannot be combined with allow= rules or --allow-host")]
+    Mixed(String),
+    #[error("invalid --network {0:?}: expected none, host, or allow=RULE[,RULE...]")]
+    Mode(String),
+    #[error("starting the egress proxy: {0}")]
+    Start(std::io::Error),
+    #[error("the egress proxy exited at start ({0})")]
+    Died(String),
+}
+
+/// Parses `--add-host NAME:IP` (IPv6 as `NAME:[v6]` or `NAME:v6`).
+pub fn parse_add_host(s: &str) -> Result<(String, IpAddr), EgressError> {
+    let bad = || EgressError::AddHost(s.to_string());
+    let (name, ip) = s.split_once(':').ok_or_else(bad)?;
+    let ip = ip.trim_start_matches('[').trim_end_matches(']');
+    let name = rules::normalize_name(name);
+    if !rules::valid_name(&name) {
+        return Err(bad());
+    }
+    Ok((name, ip.parse().map_err(|_| bad())?))
+}
+
+impl EgressSpec {
+    /// Checks the rules (the helper parses them again from the same text).
+    pub fn validate(&self) -> Result<rules::Policy, rules::RuleError> {
+        rules::Policy::parse(&self.rules)
+    }
+
+    /// The environment every process of the sandbox gets, so proxy-aware
+    /// tools (curl, pip, npm, git, requests, Node) go through the proxy.
+    pub fn env() -> Vec<(String, String)> {
+        let http = format!("http://127.0.0.1:{HTTP_PORT}");
+        let socks = format!("socks5h://127.0.0.1:{SOCKS_PORT}");
+        let mut env = Vec::new();
+        for (k, v) in [("HTTP_PROXY", &http), ("HTTPS_PROXY", &http), ("ALL_PROXY", &socks)] {
+            env.push((k.to_string(), v.clone()));
+            env.push((k.to_ascii_lowercase(), v.clone()));
+        }
+        for k in ["NO_PROXY", "no_proxy"] {
+            env.push((k.to_string(), "localhost,127.0.0.1".to_string()));
+        }
+        env
+    }
+}
+
+/// What the helper reads on stdin.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProxyConfig {
+    pub rules: Vec<String>,
+    pub add_hosts: Vec<(String, IpAddr)>,
+    pub egress_bytes: Option<u64>,
+    pub max_connections: usize,
+    pub idle_timeout_ms: u64,
+    pub http_fd: i32,
+    pub socks_fd: i32,
+}
+
+/// The running helper, owned by whoever supervises the sandbox; it dies
+/// with that process (PDEATHSIG) or at `finish`.
+pub struct EgressProxy {
+    child: std::process::Child,
+    rules: Vec<String>,
+}
+
+impl EgressProxy {
+    /// Starts the helper with the sandbox's listeners (`http`, `socks`).
+    /// The listeners are given away: only the helper holds them after
+    /// this, so if it dies the sandbox's proxy ports refuse (closed, not
+    /// open).
+    pub fn start(spec: &EgressSpec, http: OwnedFd, socks: OwnedFd) -> Result<EgressProxy, EgressError> {
+        use std::io::Write;
+        crate::sys::net::keep_across_exec(http.as_fd()).map_err(|e| EgressError::Start(e.into()))?;
+        crate::sys::net::keep_across_exec(socks.as_fd()).map_err(|e| EgressError::Start(e.into()))?;
+        let cfg = ProxyConfig {
+            rules: spec.rules.clone(),
+            add_hosts: spec.add_hosts.clone(),
+            egress_bytes: spec.egress_bytes,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout_ms: DEFAULT_IDLE_TIMEOUT_MS,
+            http_fd: http.as_raw_fd(),
+            socks_fd: socks.as_raw_fd(),
+        };
+        let mut cmd = std::process::Command::new("/proc/self/exe");
+        cmd.arg(SUBCOMMAND)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        crate::sys::command::die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().map_err(EgressError::Start)?;
+        drop((http, socks));
+        let json = serde_json::to_vec(&cfg).unwrap_or_default();
+        let sent = child.stdin.take().map(|mut i| i.write_all(&json));
+        if !matches!(sent, Some(Ok(()))) {
+            let _ = child.kill();
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+            return Err(EgressError::Died(status));
+        }
+        Ok(EgressProxy { child, rules: spec.rules.clone() })
+    }
+
+    /// Stops the helper and returns its accounting (or, if it crashed or
+    /// said nothing, a report that says so).
+    pub fn finish(mut self) -> account::NetworkReport {
+        use std::io::Read;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let mut text = String::new();
+        if let Some(out) = self.child.stdout.take() {
+            let _ = out.take(1 << 20).read_to_string(&mut text);
+        }
+        let status = self.child.wait();
+        match serde_json::from_str::<account::NetworkReport>(&text) {
+            Ok(r) => r,
+            Err(_) => account::NetworkReport {
+                mode: "allowlist".into(),
+                rules: self.rules.clone(),
+                http_proxy: format!("127.0.0.1:{HTTP_PORT}"),
+                socks_proxy: format!("127.0.0.1:{SOCKS_PORT}"),
+                error: Some(format!(
+                    "the egress proxy gave no report ({}); the sandbox had no network once it was gone",
+                    status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())
+                )),
+                ..Default::default()
+            },
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for EgressProxy {
+    fn drop(&mut self) {
+        // `finish` waited already; on an early return the helper must not
+        // outlive the run.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_host_takes_names_and_addresses() {
+        assert_eq!(
+            parse_add_host("PyPI.internal:127.0.0.5").unwrap(),
+            ("pypi.internal".into(), "127.0.0.5".parse().unwrap())
+        );
+        assert_eq!(parse_add_host("v6.test:[::1]").unwrap().1, "::1".parse::<IpAddr>().unwrap());
+        assert_eq!(parse_add_host("v6.test:::1").unwrap().1, "::1".parse::<IpAddr>().unwrap());
+        for bad in ["x", "x:", ":1.2.3.4", "a b:1.2.3.4", "x:300.1.1.1"] {
+            assert!(parse_add_host(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn proxy_env_names_both_cases() {
+        let env = EgressSpec::env();
+        for k in
+            ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"]
+        {
+            assert!(env.iter().any(|(n, _)| n == k), "{k}");
+        }
+    }
+}

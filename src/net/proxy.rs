@@ -1,0 +1,518 @@
+//! The egress proxy: `husk egress-proxy`, a process of its own that holds
+//! the two listening sockets the sandbox's init made inside the sandbox's
+//! network namespace (HTTP on 3128, SOCKS5 on 1080, both 127.0.0.1 there)
+//! and makes the outbound connections from the host's namespace, after the
+//! policy said yes. One thread per client connection (bounded by
+//! `max_connections`), each relaying both directions with poll.
+//!
+//! It is a separate process so the run's supervisor stays single-threaded
+//! and a proxy bug cannot take it down; it dies with its parent
+//! (PDEATHSIG) and, at SIGTERM, writes its accounting as one JSON object
+//! on stdout and exits.
+
+use super::account::{Ledger, NetworkReport};
+use super::http::{self, Authority, Request};
+use super::rules::{Policy, is_internal};
+use super::{ProxyConfig, socks, tls};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client has this long to send its request (HTTP head, SOCKS greeting
+/// and request, the ClientHello of a tunnel).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Shared {
+    policy: Policy,
+    pins: HashMap<String, Vec<IpAddr>>,
+    own: Vec<IpAddr>,
+    ledger: Mutex<Ledger>,
+    active: AtomicUsize,
+    bytes: AtomicU64,
+    limit: Option<u64>,
+    max: usize,
+    idle: Duration,
+}
+
+/// Why a target is refused (the verdict's `reason`, the `X-Husk-Denied`
+/// header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denial {
+    NotAllowed,
+    PrivateAddress,
+    SniMismatch,
+    NotTls,
+    HostMismatch,
+    BadRequest,
+    ConnectionLimit,
+    EgressBytes,
+    Unresolved,
+    ConnectFailed,
+}
+
+impl Denial {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Denial::NotAllowed => "not_allowed",
+            Denial::PrivateAddress => "private_address",
+            Denial::SniMismatch => "sni_mismatch",
+            Denial::NotTls => "not_tls",
+            Denial::HostMismatch => "host_mismatch",
+            Denial::BadRequest => "bad_request",
+            Denial::ConnectionLimit => "connection_limit",
+            Denial::EgressBytes => "egress_bytes_exceeded",
+            Denial::Unresolved => "unresolved",
+            Denial::ConnectFailed => "connect_failed",
+        }
+    }
+
+    fn http_status(self) -> u16 {
+        match self {
+            Denial::BadRequest => 400,
+            Denial::ConnectionLimit => 503,
+            Denial::Unresolved | Denial::ConnectFailed => 502,
+            _ => 403,
+        }
+    }
+
+    fn socks_reply(self) -> u8 {
+        match self {
+            Denial::Unresolved => socks::REP_HOST_UNREACHABLE,
+            Denial::ConnectFailed => socks::REP_REFUSED,
+            Denial::BadRequest => socks::REP_FAILURE,
+            _ => socks::REP_NOT_ALLOWED,
+        }
+    }
+}
+
+impl Shared {
+    fn deny(&self, t: &Authority, d: Denial) -> Denial {
+        if let Ok(mut l) = self.ledger.lock() {
+            l.denied(&t.host, t.port, d.reason());
+        }
+        d
+    }
+
+    /// The policy's answer for a target, and the addresses to connect to.
+    fn decide(&self, t: &Authority) -> Result<Vec<SocketAddr>, Denial> {
+        if self.limit.is_some_and(|l| self.bytes.load(Ordering::Relaxed) >= l) {
+            return Err(self.deny(t, Denial::EgressBytes));
+        }
+        if let Ok(ip) = t.host.parse::<IpAddr>() {
+            if !self.policy.allows_addr(ip, t.port) {
+                return Err(self.deny(t, Denial::NotAllowed));
+            }
+            return Ok(vec![SocketAddr::new(ip, t.port)]);
+        }
+        if !self.policy.allows_name(&t.host, t.port) {
+            return Err(self.deny(t, Denial::NotAllowed));
+        }
+        // `--add-host` pins are the user's own word for where a name goes.
+        if let Some(ips) = self.pins.get(&t.host) {
+            return Ok(ips.iter().map(|ip| SocketAddr::new(*ip, t.port)).collect());
+        }
+        let resolved: Vec<SocketAddr> = match (t.host.as_str(), t.port).to_socket_addrs() {
+            Ok(a) => a.collect(),
+            Err(_) => return Err(self.deny(t, Denial::Unresolved)),
+        };
+        if resolved.is_empty() {
+            return Err(self.deny(t, Denial::Unresolved));
+        }
+        // DNS rebinding: an allowed name must not lead to the host or its
+        // networks, unless a rule names that address itself.
+        let ok: Vec<SocketAddr> = resolved
+            .into_iter()
+            .filter(|a| !is_internal(a.ip(), &self.own) || self.policy.allows_addr(a.ip(), t.port))
+            .collect();
+        if ok.is_empty() {
+            return Err(self.deny(t, Denial::PrivateAddress));
+        }
+        Ok(ok)
+    }
+
+    fn connect(&self, t: &Authority, addrs: &[SocketAddr]) -> Result<TcpStream, Denial> {
+        for a in addrs {
+            if let Ok(s) = TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+                return Ok(s);
+            }
+        }
+        Err(self.deny(t, Denial::ConnectFailed))
+    }
+}
+
+/// Reads until `done` says the buffer holds a whole message (Some(len)),
+/// or fails; bounded by `max` bytes.
+fn read_until<T>(
+    c: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    max: usize,
+    mut done: impl FnMut(&[u8]) -> Option<T>,
+) -> Option<T> {
+    let mut chunk = [0u8; 2048];
+    loop {
+        if let Some(v) = done(buf) {
+            return Some(v);
+        }
+        if buf.len() >= max {
+            return None;
+        }
+        match c.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// For a tunnel to port 443 (or any tunnel whose client speaks TLS): the
+/// ClientHello must name the host the tunnel was allowed for. Returns the
+/// bytes read, to be sent on.
+fn check_hello(c: &mut TcpStream, t: &Authority) -> Result<Vec<u8>, Denial> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match tls::sni(&buf) {
+            Ok(Some(name)) if name == t.host => return Ok(buf),
+            // An IP literal target: there is no name to compare.
+            Ok(None) if t.host.parse::<IpAddr>().is_ok() => return Ok(buf),
+            Ok(_) => return Err(Denial::SniMismatch),
+            Err(tls::HelloError::NotTls) if t.port != 443 => return Ok(buf),
+            Err(tls::HelloError::Incomplete) if buf.len() < tls::MAX_HELLO => {}
+            Err(_) => return Err(Denial::NotTls),
+        }
+        match c.read(&mut chunk) {
+            Ok(0) | Err(_) => return Err(Denial::NotTls),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Copies both ways until both sides are done or the connection idles
+/// past the timeout; accounts the bytes and stops at the egress cap.
+fn relay(s: &Shared, t: &Authority, client: &TcpStream, upstream: &TcpStream) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut buf = vec![0u8; 32 * 1024];
+    let (mut c, mut u) = (client, upstream);
+    let mut open = [true, true]; // client->upstream, upstream->client
+    let timeout = PollTimeout::try_from(s.idle.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
+    while open[0] || open[1] {
+        let mut fds =
+            [PollFd::new(client.as_fd(), PollFlags::empty()), PollFd::new(upstream.as_fd(), PollFlags::empty())];
+        if open[0] {
+            fds[0].set_events(PollFlags::POLLIN);
+        }
+        if open[1] {
+            fds[1].set_events(PollFlags::POLLIN);
+        }
+        match poll(&mut fds, timeout) {
+            Ok(0) => return, // idle
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        let ready = [fds[0].revents().unwrap_or(PollFlags::empty()), fds[1].revents().unwrap_or(PollFlags::empty())];
+        for dir in 0..2 {
+            if !open[dir] || ready[dir].is_empty() {
+                continue;
+            }
+            let (from, to): (&mut &TcpStream, &mut &TcpStream) =
+                if dir == 0 { (&mut c, &mut u) } else { (&mut u, &mut c) };
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => 0,
+                Ok(n) => n,
+            };
+            if n == 0 {
+                open[dir] = false;
+                let _ = to.shutdown(std::net::Shutdown::Write);
+                continue;
+            }
+            let total = s.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+            if let Ok(mut l) = s.ledger.lock() {
+                let (up, down) = if dir == 0 { (n as u64, 0) } else { (0, n as u64) };
+                l.bytes(&t.host, t.port, up, down);
+                if s.limit.is_some_and(|lim| total > lim) {
+                    l.exceeded = true;
+                }
+            }
+            if s.limit.is_some_and(|lim| total > lim) || to.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn http_client(s: &Shared, mut c: TcpStream) {
+    let mut buf = Vec::new();
+    let Some(end) = read_until(&mut c, &mut buf, http::MAX_HEAD, http::head_end) else {
+        if buf.len() >= http::MAX_HEAD {
+            let _ = c.write_all(&http::denied(431, "bad_request", "request head too large"));
+        }
+        return;
+    };
+    let unknown = Authority { host: "-".into(), port: 0 };
+    let req = match http::parse(&buf[..end]) {
+        Ok(r) => r,
+        Err(e) => {
+            let d = match &e {
+                http::HttpError::HostMismatch { target, .. } => {
+                    let t = http::parse_authority(target, Some(80)).unwrap_or(unknown);
+                    s.deny(&t, Denial::HostMismatch)
+                }
+                _ => s.deny(&unknown, Denial::BadRequest),
+            };
+            let _ = c.write_all(&http::denied(d.http_status(), d.reason(), &e.to_string()));
+            return;
+        }
+    };
+    let rest = buf[end..].to_vec();
+    let refuse = |c: &mut TcpStream, t: &Authority, d: Denial| {
+        let detail = format!("{}:{}", t.host, t.port);
+        let _ = c.write_all(&http::denied(d.http_status(), d.reason(), &detail));
+    };
+    match req {
+        Request::Connect { target } => {
+            let up = match s.decide(&target).and_then(|a| s.connect(&target, &a)) {
+                Ok(u) => u,
+                Err(d) => return refuse(&mut c, &target, d),
+            };
+            if c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").is_err() {
+                return;
+            }
+            // Whatever the client sent after the head is its first tunnel
+            // bytes: read on from there for the ClientHello.
+            let hello = match check_tunnel(&mut c, &target, rest) {
+                Ok(h) => h,
+                Err(d) => {
+                    s.deny(&target, d);
+                    return;
+                }
+            };
+            start(s, &target, &c, &up, &hello);
+        }
+        Request::Forward { method, target, path, version, headers } => {
+            let up = match s.decide(&target).and_then(|a| s.connect(&target, &a)) {
+                Ok(u) => u,
+                Err(d) => return refuse(&mut c, &target, d),
+            };
+            let mut first = http::upstream_head(&method, &path, &version, &headers);
+            first.extend_from_slice(&rest);
+            start(s, &target, &c, &up, &first);
+        }
+    }
+}
+
+fn check_tunnel(c: &mut TcpStream, t: &Authority, already: Vec<u8>) -> Result<Vec<u8>, Denial> {
+    if already.is_empty() {
+        return check_hello(c, t);
+    }
+    // Rare (a client pipelining its hello after CONNECT): judge what came.
+    match tls::sni(&already) {
+        Ok(Some(name)) if name == t.host => Ok(already),
+        Err(tls::HelloError::NotTls) if t.port != 443 => Ok(already),
+        Ok(None) if t.host.parse::<IpAddr>().is_ok() => Ok(already),
+        Err(tls::HelloError::Incomplete) => Err(Denial::NotTls),
+        Ok(_) => Err(Denial::SniMismatch),
+        Err(_) => Err(Denial::NotTls),
+    }
+}
+
+/// Accounts the connection, sends what was read ahead, relays.
+fn start(s: &Shared, t: &Authority, c: &TcpStream, up: &TcpStream, first: &[u8]) {
+    if let Ok(mut l) = s.ledger.lock() {
+        l.connected(&t.host, t.port);
+        l.bytes(&t.host, t.port, first.len() as u64, 0);
+    }
+    s.bytes.fetch_add(first.len() as u64, Ordering::Relaxed);
+    let mut u = up;
+    if !first.is_empty() && u.write_all(first).is_err() {
+        return;
+    }
+    let _ = c.set_read_timeout(None);
+    relay(s, t, c, up);
+}
+
+fn socks_client(s: &Shared, mut c: TcpStream) {
+    let mut buf = Vec::new();
+    let unknown = Authority { host: "-".into(), port: 0 };
+    let greet = read_until(&mut c, &mut buf, 258, |b| match socks::greeting(b) {
+        Err(socks::SocksError::Incomplete) => None,
+        r => Some(r),
+    });
+    match greet {
+        Some(Ok(n)) => {
+            buf.drain(..n);
+            if c.write_all(&[5, 0]).is_err() {
+                return;
+            }
+        }
+        Some(Err(socks::SocksError::NoMethod)) => {
+            let _ = c.write_all(&[5, 0xff]);
+            s.deny(&unknown, Denial::BadRequest);
+            return;
+        }
+        _ => {
+            s.deny(&unknown, Denial::BadRequest);
+            return;
+        }
+    }
+    let req = read_until(&mut c, &mut buf, 262, |b| match socks::request(b) {
+        Err(socks::SocksError::Incomplete) => None,
+        r => Some(r),
+    });
+    let (target, n) = match req {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            let _ = c.write_all(&socks::reply(e.reply()));
+            s.deny(&unknown, Denial::BadRequest);
+            return;
+        }
+        None => {
+            s.deny(&unknown, Denial::BadRequest);
+            return;
+        }
+    };
+    let rest = buf[n..].to_vec();
+    let up = match s.decide(&target).and_then(|a| s.connect(&target, &a)) {
+        Ok(u) => u,
+        Err(d) => {
+            let _ = c.write_all(&socks::reply(d.socks_reply()));
+            return;
+        }
+    };
+    if c.write_all(&socks::reply(socks::REP_OK)).is_err() {
+        return;
+    }
+    match check_tunnel(&mut c, &target, rest) {
+        Ok(first) => start(s, &target, &c, &up, &first),
+        Err(d) => {
+            s.deny(&target, d);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Http,
+    Socks,
+}
+
+fn serve(s: Arc<Shared>, l: TcpListener, kind: Kind) {
+    for c in l.incoming() {
+        let Ok(mut c) = c else { continue };
+        let _ = c.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+        let _ = c.set_write_timeout(Some(s.idle));
+        if s.active.fetch_add(1, Ordering::SeqCst) >= s.max {
+            s.active.fetch_sub(1, Ordering::SeqCst);
+            let any = Authority { host: "*".into(), port: 0 };
+            let d = s.deny(&any, Denial::ConnectionLimit);
+            if let Kind::Http = kind {
+                let _ = c.write_all(&http::denied(d.http_status(), d.reason(), "too many connections"));
+            }
+            continue;
+        }
+        let s2 = s.clone();
+        let spawned = std::thread::Builder::new().stack_size(128 * 1024).spawn(move || {
+            match kind {
+                Kind::Http => http_client(&s2, c),
+                Kind::Socks => socks_client(&s2, c),
+            }
+            s2.active.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            s.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn own_addresses() -> Vec<IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return Vec::new() };
+    addrs
+        .filter_map(|a| a.address)
+        .filter_map(|a| {
+            a.as_sockaddr_in()
+                .map(|v4| IpAddr::V4(v4.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+        })
+        .collect()
+}
+
+/// `husk egress-proxy`: the config as JSON on stdin, the listeners at the
+/// fds it names; the report on stdout at SIGTERM. Exit 125 on a bad start.
+pub fn main() -> i32 {
+    let mut text = String::new();
+    if std::io::stdin().take(1 << 20).read_to_string(&mut text).is_err() {
+        eprintln!("husk egress-proxy: cannot read the configuration on stdin");
+        return 125;
+    }
+    let cfg: ProxyConfig = match serde_json::from_str(&text) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("husk egress-proxy: bad configuration: {e}");
+            return 125;
+        }
+    };
+    let policy = match Policy::parse(&cfg.rules) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("husk egress-proxy: {e}");
+            return 125;
+        }
+    };
+    let mut pins: HashMap<String, Vec<IpAddr>> = HashMap::new();
+    for (name, ip) in &cfg.add_hosts {
+        pins.entry(name.clone()).or_default().push(*ip);
+    }
+    // The end comes as SIGTERM, waited for below: blocked before any thread
+    // starts, so every thread inherits the block.
+    let mut term = nix::sys::signal::SigSet::empty();
+    term.add(nix::sys::signal::Signal::SIGTERM);
+    if crate::sys::signal::block(&term).is_err() {
+        return 125;
+    }
+    let s = Arc::new(Shared {
+        policy,
+        pins,
+        own: own_addresses(),
+        ledger: Mutex::new(Ledger::default()),
+        active: AtomicUsize::new(0),
+        bytes: AtomicU64::new(0),
+        limit: cfg.egress_bytes,
+        max: cfg.max_connections.max(1),
+        idle: Duration::from_millis(cfg.idle_timeout_ms.max(1)),
+    });
+    for (fd, kind) in [(cfg.http_fd, Kind::Http), (cfg.socks_fd, Kind::Socks)] {
+        let l = match crate::sys::net::inherited_listener(fd) {
+            Ok(fd) => TcpListener::from(fd),
+            Err(e) => {
+                eprintln!("husk egress-proxy: fd {fd} is not a listening socket: {e}");
+                return 125;
+            }
+        };
+        let s = s.clone();
+        if std::thread::Builder::new().stack_size(128 * 1024).spawn(move || serve(s, l, kind)).is_err() {
+            return 125;
+        }
+    }
+    let _ = term.wait();
+    let base = NetworkReport {
+        mode: "allowlist".into(),
+        rules: cfg.rules.clone(),
+        http_proxy: format!("127.0.0.1:{}", super::HTTP_PORT),
+        socks_proxy: format!("127.0.0.1:{}", super::SOCKS_PORT),
+        egress_bytes_limit: cfg.egress_bytes,
+        max_connections: cfg.max_connections as u64,
+        ..Default::default()
+    };
+    let report = match s.ledger.lock() {
+        Ok(l) => l.report(base),
+        Err(_) => NetworkReport { error: Some("the proxy's ledger was poisoned".into()), ..base },
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, &report);
+    let _ = out.flush();
+    0
+}
