@@ -14,6 +14,7 @@ pub mod capture;
 pub mod cgroup;
 pub mod cli;
 pub mod cmd;
+pub mod copy;
 pub mod files;
 pub mod host;
 pub mod idrange;

@@ -141,6 +141,8 @@ phases! {
     Socketpair => "socketpair",
     /// Forking the sandbox's supervisor.
     ForkSupervisor => "fork_supervisor",
+    /// Copying files in or out of a sandbox (`husk cp`, --copy-in/--copy-out).
+    Copy => "copy",
 }
 
 impl Phase {

@@ -147,6 +147,72 @@ pub fn exec(backend: &str, plan: &ExecPlan, at: Attached<'_>) -> Result<Executed
     }
 }
 
+/// Why a copy could not start in a live sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyStartError {
+    #[error(
+        "husk cp does not reach into gVisor (--runtime runsc) sandboxes yet: their files live behind gVisor's gofer, which a host process cannot join; pass files through an exec's stdin instead, e.g. `husk exec ID -i -- sh -c 'cat > FILE' < FILE`, or `tar -c . | husk exec ID -i -- tar -x -C DIR`"
+    )]
+    Gvisor,
+    #[error("the supervisor sent no {0} namespace")]
+    MissingNamespace(&'static str),
+    #[error(transparent)]
+    Copier(#[from] native::copy::CopierError),
+}
+
+/// Whether `husk cp` can reach a sandbox of `backend`, asked before the
+/// supervisor is (a refused copy is no exec).
+pub fn copy_supported(backend: &str) -> Result<(), CopyStartError> {
+    match backend {
+        "runsc" => Err(CopyStartError::Gvisor),
+        _ => Ok(()),
+    }
+}
+
+/// Starts a copier in a live sandbox of `backend`, as `plan`'s user,
+/// in the exec's cgroup leaf: inside its user and mount namespaces.
+pub fn start_copy(
+    backend: &str,
+    plan: &ExecPlan,
+    at: Attached<'_>,
+    op: native::copy::Inside,
+    limits: crate::copy::Limits,
+) -> Result<native::copy::Copier, CopyStartError> {
+    copy_supported(backend)?;
+    let Attached { cgroup, leaf, ns_kinds, ns_fds, .. } = at;
+    let mut user = None;
+    let mut mnt = None;
+    for (kind, fd) in ns_kinds.iter().zip(ns_fds) {
+        match kind.as_str() {
+            "user" => user = Some((libc::CLONE_NEWUSER, fd)),
+            "mnt" => mnt = Some((libc::CLONE_NEWNS, fd)),
+            _ => {}
+        }
+    }
+    let mnt = mnt.ok_or(CopyStartError::MissingNamespace("mount"))?;
+    let namespaces: Vec<_> = user.into_iter().chain(Some(mnt)).collect();
+    let leaf = match (cgroup, leaf) {
+        (Some(tree), Some(name)) => {
+            Some(tree.open_leaf(name).map_err(|e| CopyStartError::Copier(native::copy::CopierError::Cgroup(e)))?)
+        }
+        _ => None,
+    };
+    let confinement = crate::spawn::command::Confinement {
+        process: &plan.process,
+        deny_setgroups: plan.deny_setgroups,
+        last_cap: plan.last_cap,
+        seccomp: None,
+    };
+    let j = native::copy::CopyJoin {
+        namespaces,
+        confinement,
+        cgroup: leaf.as_ref().map(|l| l as &dyn CgroupJoin),
+        op,
+        limits,
+    };
+    Ok(native::copy::start(j)?)
+}
+
 /// The id an exec of `backend` announces to the supervisor before it
 /// starts, if it needs one: a gVisor exec has no cgroup leaf to be named
 /// by, so this id is how the supervisor finds its files when husk exec

@@ -1,6 +1,7 @@
 //! Command-line structures (clap derive). No logic beyond value parsing;
 //! `spec` turns them into a `Spec`, `report` gives back the verdict.
 
+pub mod cp;
 pub mod report;
 pub mod spec;
 
@@ -105,6 +106,9 @@ pub enum Command {
     Rm(RmArgs),
     /// Extend a sandbox's lease.
     Renew(RenewArgs),
+    /// Copy files and directories between the host and a live sandbox
+    /// (`SANDBOX:PATH` on one side; `-` is a tar stream on stdin/stdout).
+    Cp(Box<cp::CpArgs>),
     /// Try to escape sandboxes made with the defaults; report what held.
     Selftest(SelftestArgs),
     /// Serve the Model Context Protocol on stdio: tools that run code and
@@ -146,6 +150,10 @@ pub enum ValueError {
 
 fn size(s: &str) -> Result<u64, ValueError> {
     Ok(parse_size(s)?)
+}
+
+pub(crate) fn size_of(s: &str) -> Result<u64, ValueError> {
+    size(s)
 }
 
 /// `--output-limit`: captured output is held in husk's memory, so it has a

@@ -1,6 +1,7 @@
 //! One file per subcommand: arguments -> Spec -> library calls -> exit code.
 
 pub mod build;
+pub mod cp;
 pub mod doctor;
 pub mod gc;
 pub mod image;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Inspect(args) => sandbox::inspect(args, &paths),
         Command::Rm(args) => sandbox::rm(args, &paths),
         Command::Renew(args) => sandbox::renew(args, &paths),
+        Command::Cp(args) => cp::cp(*args, &paths),
         Command::Selftest(args) => selftest::selftest(args, cli.globals.root.clone()),
         Command::Mcp(args) => mcp::mcp(args, &cli.globals),
         Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),

@@ -21,6 +21,7 @@
 
 pub mod events;
 pub mod exec;
+pub mod files;
 pub mod gc;
 pub mod proto;
 pub mod registry;

@@ -2,6 +2,7 @@
 //! `run` here; a sandbox that lives in `live`, each exec in it in `exec`
 //! (entering it: `join`).
 
+pub mod copy;
 pub mod exec;
 pub mod join;
 pub mod live;

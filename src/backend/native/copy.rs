@@ -1,0 +1,232 @@
+//! `husk cp` in a native sandbox: a *copier*, forked from husk cp, joins
+//! the sandbox's user and mount namespaces by the fds its supervisor
+//! handed over (as an exec's joiner does, `super::join`), takes the
+//! identity of the sandbox's user with `run`'s confinement steps, and
+//! packs or unpacks a tar stream that husk cp reads or writes over a pipe.
+//! So every file is created by the sandbox's user in the sandbox's own
+//! view (ownership is the sandbox's, a read-only mount refuses with EROFS,
+//! its rlimits hold), never by the host writing into an overlay from
+//! outside, and every path is resolved from the sandbox's root with
+//! openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS).
+//!
+//! The copier is born in the exec's cgroup leaf (CLONE_INTO_CGROUP): the
+//! pages it writes into a tmpfs are charged to the sandbox, not the host.
+//! It is non-dumpable before its first setns and never enters the
+//! sandbox's pid namespace, so nothing inside can name, signal or ptrace
+//! it (the module comment of `super::join` has the reasoning); it never
+//! execs, so it stays non-dumpable until it exits.
+
+use crate::cgroup::CgroupJoin;
+use crate::copy::unpack::{Resolve, Shape, Unpacker, open_target};
+use crate::copy::{CopyError, Limits, Report, pack::Packer, tarw::TarWriter};
+use crate::spawn::command::{Confinement, confine};
+use crate::spawn::fail;
+use crate::step::{AtStep, Step, StepError};
+use crate::sync::{Channel, Msg};
+use crate::sys::Errno;
+use crate::sys::process::{Forked, SingleThreaded, ThreadsError, clone_legacy, clone3, exit_now, wait_pidfd};
+use nix::fcntl::OFlag;
+use nix::sys::prctl;
+use nix::sys::signal::Signal;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+/// What the copier does inside.
+#[derive(Clone, Debug)]
+pub enum Inside {
+    /// Unpack the stream read from the pipe at `dest` (absolute).
+    Put { dest: String, shape: Shape },
+    /// Pack `path` (absolute) into the pipe.
+    Get { path: String },
+}
+
+/// Everything the copier needs, built before the fork.
+pub struct CopyJoin<'a> {
+    /// The sandbox's user and mount namespaces (CLONE_NEW* flag, fd), in
+    /// join order.
+    pub namespaces: Vec<(libc::c_int, OwnedFd)>,
+    pub confinement: Confinement<'a>,
+    pub cgroup: Option<&'a dyn CgroupJoin>,
+    pub op: Inside,
+    pub limits: Limits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CopierError {
+    #[error("starting the copier (clone3): {0}")]
+    Clone(Errno),
+    #[error("copier channel: {0}")]
+    Channel(Errno),
+    #[error("attaching the copier to the exec's cgroup: {0}")]
+    Cgroup(crate::cgroup::CgroupError),
+    #[error("entering the sandbox failed at {}: {:?} ({})", .0.step.name(), .0.errno, .0.errno.desc())]
+    Step(StepError),
+    #[error("the copier ended without a word{0}")]
+    Vanished(String),
+    #[error("before starting the copier: {0}")]
+    Threads(#[from] ThreadsError),
+    /// The copy itself failed inside the sandbox.
+    #[error(transparent)]
+    Copy(CopyError),
+}
+
+/// A copier that runs: husk cp's end of the data pipe, and how it ends.
+pub struct Copier {
+    pidfd: OwnedFd,
+    report: OwnedFd,
+    /// Write the stream here (`Put`) or read it from here (`Get`).
+    pub data: OwnedFd,
+}
+
+impl Copier {
+    /// Waits for the copier (after the data pipe was closed or drained)
+    /// and returns what it reported.
+    pub fn finish(self) -> Result<Report, CopierError> {
+        let Copier { pidfd, report, data } = self;
+        drop(data);
+        let mut text = Vec::new();
+        let _ = std::fs::File::from(report).take(1 << 20).read_to_end(&mut text);
+        let status = wait_pidfd(pidfd.as_fd());
+        match serde_json::from_slice::<Result<Report, CopyError>>(&text) {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(CopierError::Copy(e)),
+            Err(_) => Err(CopierError::Vanished(match status {
+                Ok(s) => format!(" ({s:?})"),
+                Err(_) => String::new(),
+            })),
+        }
+    }
+}
+
+/// Starts the copier; returns once it is inside the sandbox, confined.
+pub fn start(j: CopyJoin<'_>) -> Result<Copier, CopierError> {
+    let one = SingleThreaded::check()?;
+    let (parent_end, child_end) = Channel::pair().map_err(CopierError::Channel)?;
+    let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(CopierError::Channel);
+    let (data_r, data_w) = pipe()?;
+    let (report_r, report_w) = pipe()?;
+    let (mine, theirs) = match j.op {
+        Inside::Put { .. } => (data_w, data_r),
+        Inside::Get { .. } => (data_r, data_w),
+    };
+    let into = j.cgroup.and_then(|c| c.clone_into());
+    let mut born_inside = into.is_some();
+    let forked = match clone3(&one, 0, into) {
+        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => {
+            born_inside = false;
+            clone_legacy(&one, 0)
+        }
+        other => other,
+    };
+    match forked.map_err(CopierError::Clone)? {
+        Forked::Child(_alone) => {
+            drop((parent_end, mine, report_r));
+            copier(&j, &child_end, born_inside, theirs, report_w)
+        }
+        Forked::Parent { pid, pidfd } => {
+            drop((child_end, theirs, report_w));
+            let pidfd = pidfd.expect("clone asked for a pidfd");
+            let kill = || {
+                let _ = crate::sys::process::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                let _ = wait_pidfd(pidfd.as_fd());
+            };
+            if !born_inside && let Some(cg) = j.cgroup {
+                if let Err(e) = cg.attach(pid, false) {
+                    kill();
+                    return Err(CopierError::Cgroup(e));
+                }
+                if let Err(e) = parent_end.send(Msg::Release) {
+                    kill();
+                    return Err(CopierError::Channel(e));
+                }
+            }
+            drop(j);
+            match parent_end.recv() {
+                Ok(Some(Msg::Joined)) => Ok(Copier { pidfd, report: report_r, data: mine }),
+                Ok(Some(Msg::Failed(e))) => {
+                    let _ = wait_pidfd(pidfd.as_fd());
+                    Err(CopierError::Step(e))
+                }
+                Ok(_) => {
+                    let _ = wait_pidfd(pidfd.as_fd());
+                    Err(CopierError::Vanished(String::new()))
+                }
+                Err(e) => {
+                    kill();
+                    Err(CopierError::Channel(e))
+                }
+            }
+        }
+    }
+}
+
+/// The copier: never returns.
+fn copier(j: &CopyJoin<'_>, chan: &Channel, born_inside: bool, data: OwnedFd, report: OwnedFd) -> ! {
+    if let Some(cg) = j.cgroup
+        && let Err(errno) = cg.join_self()
+    {
+        fail(chan, StepError::new(Step::JoinCgroup, errno));
+    }
+    if !born_inside && j.cgroup.is_some() {
+        match chan.recv() {
+            Ok(Some(Msg::Release)) => {}
+            _ => exit_now(125),
+        }
+    }
+    if let Err(e) = enter(j, chan, &data, &report) {
+        fail(chan, e);
+    }
+    if chan.send(Msg::Joined).is_err() {
+        exit_now(125);
+    }
+    let result = match &j.op {
+        Inside::Put { dest, shape } => put(dest, *shape, j.limits, data),
+        Inside::Get { path } => get(path, j.limits, data),
+    };
+    let text = serde_json::to_vec(&result).unwrap_or_default();
+    let _ = nix::unistd::write(&report, &text);
+    exit_now(if result.is_ok() { 0 } else { 1 })
+}
+
+/// Non-dumpable, fds closed, namespaces joined, the bounding set cut, then
+/// `run`'s confinement (identity, capabilities, rlimits, no_new_privs).
+fn enter(j: &CopyJoin<'_>, chan: &Channel, data: &OwnedFd, report: &OwnedFd) -> Result<(), StepError> {
+    prctl::set_pdeathsig(Signal::SIGKILL).at(Step::JoinNamespaces)?;
+    if chan.peer_gone() {
+        exit_now(125);
+    }
+    prctl::set_dumpable(false).at(Step::JoinNamespaces)?;
+    let mut keep: Vec<RawFd> = vec![chan.fd().as_raw_fd(), data.as_raw_fd(), report.as_raw_fd()];
+    keep.extend(j.namespaces.iter().map(|(_, fd)| fd.as_raw_fd()));
+    crate::sys::fd::close_all_except(&keep).at(Step::CloseFds)?;
+    for (flag, fd) in &j.namespaces {
+        nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_retain(*flag)).at(Step::JoinNamespaces)?;
+    }
+    for (_, fd) in &j.namespaces {
+        let _ = nix::unistd::close(fd.as_raw_fd());
+    }
+    let c = &j.confinement;
+    crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(c.last_cap), c.process.caps_keep).at(Step::DropCaps)?;
+    confine(c, chan)
+}
+
+fn root() -> Result<OwnedFd, CopyError> {
+    nix::fcntl::open("/", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+        .map_err(|e| CopyError::fs("/", e))
+}
+
+fn put(dest: &str, shape: Shape, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
+    let root = root()?;
+    let target = open_target(root.as_fd(), dest, Resolve::InRoot, shape)?;
+    Unpacker::new(target, limits).run(std::io::BufReader::with_capacity(64 << 10, std::fs::File::from(data)))
+}
+
+fn get(path: &str, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
+    let root = root()?;
+    let (parent, name) = crate::copy::split_source(root.as_fd(), path, Resolve::InRoot)?;
+    let out = std::io::BufWriter::with_capacity(64 << 10, std::fs::File::from(data));
+    let shown_root = crate::copy::split_path(path).map(|(p, _)| p).unwrap_or("/");
+    let mut p = Packer { out: TarWriter::new(out), limits, report: Report::default(), shown_root };
+    p.add(parent.as_fd(), &name, name.to_bytes())?;
+    p.finish().map(|(_, r)| r)
+}

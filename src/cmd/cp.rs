@@ -1,0 +1,148 @@
+//! `husk cp SRC DST`: files and directories between the host and a live
+//! sandbox (src/sandbox/files.rs; docs/sandboxes.md, "Files").
+
+use crate::cli::cp::CpArgs;
+use crate::copy::pack::Packer;
+use crate::copy::tarw::TarWriter;
+use crate::copy::unpack::{Resolve, Shape, Unpacker, open_target};
+use crate::copy::{CopyError, Report, split_source};
+use crate::outcome::EXIT_HUSK_FAILED;
+use crate::paths::{Paths, PathsError};
+use crate::sandbox::SandboxError;
+use crate::sandbox::files::{self, Files, FilesError};
+use crate::sandbox::state::Store;
+use nix::fcntl::AT_FDCWD;
+use std::io::Write;
+use std::os::fd::AsFd;
+
+/// One operand of `husk cp`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Side<'a> {
+    /// `SANDBOX:PATH`
+    Sandbox {
+        target: &'a str,
+        path: &'a str,
+    },
+    /// `-`: a tar stream (stdin as the source, stdout as the destination).
+    Stream,
+    Host(&'a str),
+}
+
+/// `SANDBOX:PATH` when the part before the first `:` could be a sandbox
+/// (non-empty, no `/`); a host path with a `:` in its first component is
+/// written `./a:b`.
+pub fn side(s: &str) -> Side<'_> {
+    if s == "-" {
+        return Side::Stream;
+    }
+    match s.split_once(':') {
+        Some((target, path)) if !target.is_empty() && !target.contains('/') => {
+            Side::Sandbox { target, path: if path.is_empty() { "." } else { path } }
+        }
+        _ => Side::Host(s),
+    }
+}
+
+pub fn cp(args: CpArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    match cp_inner(&args, paths) {
+        Ok(r) => {
+            for s in &r.skipped {
+                crate::errln!("husk: cp: skipped {s} (not a file, directory or symlink)");
+            }
+            0
+        }
+        Err(e) => {
+            crate::errln!("husk: cp: {e}");
+            if let Some(h) = e.hint() {
+                crate::errln!("husk: hint: {h}");
+            }
+            EXIT_HUSK_FAILED
+        }
+    }
+}
+
+fn usage(m: String) -> FilesError {
+    FilesError::Sandbox(SandboxError::Usage(m))
+}
+
+fn cp_inner(args: &CpArgs, paths: &Result<Paths, PathsError>) -> Result<Report, FilesError> {
+    let (src, dst) = (side(&args.src), side(&args.dst));
+    let store = || -> Result<Store, FilesError> {
+        let paths = paths.as_ref().map_err(|e| SandboxError::State(e.to_string()))?;
+        Ok(Store::open(&paths.state)?)
+    };
+    let files = |target: &str| Files {
+        target: target.to_string(),
+        user: args.user.clone(),
+        wait: args.wait,
+        limits: args.copy.limits(),
+    };
+    match (src, dst) {
+        (Side::Sandbox { .. }, Side::Sandbox { .. }) => {
+            Err(usage("both sides name a sandbox; copy through the host (husk cp A:PATH - | husk cp - B:DIR)".into()))
+        }
+        (Side::Sandbox { .. }, _) | (_, Side::Sandbox { .. }) => {
+            let store = store()?;
+            match (side(&args.src), side(&args.dst)) {
+                (Side::Host(h), Side::Sandbox { target, path }) => copy_in(&store, &files(target), h, path),
+                (Side::Stream, Side::Sandbox { target, path }) => {
+                    let mut stdin = std::io::stdin().lock();
+                    files::put_tar(&store, &files(target), path, Shape::Entries, &mut stdin)
+                }
+                (Side::Sandbox { target, path }, Side::Host(h)) => copy_out(&store, &files(target), path, h),
+                (Side::Sandbox { target, path }, Side::Stream) => {
+                    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+                    let r = files::get_tar(&store, &files(target), path, &mut out);
+                    out.flush().map_err(|e| FilesError::Host(CopyError::io(e)))?;
+                    r
+                }
+                _ => unreachable!("one side is a sandbox, the other is not"),
+            }
+        }
+        _ => Err(usage(format!(
+            "neither {:?} nor {:?} names a sandbox; one side must be SANDBOX:PATH (e.g. husk cp notes.txt task-42:/workspace/)",
+            args.src, args.dst
+        ))),
+    }
+}
+
+/// A host file or tree into the sandbox, packed here as the caller.
+fn copy_in(store: &Store, f: &Files, host: &str, path: &str) -> Result<Report, FilesError> {
+    // The source is checked before the sandbox is asked for anything.
+    let (parent, name) = split_source(AT_FDCWD, host, Resolve::Host).map_err(FilesError::Host)?;
+    nix::sys::stat::fstatat(&parent, name.as_c_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(|e| FilesError::Host(CopyError::fs(host, e)))?;
+    let shown_root = crate::copy::split_path(host).map(|(p, _)| p).unwrap_or(".");
+    files::put_with(store, f, path, Shape::Tree, &mut |w| {
+        let mut p = Packer { out: TarWriter::new(w), limits: f.limits, report: Report::default(), shown_root };
+        p.add(parent.as_fd(), &name, name.to_bytes())?;
+        p.finish().map(|_| ())
+    })
+}
+
+/// A sandbox's file or tree onto the host, unpacked here as the caller:
+/// nothing the sandbox made (a symlink to /etc, a `..` name) is followed.
+fn copy_out(store: &Store, f: &Files, path: &str, host: &str) -> Result<Report, FilesError> {
+    let mut host_report = None;
+    let r = files::get_with(store, f, path, &mut |r| {
+        let target = open_target(AT_FDCWD, host, Resolve::Host, Shape::Tree)?;
+        host_report = Some(Unpacker::new(target, f.limits).run(r)?);
+        Ok(())
+    })?;
+    Ok(host_report.unwrap_or(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operands_name_a_sandbox_only_before_a_colon_without_slash() {
+        assert_eq!(side("task-42:/tmp/x"), Side::Sandbox { target: "task-42", path: "/tmp/x" });
+        assert_eq!(side("abc:"), Side::Sandbox { target: "abc", path: "." });
+        assert_eq!(side("./a:b"), Side::Host("./a:b"));
+        assert_eq!(side("/x/y:z"), Side::Host("/x/y:z"));
+        assert_eq!(side(":x"), Side::Host(":x"));
+        assert_eq!(side("-"), Side::Stream);
+    }
+}
