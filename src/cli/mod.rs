@@ -483,6 +483,12 @@ pub struct ExecArgs {
     #[arg(long)]
     pub wait: bool,
 
+    /// Keep stdin open for the command. It always is: husk exec streams
+    /// its stdin to the command, any size (the way to pass code: `husk exec
+    /// ID -i -- python3 -`); the flag is accepted as docker's is.
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
+
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -102,12 +102,16 @@ pub enum CopyError {
     ReplacesDir { path: String, what: String },
     #[error("{path} is not a directory")]
     NotDir { path: String },
+    #[error("{path} is a symlink, and husk cp never writes through one (ELOOP)")]
+    Symlink { path: String },
     #[error("malformed tar stream: {0}")]
     Tar(String),
     #[error("the tar stream: {0}")]
     Stream(String),
     #[error("the tar stream is empty (no entry to copy)")]
     Empty,
+    #[error("the tar stream ended without its end-of-archive marker (its sender stopped)")]
+    Truncated,
 }
 
 fn errno_text(e: Errno) -> String {
@@ -138,6 +142,7 @@ impl CopyError {
             CopyError::Fs { errno, .. } => Some(*errno),
             CopyError::NotFound { .. } => Some(Errno::ENOENT),
             CopyError::NotDir { .. } => Some(Errno::ENOTDIR),
+            CopyError::Symlink { .. } => Some(Errno::ELOOP),
             CopyError::ReplacesDir { .. } => Some(Errno::EISDIR),
             _ => None,
         }
@@ -235,6 +240,9 @@ pub fn relay(input: &mut dyn std::io::Read, out: &mut dyn std::io::Write, limits
             left -= n as u64;
         }
         w.pad(size).map_err(CopyError::io)?;
+    }
+    if !tar.saw_end_marker() {
+        return Err(CopyError::Truncated);
     }
     w.finish().map_err(CopyError::io)?;
     Ok(report)

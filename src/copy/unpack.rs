@@ -107,16 +107,35 @@ impl Unpacker {
     }
 
     /// Reads the whole stream (to its end-of-archive marker) and unpacks it.
+    /// A copy to a new name that fails (a bound, a refused entry, a broken
+    /// stream) removes what it made: it leaves nothing, or the whole tree.
     pub fn run<R: Read>(mut self, input: R) -> Result<Report, CopyError> {
+        let new_top = self.target.rename_top.as_deref().map(cname).filter(|n| {
+            matches!(fstatat(&self.target.dir, n.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW), Err(Errno::ENOENT))
+        });
+        let result = self.unpack(input);
+        if result.is_err()
+            && let Some(name) = new_top
+            && let Ok(dir) = nix::unistd::dup(&self.target.dir)
+        {
+            let _ = crate::image::fsutil::remove_tree(dir.as_fd(), &name);
+        }
+        result
+    }
+
+    fn unpack<R: Read>(&mut self, input: R) -> Result<Report, CopyError> {
         let mut tar = TarReader::new(Stream(input));
         while let Some(h) = tar.next_member().map_err(|e| CopyError::Tar(e.to_string()))? {
             self.member(&h, &mut tar)?;
+        }
+        if !tar.saw_end_marker() {
+            return Err(CopyError::Truncated);
         }
         if self.report.entries == 0 {
             return Err(CopyError::Empty);
         }
         self.finish_dirs()?;
-        Ok(self.report)
+        Ok(std::mem::take(&mut self.report))
     }
 
     fn shown(&self, comps: &[Vec<u8>]) -> String {
@@ -244,7 +263,13 @@ impl Unpacker {
                 }
                 other => other,
             };
-            cur = next.map_err(fs)?;
+            cur = next.map_err(|e| match e {
+                // openat2 says ENOTDIR (or ELOOP) for a symlink on the way.
+                Errno::ENOTDIR | Errno::ELOOP if is_symlink(cur.as_fd(), &name) => {
+                    CopyError::Symlink { path: self.shown(&comps[..=i]) }
+                }
+                e => fs(e),
+            })?;
         }
         Ok(cur)
     }
@@ -277,6 +302,11 @@ fn open_below(dir: BorrowedFd<'_>, name: &CString) -> Result<OwnedFd, Errno> {
 
 fn cname(c: &[u8]) -> CString {
     CString::new(c).expect("tar names hold no NUL")
+}
+
+fn is_symlink(dir: BorrowedFd<'_>, name: &CString) -> bool {
+    fstatat(dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK)
 }
 
 fn is_dir(mode: u32) -> bool {

@@ -147,11 +147,19 @@ pub struct TarReader<R> {
     remaining: u64,
     padding: u64,
     done: bool,
+    /// The end-of-archive marker was read (not a bare end of input).
+    marker: bool,
 }
 
 impl<R: TarInput> TarReader<R> {
     pub fn new(inner: R) -> Self {
-        TarReader { inner, pos: 0, remaining: 0, padding: 0, done: false }
+        TarReader { inner, pos: 0, remaining: 0, padding: 0, done: false, marker: false }
+    }
+
+    /// Whether the stream ended with its end-of-archive marker: a stream
+    /// cut short at a member boundary ends without one.
+    pub fn saw_end_marker(&self) -> bool {
+        self.marker
     }
 
     pub fn into_inner(self) -> R {
@@ -225,6 +233,7 @@ impl<R: TarInput> TarReader<R> {
             }
             if buf.iter().all(|&b| b == 0) {
                 self.done = true;
+                self.marker = true;
                 return Ok(None);
             }
             verify_checksum(&buf).map_err(|why| self.bad(why))?;

@@ -160,24 +160,35 @@ fn inside(rec: &Record, error: CopyError) -> FilesError {
     FilesError::Inside { id: rec.id.clone(), error, hint }
 }
 
+/// Which side's failure explains a copy that failed on both: the side
+/// that reads the stream fails because the writer stopped (a truncated
+/// stream), the writer because the reader stopped (EPIPE).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    In,
+    Out,
+}
+
 impl Admitted {
     /// Ends the copy: the copier's report, then the connection (the
     /// supervisor renews the lease and removes the leaf).
-    fn finish(self, host: Result<(), CopyError>) -> Result<Report, FilesError> {
+    fn finish(self, host: Result<(), CopyError>, dir: Direction) -> Result<Report, FilesError> {
         let Admitted { rec, client, copier } = self;
         let inside_result = copier.finish();
         drop(client);
         match (host, inside_result) {
-            (Err(h), Err(CopierError::Copy(e))) if is_pipe(&h) => Err(inside(&rec, e)),
-            (Err(h), _) => Err(FilesError::Host(h)),
             (Ok(()), Ok(r)) => Ok(r),
+            (Err(h), Err(CopierError::Copy(e))) if dir == Direction::Out && !is_pipe(&e) || is_pipe(&h) => {
+                Err(inside(&rec, e))
+            }
+            (Err(h), _) => Err(FilesError::Host(h)),
             (Ok(()), Err(CopierError::Copy(e))) => Err(inside(&rec, e)),
             (Ok(()), Err(e)) => Err(FilesError::Start(format!("sandbox {}: {e}", rec.id), None)),
         }
     }
 }
 
-/// The host's side failed only because the copier stopped reading.
+/// A failure that only says the other end stopped.
 fn is_pipe(e: &CopyError) -> bool {
     e.errno() == Some(crate::sys::Errno::EPIPE)
 }
@@ -196,7 +207,7 @@ pub fn put_with(
     let mut pipe = std::fs::File::from(a.copier.data.try_clone().map_err(|e| FilesError::Host(io_err(e)))?);
     let host = source(&mut pipe);
     drop(pipe);
-    a.finish(host)
+    a.finish(host, Direction::In)
 }
 
 /// Copies out of the sandbox: `path` is packed there, and `sink` reads the
@@ -212,7 +223,7 @@ pub fn get_with(
     let host =
         sink(&mut pipe).and_then(|()| std::io::copy(&mut pipe, &mut std::io::sink()).map(|_| ()).map_err(io_err));
     drop(pipe);
-    a.finish(host)
+    a.finish(host, Direction::Out)
 }
 
 /// A tar stream from `input`, unpacked in the sandbox.
