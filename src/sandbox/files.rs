@@ -123,6 +123,7 @@ fn admit(store: &Store, f: &Files, op: impl FnOnce(&Record) -> Inside) -> Result
         ns_kinds: &reply.namespaces,
         ns_fds: fds,
         exec_id: None,
+        tap: None,
     };
     let copier = crate::backend::start_copy(&rec.backend, &plan, at, op(&rec), f.limits).map_err(|e| {
         let errno = match &e {
