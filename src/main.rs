@@ -9,6 +9,10 @@ fn main() {
     let cli = match husk::cli::Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
+            if e.use_stderr() {
+                // Asked for JSON: the refusal is JSON too (and still on stderr).
+                let _ = husk::cli::report::usage_failure(&std::env::args_os().collect::<Vec<_>>(), &e);
+            }
             let printed = e.print();
             // Usage errors are husk's own failure (125, like docker run);
             // --help and --version are not errors, unless they were lost.

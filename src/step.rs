@@ -143,6 +143,10 @@ phases! {
     ForkSupervisor => "fork_supervisor",
     /// Copying files in or out of a sandbox (`husk cp`, --copy-in/--copy-out).
     Copy => "copy",
+    /// The image store: importing, listing, inspecting, removing images.
+    Image => "image",
+    /// Fetching an image from a registry.
+    Pull => "pull",
 }
 
 impl Phase {

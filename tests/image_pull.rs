@@ -420,7 +420,8 @@ fn progress_events_json_schema() {
     let out = stdout(&o);
     let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(last["event"], "error", "{out}");
-    assert!(last["error"].is_string());
+    assert_eq!((last["termination"].as_str(), last["error"]["step"].as_str()), (Some("setup_failed"), Some("pull")));
+    assert!(last["error"]["message"].is_string(), "{last}");
 }
 
 /// husk with HUSK_ROOT=`store`, `stdin` fed, extra environment.

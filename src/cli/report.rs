@@ -6,6 +6,7 @@ use crate::isolation::Isolation;
 use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome, Termination, Verdict};
 use crate::step::Phase;
 use nix::errno::Errno;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -57,6 +58,41 @@ pub fn report_with(
         }
     }
     code
+}
+
+/// A command's failure as its `--json` output: one verdict-shaped object,
+/// whatever the command (`termination: "setup_failed"`, `error{step,
+/// errno, message, hint}`, exit code 125 in `exit_code`), so a caller parses
+/// one failure shape everywhere; `extra` adds the command's own keys (a
+/// partial `rm`'s `removed`). With `stream` it is `--json-stream`'s last
+/// (here: only) event.
+pub fn json_failure(error: ErrorReport, extra: BTreeMap<&'static str, serde_json::Value>, stream: bool) {
+    let outcome = Outcome::setup_failed(error);
+    let mut v = Verdict::new("", "none", &outcome, None, true);
+    v.extra = extra;
+    if stream {
+        crate::print::json_line(&VerdictEvent { verdict: v });
+    } else {
+        crate::print::json_line(&v);
+    }
+}
+
+/// How a command line clap refused is answered on stdout when it asked for
+/// JSON (`--json` or `--json-stream` before any `--`): the usage error as a
+/// verdict-shaped failure (step `arguments`). None: no JSON was asked for.
+pub fn usage_failure(args: &[std::ffi::OsString], e: &clap::Error) -> Option<()> {
+    let asked = args.iter().skip(1).take_while(|a| *a != "--");
+    let stream = asked.clone().any(|a| a == "--json-stream");
+    if !stream && !asked.clone().any(|a| a == "--json") {
+        return None;
+    }
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let message = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
+    let rest: Vec<&str> = lines.collect();
+    let hint = (!rest.is_empty()).then(|| rest.join(" "));
+    json_failure(ErrorReport::new(Phase::Arguments, message).with_hint(hint), BTreeMap::new(), stream);
+    Some(())
 }
 
 /// The last event of `--json-stream` (docs/stream.schema.json).

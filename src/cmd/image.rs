@@ -22,7 +22,8 @@ pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Ok(code) => code,
         Err(e) => {
             if json {
-                crate::outln!("{}", json!({ "error": e.to_string() }));
+                let report = crate::outcome::ErrorReport::new(crate::step::Phase::Image, e.to_string());
+                crate::cli::report::json_failure(report, Default::default(), false);
             }
             crate::errln!("husk: {e}");
             EXIT_HUSK_FAILED

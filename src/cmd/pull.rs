@@ -29,7 +29,11 @@ pub fn pull_cmd(a: PullArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             if json {
-                crate::outln!("{}", json!({ "event": "error", "error": e.to_string() }));
+                // The stream's last line, verdict-shaped like every --json
+                // failure, still tagged as pull's `error` event.
+                let report = crate::outcome::ErrorReport::new(crate::step::Phase::Pull, e.to_string());
+                let extra = [("event", json!("error"))].into_iter().collect();
+                crate::cli::report::json_failure(report, extra, false);
             }
             crate::errln!("husk: {e}");
             EXIT_HUSK_FAILED

@@ -24,11 +24,10 @@ fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, SandboxError> {
     Store::open(&paths.state)
 }
 
-/// Prints an error (and its JSON form with --json); 125.
+/// Prints an error (and, with --json, its verdict-shaped form); 125.
 fn fail(e: &SandboxError, json: bool) -> i32 {
     if json {
-        let errno = e.report().errno.map(crate::step::errno_name);
-        crate::outln!("{}", json!({"error": e.to_string(), "step": e.step(), "errno": errno, "hint": e.hint()}));
+        crate::cli::report::json_failure(e.report(), BTreeMap::new(), false);
     }
     crate::errln!("husk: {e}");
     if let Some(h) = e.hint() {
@@ -413,7 +412,16 @@ pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
     };
     match run() {
         Ok((removed, errors, state_dir)) => {
-            if args.json {
+            if args.json && !errors.is_empty() {
+                // Some could not be removed: a failure, in the one failure
+                // shape, still saying which were.
+                let mut extra = BTreeMap::new();
+                extra.insert("removed", json!(removed));
+                extra.insert("errors", json!(errors));
+                extra.insert("state_dir", json!(state_dir.display().to_string()));
+                let e = ErrorReport::new(Phase::Sandbox, errors.join("; "));
+                crate::cli::report::json_failure(e, extra, false);
+            } else if args.json {
                 crate::outln!(
                     "{}",
                     json!({"removed": removed, "errors": errors, "state_dir": state_dir.display().to_string()})
