@@ -33,6 +33,7 @@ pub mod rootfs;
 pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;
+pub mod serve;
 pub mod spawn;
 pub mod spec;
 pub mod step;

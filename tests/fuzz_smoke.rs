@@ -98,6 +98,11 @@ fn fuzz_smoke_image_unpack() {
 }
 
 #[test]
+fn fuzz_smoke_http_request() {
+    run("http_request");
+}
+
+#[test]
 fn fuzz_smoke_image_json() {
     run("image_json");
 }

@@ -115,6 +115,9 @@ pub enum Command {
     /// manage sandboxes (run_code, create_sandbox, exec, write_file,
     /// read_file, list_files, destroy_sandbox), for MCP clients.
     Mcp(McpArgs),
+    /// Serve the sandbox API (HTTP/1.1 + JSON) on a unix socket or loopback
+    /// TCP (docs/api.md).
+    Serve(ServeArgs),
     /// husk's own roles inside a gVisor sandbox that lives (not for users).
     #[command(name = "gvisor-helper", hide = true)]
     GvisorHelper(GvisorHelperArgs),
@@ -529,6 +532,28 @@ pub struct RmArgs {
     pub force: bool,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// unix:PATH (mode 0600) or a loopback IP:PORT (needs --token-file).
+    /// Default: unix:<state dir>/api.sock.
+    #[arg(long, value_name = "unix:PATH|IP:PORT", env = "HUSK_SOCKET")]
+    pub listen: Option<String>,
+    /// File holding the bearer token every TCP request must carry
+    /// (Authorization: Bearer TOKEN; at least 16 characters).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// On SIGTERM/SIGINT/SIGHUP, remove the sandboxes created through this
+    /// address (by default they keep running; a restarted serve finds them).
+    #[arg(long)]
+    pub destroy_on_exit: bool,
+    /// Largest request body accepted (413 beyond).
+    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "64M")]
+    pub max_body: u64,
+    /// Requests served at once (429 beyond).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_concurrent: u32,
 }
 
 #[derive(Args, Debug)]

@@ -11,6 +11,7 @@ pub mod run;
 pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;
+pub mod serve;
 
 use crate::cli::{Cli, Command};
 use crate::paths::Paths;
@@ -36,6 +37,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Rm(args) => sandbox::rm(args, &paths),
         Command::Renew(args) => sandbox::renew(args, &paths),
         Command::Cp(args) => cp::cp(*args, &paths),
+        Command::Serve(args) => serve::serve(args, cli.globals.root.clone(), cli.globals.state_dir.clone(), &paths),
         Command::Selftest(args) => selftest::selftest(args, cli.globals.root.clone()),
         Command::Mcp(args) => mcp::mcp(args, &cli.globals),
         Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),

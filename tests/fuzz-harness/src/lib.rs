@@ -12,6 +12,7 @@
 //! and argument a profile mentions, and the in-root path resolver must agree
 //! with the kernel's `openat2(RESOLVE_IN_ROOT)` on a real directory tree.
 
+pub mod http;
 pub mod image;
 pub mod net;
 pub mod resolve;
@@ -34,6 +35,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("net_socks", net::socks5),
     ("net_tls", net::client_hello),
     ("net_rule", net::rule),
+    ("http_request", http::request),
 ];
 
 /// Reads fuzz input as a stream of choices; past the end every choice is 0,

@@ -1,0 +1,277 @@
+//! Request bodies of the API and the husk arguments they become. Unknown
+//! keys are refused (a typo must not silently mean "default"), every value
+//! becomes one `--flag=value` argument, and nothing a client sends can add
+//! a flag the API does not name.
+
+use super::ApiError;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Parses a JSON body; a malformed one says where (line, column, key).
+pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let msg = if at == "." || at.is_empty() { inner.to_string() } else { format!("{at}: {inner}") };
+        ApiError::new(400, "request", format!("request body: {msg}"))
+            .hint("the body must be a JSON object; see docs/api.md")
+    })
+}
+
+/// A size, duration or count, given as a string ("512M", "30s") or a number.
+pub fn scalar(key: &str, v: &Value) -> Result<String, ApiError> {
+    match v {
+        Value::String(s) => clean(key, s),
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err(ApiError::new(400, "request", format!("{key}: expected a string or a number, got {v}"))),
+    }
+}
+
+/// Text that becomes (part of) one argument: no NUL (it would cut the
+/// argument short where the kernel reads it).
+fn clean(key: &str, s: &str) -> Result<String, ApiError> {
+    if s.contains('\0') {
+        return Err(ApiError::new(400, "request", format!("{key}: contains a NUL byte")));
+    }
+    Ok(s.to_string())
+}
+
+/// `KEY=VALUE` pairs: KEY non-empty, without `=` (a bare KEY would copy the
+/// value from husk serve's own environment).
+fn pairs(flag: &str, key: &str, map: &BTreeMap<String, String>, out: &mut Vec<String>) -> Result<(), ApiError> {
+    for (k, v) in map {
+        if k.is_empty() || k.contains('=') {
+            return Err(ApiError::new(400, "request", format!("{key}: {k:?} is not a valid name (non-empty, no '=')")));
+        }
+        out.push(format!("--{flag}={}={}", clean(key, k)?, clean(key, v)?));
+    }
+    Ok(())
+}
+
+/// `secret_env` as (name, value) pairs for `husk create`'s environment.
+pub type Secrets = Vec<(String, String)>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    image: Option<String>,
+    rootfs: Option<String>,
+    runtime: Option<String>,
+    memory: Option<Value>,
+    cpus: Option<Value>,
+    pids: Option<Value>,
+    ttl: Option<Value>,
+    max_lifetime: Option<Value>,
+    network: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    secret_env: BTreeMap<String, String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    workdir: Option<String>,
+    user: Option<String>,
+    name: Option<String>,
+    #[serde(default)]
+    concurrent: bool,
+    ready_cmd: Option<Vec<String>>,
+    ready_timeout: Option<Value>,
+}
+
+impl CreateBody {
+    /// `husk create` arguments, and the secrets as environment variables
+    /// for it (never in argv).
+    pub fn to_args(&self, address: &str) -> Result<(Vec<String>, Secrets), ApiError> {
+        let mut a = Vec::new();
+        for (flag, v) in [
+            ("image", &self.image),
+            ("rootfs", &self.rootfs),
+            ("runtime", &self.runtime),
+            ("network", &self.network),
+            ("workdir", &self.workdir),
+            ("user", &self.user),
+            ("name", &self.name),
+        ] {
+            if let Some(v) = v {
+                a.push(format!("--{flag}={}", clean(flag, v)?));
+            }
+        }
+        for (flag, key, v) in [
+            ("memory", "memory", &self.memory),
+            ("cpus", "cpus", &self.cpus),
+            ("pids", "pids", &self.pids),
+            ("ttl", "ttl", &self.ttl),
+            ("max-lifetime", "max_lifetime", &self.max_lifetime),
+            ("ready-timeout", "ready_timeout", &self.ready_timeout),
+        ] {
+            if let Some(v) = v {
+                a.push(format!("--{flag}={}", scalar(key, v)?));
+            }
+        }
+        pairs("env", "env", &self.env, &mut a)?;
+        let mut labels = self.labels.clone();
+        labels.insert(super::SERVE_LABEL.into(), address.into());
+        pairs("label", "labels", &labels, &mut a)?;
+        if self.concurrent {
+            a.push("--concurrent".into());
+        }
+        if let Some(cmd) = &self.ready_cmd {
+            if cmd.is_empty() {
+                return Err(ApiError::new(400, "request", "ready_cmd: give the command as [argv...]"));
+            }
+            let words: Result<Vec<String>, ApiError> =
+                cmd.iter().map(|w| clean("ready_cmd", w).map(|w| shell_quote(&w))).collect();
+            a.push(format!("--ready-cmd={}", words?.join(" ")));
+        }
+        let mut secrets = Vec::new();
+        for (k, v) in &self.secret_env {
+            let valid = !k.is_empty()
+                && !k.starts_with(|c: char| c.is_ascii_digit())
+                && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                return Err(ApiError::new(
+                    400,
+                    "request",
+                    format!("secret_env: {k:?} is not an environment variable name"),
+                ));
+            }
+            a.push(format!("--secret-env={k}"));
+            secrets.push((k.clone(), clean("secret_env", v)?));
+        }
+        Ok((a, secrets))
+    }
+}
+
+fn shell_quote(w: &str) -> String {
+    if !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b)) {
+        return w.to_string();
+    }
+    format!("'{}'", w.replace('\'', r"'\''"))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RenewBody {
+    pub ttl: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ExecBody {
+    argv: Option<Vec<String>>,
+    code: Option<String>,
+    language: Option<String>,
+    stdin: Option<String>,
+    stdin_b64: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    timeout: Option<Value>,
+    output_limit: Option<Value>,
+    cwd: Option<String>,
+    user: Option<String>,
+    /// Queue behind a running exec instead of 409 (`husk exec --wait`).
+    #[serde(default)]
+    wait: bool,
+}
+
+/// `husk exec` options and the command.
+pub struct ExecArgs {
+    pub opts: Vec<String>,
+    pub command: Vec<String>,
+}
+
+impl ExecBody {
+    /// The exec's arguments and the bytes for its stdin.
+    pub fn to_args(&self, stream: bool) -> Result<(ExecArgs, Vec<u8>), ApiError> {
+        let bad = |m: String| ApiError::new(400, "request", m);
+        let mut stdin = match (&self.stdin, &self.stdin_b64) {
+            (Some(_), Some(_)) => return Err(bad("give stdin or stdin_b64, not both".into())),
+            (Some(s), None) => s.as_bytes().to_vec(),
+            (None, Some(b)) => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b).map_err(|e| bad(format!("stdin_b64: {e}")))?
+            }
+            (None, None) => Vec::new(),
+        };
+        let command = match (&self.argv, &self.code) {
+            (Some(_), Some(_)) => return Err(bad("give argv or code, not both".into())),
+            (None, None) => {
+                return Err(bad("say what to run: {\"argv\": [...]} or {\"code\": ..., \"language\": ...}".into()));
+            }
+            (Some(argv), None) => {
+                if argv.is_empty() {
+                    return Err(bad("argv is empty".into()));
+                }
+                if self.language.is_some() {
+                    return Err(bad("language goes with code, not argv".into()));
+                }
+                argv.iter().map(|w| clean("argv", w)).collect::<Result<Vec<_>, _>>()?
+            }
+            (None, Some(code)) => {
+                // The code goes on stdin: any size, and never in argv, where
+                // execve's limit (E2BIG) and the host's `ps` would meet it.
+                if !stdin.is_empty() {
+                    return Err(bad("code is sent on stdin; stdin cannot be given too".into()));
+                }
+                stdin = code.as_bytes().to_vec();
+                let argv: &[&str] = match self.language.as_deref().unwrap_or("python") {
+                    "python" | "python3" => &["python3", "-"],
+                    "bash" => &["bash", "-s"],
+                    "sh" => &["sh", "-s"],
+                    other => return Err(bad(format!("language {other:?}: one of python, bash, sh"))),
+                };
+                argv.iter().map(|s| s.to_string()).collect()
+            }
+        };
+        let mut opts = vec![if stream { "--json-stream" } else { "--json" }.to_string()];
+        for (flag, key, v) in
+            [("timeout", "timeout", &self.timeout), ("output-limit", "output_limit", &self.output_limit)]
+        {
+            if let Some(v) = v {
+                opts.push(format!("--{flag}={}", scalar(key, v)?));
+            }
+        }
+        pairs("env", "env", &self.env, &mut opts)?;
+        if let Some(u) = &self.user {
+            opts.push(format!("--user={}", clean("user", u)?));
+        }
+        if let Some(c) = &self.cwd {
+            opts.push(format!("--workdir={}", clean("cwd", c)?));
+        }
+        if self.wait {
+            opts.push("--wait".into());
+        }
+        Ok((ExecArgs { opts, command }, stdin))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_value_can_become_a_flag_of_its_own() {
+        let b: CreateBody = parse(br#"{"memory": "--privileged", "env": {"A": "--x"}, "labels": {"k": "v"}}"#).unwrap();
+        let (a, _) = b.to_args("unix:/s").unwrap();
+        assert!(a.iter().all(|x| x.starts_with("--") && x.contains('=')), "{a:?}");
+        assert!(a.contains(&"--memory=--privileged".to_string()));
+        assert!(a.contains(&"--label=husk-serve=unix:/s".to_string()));
+    }
+
+    #[test]
+    fn unknown_keys_and_bare_env_names_are_refused() {
+        assert!(parse::<CreateBody>(br#"{"memroy": "1G"}"#).is_err());
+        let b: ExecBody = parse(br#"{"argv": ["true"], "env": {"HOME": "x", "": "y"}}"#).unwrap();
+        assert!(b.to_args(false).is_err());
+    }
+
+    #[test]
+    fn code_goes_on_stdin_not_argv() {
+        let b: ExecBody = parse(br#"{"code": "print(1)", "language": "python"}"#).unwrap();
+        let (a, stdin) = b.to_args(false).unwrap();
+        assert_eq!(a.command, ["python3", "-"]);
+        assert_eq!(stdin, b"print(1)");
+    }
+}
