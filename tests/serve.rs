@@ -330,30 +330,38 @@ fn serve_busy_exec_is_409() {
     let sbx = Sbx::new();
     let server = Server::start(&sbx, &[]);
     let id = server.create(json!({}));
-    // The first exec runs until the test has seen it running and tried a
-    // second one; it then ends by its own timeout-free sleep.
-    let first = {
-        let id = id.clone();
-        let addr = server.addr.clone();
-        std::thread::spawn(move || {
-            let s = Server { child: None, addr, token: None };
-            s.exec(&id, json!({"argv": ["sleep", "3"]}))
-        })
+    let spawn_exec = |body: Value| {
+        let (id, addr) = (id.clone(), server.addr.clone());
+        std::thread::spawn(move || Server { child: None, addr, token: None }.exec(&id, body))
     };
+    // The first exec runs until the test releases it: it makes /tmp/hold
+    // and waits for it to go, which the host removes through the init's
+    // root (the host's root cannot create a file there: its uid is not
+    // mapped in the sandbox).
+    let first = spawn_exec(
+        json!({"argv": ["sh", "-c", "touch /tmp/hold; while [ -e /tmp/hold ]; do sleep 0.05; done; echo released"]}),
+    );
+    let mut rec = Value::Null;
     assert!(
-        wait_until(Duration::from_secs(30), || {
-            server.request("GET", &format!("/v1/sandboxes/{id}"), None).1["state"] == "EXECUTING"
+        wait_until(Duration::from_secs(60), || {
+            rec = server.request("GET", &format!("/v1/sandboxes/{id}"), None).1;
+            rec["state"] == "EXECUTING"
         }),
-        "the first exec never showed as EXECUTING"
+        "the first exec never showed as EXECUTING: {rec}"
     );
     let (status, v) = server.exec(&id, json!({"argv": ["true"]}));
     assert_error(status, &v, 409, "busy");
     assert!(v["error"]["message"].as_str().unwrap().contains("--wait"), "{v}");
     // "wait": true queues behind it instead.
-    let (status, v) = server.exec(&id, json!({"argv": ["echo", "after"], "wait": true}));
-    assert_eq!((status, stdout_of(&v).as_str()), (200, "after\n"), "{v}");
+    let queued = spawn_exec(json!({"argv": ["echo", "after"], "wait": true}));
+    let init = rec["init"]["pid"].as_i64().expect("the record names the init");
+    let hold = PathBuf::from(format!("/proc/{init}/root/tmp/hold"));
+    assert!(wait_until(Duration::from_secs(60), || hold.exists()), "the first exec never made /tmp/hold");
+    std::fs::remove_file(&hold).expect("release the first exec");
     let (status, v) = first.join().unwrap();
-    assert_eq!((status, &v["exit_code"]), (200, &json!(0)), "{v}");
+    assert_eq!((status, stdout_of(&v).as_str()), (200, "released\n"), "{v}");
+    let (status, v) = queued.join().unwrap();
+    assert_eq!((status, stdout_of(&v).as_str()), (200, "after\n"), "{v}");
     let (status, v) = server.request("GET", &format!("/v1/sandboxes/{id}"), None);
     assert_eq!((status, v["state"].as_str()), (200, Some("READY")), "{v}");
 }
@@ -439,4 +447,60 @@ fn serve_50_concurrent_sandboxes() {
         .filter(|n| n != "names" && n != "tombstones")
         .collect();
     assert_eq!(left, Vec::<String>::new(), "the state dir keeps something");
+}
+
+#[test]
+fn serve_ndjson_exec_stream() {
+    use base64::Engine;
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    let id = server.create(json!({}));
+    let body = json!({"argv": ["sh", "-c", "echo one; echo two >&2; printf '\\377'; exit 2"]}).to_string();
+    for (path, accept) in [
+        (format!("/v1/sandboxes/{id}/exec?stream=1"), ""),
+        (format!("/v1/sandboxes/{id}/exec"), "Accept: application/x-ndjson\r\n"),
+    ] {
+        let req = format!("POST {path} HTTP/1.1\r\n{accept}Content-Length: {}\r\n\r\n{body}", body.len());
+        let mut s = server.connect();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).unwrap();
+        let head_end = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&resp[..head_end]).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("content-type: application/x-ndjson"), "{head}");
+        let events: Vec<Value> = resp[head_end + 4..]
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap_or_else(|e| panic!("not an NDJSON line ({e}): {l:?}")))
+            .collect();
+        let (last, chunks) = events.split_last().expect("at least the verdict event");
+        let verdict = &last["verdict"];
+        assert_eq!(
+            (verdict["termination"].as_str(), verdict["exit_code"].as_i64()),
+            (Some("exited"), Some(2)),
+            "{last}"
+        );
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        for (n, c) in chunks.iter().enumerate() {
+            assert_eq!(c["seq"], json!(n), "seq has a gap: {c}");
+            let bytes = match (c["data"].as_str(), c["data_b64"].as_str()) {
+                (Some(t), None) => t.as_bytes().to_vec(),
+                (None, Some(b)) => base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
+                _ => panic!("a chunk without data: {c}"),
+            };
+            match c["stream"].as_str() {
+                Some("stdout") => out.extend(bytes),
+                Some("stderr") => err.extend(bytes),
+                _ => panic!("{c}"),
+            }
+        }
+        assert_eq!(out, b"one\n\xff", "{events:?}");
+        assert_eq!(err, b"two\n", "{events:?}");
+    }
+    // A sandbox that is not there is still a plain 404.
+    let (status, _) = server
+        .raw(b"POST /v1/sandboxes/nosuch/exec?stream=1 HTTP/1.1\r\nContent-Length: 17\r\n\r\n{\"argv\":[\"true\"]}");
+    assert_eq!(status, 404);
 }
