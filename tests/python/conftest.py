@@ -5,6 +5,7 @@ private state directory, and a sandbox whose root is the host's / read-only
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,42 @@ def state_dir(tmp_path_factory, husk_bin):
     assert not left, f"sandboxes left behind: {left}"
 
 
-TRANSPORTS = ["cli"]
+@pytest.fixture(scope="session")
+def serve(husk_bin, state_dir):
+    """`husk serve` on <state dir>/api.sock, for the whole session."""
+    from husk._http import HttpTransport
+
+    sock = os.path.join(state_dir, "api.sock")
+    p = subprocess.Popen([husk_bin, "--state-dir", state_dir, "serve"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t = HttpTransport(socket_path=sock)
+    try:
+        for _ in range(500):
+            if p.poll() is not None:
+                pytest.fail(f"husk serve exited {p.returncode}: {p.stderr.read().decode(errors='replace')}")
+            if os.path.exists(sock):
+                try:
+                    t.health()
+                    break
+                except Exception:
+                    pass
+            time.sleep(0.02)
+        else:
+            pytest.fail("husk serve did not answer /v1/health within 10 s")
+        yield sock
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+# Every client test runs through both: the same calls must give the same
+# results whichever way husk is reached.
+TRANSPORTS = ["cli", "serve"]
 
 
 @pytest.fixture(params=TRANSPORTS)
 def transport(request):
+    if request.param == "serve":
+        request.getfixturevalue("serve")
     return request.param
 
 
