@@ -5,7 +5,7 @@
 //! reported with `run`'s verdict plus the sandbox's id and lease.
 
 use super::SandboxError;
-use super::proto::{Client, Request};
+use super::proto::{Client, Reply, Request};
 use super::state::{Record, Store};
 use crate::backend::Attached;
 use crate::isolation::{Isolation, UserIds};
@@ -13,6 +13,8 @@ use crate::outcome::Outcome;
 use crate::plan::{ExecPlan, ExecPlanError, HeldSandbox, ProcessPlan};
 use crate::spec::ExecSpec;
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::Path;
 
 /// What one exec asks for.
 #[derive(Clone, Debug, Default)]
@@ -61,44 +63,14 @@ pub fn exec_to(
 ) -> Result<ExecResult, SandboxError> {
     let rec = super::registry::live_record(store, &req.target)?;
     let dir = store.dir(&rec.id);
-    let held = HeldSandbox {
-        id: &rec.id,
-        spec: &rec.spec,
-        image: &rec.image,
-        passwd: rec.passwd.as_deref(),
-        group: rec.group.as_deref(),
-        ids: &rec.ids,
-        last_cap: rec.last_cap,
-        workdir: &rec.workdir,
-    };
-    let mut plan = ExecPlan::build(&held, &req.exec, t_start).map_err(|e| match e {
-        ExecPlanError::Usage(m) => SandboxError::Usage(m),
-        ExecPlanError::Plan(e) => SandboxError::Setup(e.report()),
-    })?;
+    let mut plan = plan_in(&rec, &req.exec, t_start)?;
     plan.seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
     let exec_id = crate::backend::announced_exec_id(&rec.backend);
-    let (reply, fds) = client.call(&Request::Exec { wait: req.wait, exec_id: exec_id.clone() })?;
-    if reply.busy {
-        return Err(SandboxError::Busy { id: rec.id.clone() });
-    }
-    if !reply.ok {
-        return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "the exec was refused".into())));
-    }
+    let (reply, fds) = admit(&client, &rec, req.wait, exec_id.clone(), "exec")?;
     let state_dir = store.state_dir();
-    let at = Attached {
-        sandbox_id: &rec.id,
-        state_dir: &state_dir,
-        spec: &rec.spec,
-        cgroup: rec.cgroup.as_ref(),
-        limits: rec.limits.as_ref(),
-        leaf: reply.leaf.as_deref(),
-        ns_kinds: &reply.namespaces,
-        ns_fds: fds,
-        exec_id: exec_id.as_deref(),
-        tap,
-    };
+    let at = attached(&rec, &state_dir, &reply, fds, exec_id.as_deref(), tap);
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
     // What happened in the sandbox while the command ran (an OOM kill of a
     // process an earlier exec left, say): not in this exec's own counters.
@@ -112,9 +84,70 @@ pub fn exec_to(
     Ok(r)
 }
 
+/// The plan of one command in the sandbox `rec` (what `husk exec` runs and
+/// what `husk cp`'s copier is confined by).
+pub(crate) fn plan_in(rec: &Record, x: &ExecSpec, t_start: u64) -> Result<ExecPlan, SandboxError> {
+    let held = HeldSandbox {
+        id: &rec.id,
+        spec: &rec.spec,
+        image: &rec.image,
+        passwd: rec.passwd.as_deref(),
+        group: rec.group.as_deref(),
+        ids: &rec.ids,
+        last_cap: rec.last_cap,
+        workdir: &rec.workdir,
+    };
+    ExecPlan::build(&held, x, t_start).map_err(|e| match e {
+        ExecPlanError::Usage(m) => SandboxError::Usage(m),
+        ExecPlanError::Plan(e) => SandboxError::Setup(e.report()),
+    })
+}
+
+/// Asks the supervisor to admit one exec (or copy, `what`): its answer and
+/// the namespace fds it hands over; busy and refused become errors.
+pub(crate) fn admit(
+    client: &Client,
+    rec: &Record,
+    wait: bool,
+    exec_id: Option<String>,
+    what: &str,
+) -> Result<(Reply, Vec<OwnedFd>), SandboxError> {
+    let (reply, fds) = client.call(&Request::Exec { wait, exec_id })?;
+    if reply.busy {
+        return Err(SandboxError::Busy { id: rec.id.clone() });
+    }
+    if !reply.ok {
+        return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| format!("the {what} was refused"))));
+    }
+    Ok((reply, fds))
+}
+
+/// What the backend gets of an admitted exec or copy.
+pub(crate) fn attached<'a>(
+    rec: &'a Record,
+    state_dir: &'a Path,
+    reply: &'a Reply,
+    fds: Vec<OwnedFd>,
+    exec_id: Option<&'a str>,
+    tap: Option<&'a crate::stream::Tap>,
+) -> Attached<'a> {
+    Attached {
+        sandbox_id: &rec.id,
+        state_dir,
+        spec: &rec.spec,
+        cgroup: rec.cgroup.as_ref(),
+        limits: rec.limits.as_ref(),
+        leaf: reply.leaf.as_deref(),
+        ns_kinds: &reply.namespaces,
+        ns_fds: fds,
+        exec_id,
+        tap,
+    }
+}
+
 fn result(
     rec: &Record,
-    reply: &super::proto::Reply,
+    reply: &Reply,
     process: &ProcessPlan,
     outcome: Outcome,
     exec_id: String,

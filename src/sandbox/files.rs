@@ -12,14 +12,13 @@
 //! - `put_file` / `get_file`: one regular file's bytes.
 
 use super::SandboxError;
-use super::proto::{Client, Request};
+use super::proto::Client;
 use super::state::{Record, Store};
+use crate::backend::CopyStartError;
 use crate::backend::native::copy::{Copier, CopierError, Inside};
-use crate::backend::{Attached, CopyStartError};
 use crate::copy::unpack::Shape;
 use crate::copy::{CopyError, Limits, Report};
 use crate::outcome::ErrorReport;
-use crate::plan::{ExecPlan, ExecPlanError, HeldSandbox};
 use crate::spec::ExecSpec;
 use crate::step::Phase;
 use std::io::{Read, Write};
@@ -88,43 +87,12 @@ fn in_sandbox(rec: &Record, path: &str) -> String {
 fn admit(store: &Store, f: &Files, op: impl FnOnce(&Record) -> Inside) -> Result<Admitted, FilesError> {
     let rec = super::registry::live_record(store, &f.target)?;
     crate::backend::copy_supported(&rec.backend).map_err(|e| FilesError::Start(e.to_string(), None))?;
-    let held = HeldSandbox {
-        id: &rec.id,
-        spec: &rec.spec,
-        image: &rec.image,
-        passwd: rec.passwd.as_deref(),
-        group: rec.group.as_deref(),
-        ids: &rec.ids,
-        last_cap: rec.last_cap,
-        workdir: &rec.workdir,
-    };
     let x = ExecSpec { argv: vec!["husk-cp".into()], user: f.user.clone(), ..Default::default() };
-    let plan = ExecPlan::build(&held, &x, crate::spawn::now_ns()).map_err(|e| match e {
-        ExecPlanError::Usage(m) => SandboxError::Usage(m),
-        ExecPlanError::Plan(e) => SandboxError::Setup(e.report()),
-    })?;
+    let plan = super::exec::plan_in(&rec, &x, crate::spawn::now_ns())?;
     let client = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
-    let (reply, fds) = client.call(&Request::Exec { wait: f.wait, exec_id: None })?;
-    if reply.busy {
-        return Err(SandboxError::Busy { id: rec.id.clone() }.into());
-    }
-    if !reply.ok {
-        let why = reply.error.unwrap_or_else(|| "the copy was refused".into());
-        return Err(SandboxError::Supervisor(why).into());
-    }
+    let (reply, fds) = super::exec::admit(&client, &rec, f.wait, None, "copy")?;
     let state_dir = store.state_dir();
-    let at = Attached {
-        sandbox_id: &rec.id,
-        state_dir: &state_dir,
-        spec: &rec.spec,
-        cgroup: rec.cgroup.as_ref(),
-        limits: rec.limits.as_ref(),
-        leaf: reply.leaf.as_deref(),
-        ns_kinds: &reply.namespaces,
-        ns_fds: fds,
-        exec_id: None,
-        tap: None,
-    };
+    let at = super::exec::attached(&rec, &state_dir, &reply, fds, None, None);
     let copier = crate::backend::start_copy(&rec.backend, &plan, at, op(&rec), f.limits).map_err(|e| {
         let errno = match &e {
             CopyStartError::Copier(CopierError::Step(s)) => Some(s.errno),

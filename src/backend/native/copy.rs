@@ -16,6 +16,7 @@
 //! it (the module comment of `super::join` has the reasoning); it never
 //! execs, so it stays non-dumpable until it exits.
 
+use super::join::PlaceError;
 use crate::cgroup::CgroupJoin;
 use crate::copy::unpack::{Resolve, Shape, Unpacker, open_target};
 use crate::copy::{CopyError, Limits, Report, pack::Packer, tarw::TarWriter};
@@ -24,7 +25,7 @@ use crate::spawn::fail;
 use crate::step::{AtStep, Step, StepError};
 use crate::sync::{Channel, Msg};
 use crate::sys::Errno;
-use crate::sys::process::{Forked, SingleThreaded, ThreadsError, clone_legacy, clone3, exit_now, wait_pidfd};
+use crate::sys::process::{Forked, SingleThreaded, ThreadsError, exit_now, wait_pidfd};
 use nix::fcntl::OFlag;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -109,16 +110,8 @@ pub fn start(j: CopyJoin<'_>) -> Result<Copier, CopierError> {
         Inside::Put { .. } => (data_w, data_r),
         Inside::Get { .. } => (data_r, data_w),
     };
-    let into = j.cgroup.and_then(|c| c.clone_into());
-    let mut born_inside = into.is_some();
-    let forked = match clone3(&one, 0, into) {
-        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => {
-            born_inside = false;
-            clone_legacy(&one, 0)
-        }
-        other => other,
-    };
-    match forked.map_err(CopierError::Clone)? {
+    let (forked, born_inside) = super::join::fork_toward(&one, j.cgroup).map_err(CopierError::Clone)?;
+    match forked {
         Forked::Child(_alone) => {
             drop((parent_end, mine, report_r));
             copier(&j, &child_end, born_inside, theirs, report_w)
@@ -130,16 +123,10 @@ pub fn start(j: CopyJoin<'_>) -> Result<Copier, CopierError> {
                 let _ = crate::sys::process::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
                 let _ = wait_pidfd(pidfd.as_fd());
             };
-            if !born_inside && let Some(cg) = j.cgroup {
-                if let Err(e) = cg.attach(pid, false) {
-                    kill();
-                    return Err(CopierError::Cgroup(e));
-                }
-                if let Err(e) = parent_end.send(Msg::Release) {
-                    kill();
-                    return Err(CopierError::Channel(e));
-                }
-            }
+            super::join::place(pid, &pidfd, born_inside, j.cgroup, &parent_end).map_err(|e| match e {
+                PlaceError::Cgroup(e) => CopierError::Cgroup(e),
+                PlaceError::Channel(e) => CopierError::Channel(e),
+            })?;
             drop(j);
             match parent_end.recv() {
                 Ok(Some(Msg::Joined)) => Ok(Copier { pidfd, report: report_r, data: mine }),
@@ -162,17 +149,7 @@ pub fn start(j: CopyJoin<'_>) -> Result<Copier, CopierError> {
 
 /// The copier: never returns.
 fn copier(j: &CopyJoin<'_>, chan: &Channel, born_inside: bool, data: OwnedFd, report: OwnedFd) -> ! {
-    if let Some(cg) = j.cgroup
-        && let Err(errno) = cg.join_self()
-    {
-        fail(chan, StepError::new(Step::JoinCgroup, errno));
-    }
-    if !born_inside && j.cgroup.is_some() {
-        match chan.recv() {
-            Ok(Some(Msg::Release)) => {}
-            _ => exit_now(125),
-        }
-    }
+    super::join::settle(j.cgroup, chan, born_inside);
     if let Err(e) = enter(j, chan, &data, &report) {
         fail(chan, e);
     }

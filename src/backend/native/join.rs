@@ -83,17 +83,9 @@ pub enum JoinError {
 pub fn spawn(j: Join<'_>) -> Result<Joined, JoinError> {
     let one = SingleThreaded::check()?;
     let (parent_end, child_end) = Channel::pair().map_err(JoinError::Channel)?;
-    let into = j.cgroup.and_then(|c| c.clone_into());
-    let mut born_inside = into.is_some();
     let t_clone = now_ns();
-    let forked = match clone3(&one, 0, into) {
-        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => {
-            born_inside = false;
-            clone_legacy(&one, 0)
-        }
-        other => other,
-    };
-    match forked.map_err(JoinError::Clone)? {
+    let (forked, born_inside) = fork_toward(&one, j.cgroup).map_err(JoinError::Clone)?;
+    match forked {
         Forked::Child(alone) => {
             drop(parent_end);
             joiner(&j, &child_end, born_inside, alone)
@@ -101,22 +93,7 @@ pub fn spawn(j: Join<'_>) -> Result<Joined, JoinError> {
         Forked::Parent { pid, pidfd } => {
             drop(child_end);
             let joiner = pidfd.expect("clone asked for a pidfd");
-            let kill = || {
-                let _ = crate::sys::process::pidfd_send_signal(joiner.as_fd(), libc::SIGKILL);
-                let _ = wait_pidfd(joiner.as_fd());
-            };
-            // Only the clone(2) fallback needs the parent to attach (and
-            // the joiner to wait for it before it clones the command).
-            if !born_inside && let Some(cg) = j.cgroup {
-                if let Err(e) = cg.attach(pid, false) {
-                    kill();
-                    return Err(JoinError::Cgroup(e));
-                }
-                if let Err(e) = parent_end.send(Msg::Release) {
-                    kill();
-                    return Err(JoinError::Channel(e));
-                }
-            }
+            place(pid, &joiner, born_inside, j.cgroup, &parent_end)?;
             drop(j);
             let first = parent_end.recv_with_fd();
             let _ = wait_pidfd(joiner.as_fd());
@@ -130,23 +107,83 @@ pub fn spawn(j: Join<'_>) -> Result<Joined, JoinError> {
     }
 }
 
+/// Forks a process bound for a live sandbox's exec cgroup: born in it
+/// (clone3 with CLONE_INTO_CGROUP) where the kernel can, else by the
+/// clone(2) fallback, to be attached by its parent (`place`). The bool:
+/// born inside.
+pub(super) fn fork_toward(one: &SingleThreaded, cgroup: Option<&dyn CgroupJoin>) -> Result<(Forked, bool), Errno> {
+    let into = cgroup.and_then(|c| c.clone_into());
+    match clone3(one, 0, into) {
+        Err(Errno::ENOSYS) | Err(Errno::E2BIG) => clone_legacy(one, 0).map(|f| (f, false)),
+        other => other.map(|f| (f, into.is_some())),
+    }
+}
+
+/// Why `place` failed (the child is killed and reaped by then).
+#[derive(Debug)]
+pub(super) enum PlaceError {
+    Cgroup(crate::cgroup::CgroupError),
+    Channel(Errno),
+}
+
+impl From<PlaceError> for JoinError {
+    fn from(e: PlaceError) -> JoinError {
+        match e {
+            PlaceError::Cgroup(e) => JoinError::Cgroup(e),
+            PlaceError::Channel(e) => JoinError::Channel(e),
+        }
+    }
+}
+
+/// The parent's half of `fork_toward`: only a child of the clone(2)
+/// fallback needs attaching, and it waits (`settle`) for the release
+/// before it goes on, so nothing of it runs outside the cgroup.
+pub(super) fn place(
+    pid: nix::unistd::Pid,
+    pidfd: &OwnedFd,
+    born_inside: bool,
+    cgroup: Option<&dyn CgroupJoin>,
+    chan: &Channel,
+) -> Result<(), PlaceError> {
+    let Some(cg) = cgroup.filter(|_| !born_inside) else { return Ok(()) };
+    let kill = || {
+        let _ = crate::sys::process::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+        let _ = wait_pidfd(pidfd.as_fd());
+    };
+    if let Err(e) = cg.attach(pid, false) {
+        kill();
+        return Err(PlaceError::Cgroup(e));
+    }
+    if let Err(e) = chan.send(Msg::Release) {
+        kill();
+        return Err(PlaceError::Channel(e));
+    }
+    Ok(())
+}
+
+/// The child's half: joins the v1 hierarchies itself, and waits for the
+/// parent's release when it was not born in its cgroup.
+pub(super) fn settle(cgroup: Option<&dyn CgroupJoin>, chan: &Channel, born_inside: bool) {
+    if let Some(cg) = cgroup
+        && let Err(errno) = cg.join_self()
+    {
+        fail(chan, StepError::new(Step::JoinCgroup, errno));
+    }
+    if !born_inside && cgroup.is_some() {
+        match chan.recv() {
+            Ok(Some(Msg::Release)) => {}
+            _ => exit_now(125),
+        }
+    }
+}
+
 type R<T> = Result<T, StepError>;
 
 /// The joiner: never returns.
 fn joiner(j: &Join<'_>, chan: &Channel, born_inside: bool, one: SingleThreaded) -> ! {
     let mut times = [0u64; MAX_TIMES];
     times[phase::CHILD_START] = now_ns();
-    if let Some(cg) = j.cgroup
-        && let Err(errno) = cg.join_self()
-    {
-        fail(chan, StepError::new(Step::JoinCgroup, errno));
-    }
-    if !born_inside && j.cgroup.is_some() {
-        match chan.recv() {
-            Ok(Some(Msg::Release)) => {}
-            _ => exit_now(125),
-        }
-    }
+    settle(j.cgroup, chan, born_inside);
     match join(j, chan) {
         Ok(gate) => {
             times[phase::NAMESPACES] = now_ns();
