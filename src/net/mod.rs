@@ -150,14 +150,15 @@ impl EgressProxy {
     /// Stops the helper and returns its accounting (or, if it crashed or
     /// said nothing, a report that says so).
     pub fn finish(mut self) -> account::NetworkReport {
-        use std::io::Read;
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         );
-        let mut text = String::new();
-        if let Some(out) = self.child.stdout.take() {
-            let _ = out.take(1 << 20).read_to_string(&mut text);
+        let text = self.child.stdout.take().map(read_report).unwrap_or_default();
+        if let Ok(None) = self.child.try_wait() {
+            // It said what it had to (or ran out of time): it must not
+            // keep the run's end waiting.
+            let _ = self.child.kill();
         }
         let status = self.child.wait();
         match serde_json::from_str::<account::NetworkReport>(&text) {
@@ -179,6 +180,37 @@ impl EgressProxy {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+}
+
+/// How long the proxy has to write its report after SIGTERM: it only
+/// serializes a bounded ledger, so more means it is wedged.
+const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The proxy's report: up to 1 MiB, read until EOF or `REPORT_WAIT`.
+fn read_report(out: std::process::ChildStdout) -> String {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + REPORT_WAIT;
+    let mut out = std::fs::File::from(OwnedFd::from(out));
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    while text.len() < 1 << 20 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [nix::poll::PollFd::new(out.as_fd(), nix::poll::PollFlags::POLLIN)];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+        match out.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 impl Drop for EgressProxy {
