@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `husk pull` against `skopeo copy` + `husk image import`, same loopback
-# registry, same image, cold store each run (hyperfine, paired). Also the
-# peak RSS of one pull (/usr/bin/time -v). Run as root:
+# `husk pull` against `docker pull` and `skopeo copy` + `husk image import`,
+# same loopback registry, same image, cold store each run (hyperfine,
+# paired); `husk run --image REF` on a cold store against `husk pull` + a
+# warm run; `husk image import` of a docker-save tarball against `docker
+# load` of the same file. Also the peak RSS of one pull (/usr/bin/time -v).
+# Run as root:
 #
 #   scripts/bench-pull.sh [HUSK_BINARY]
 #
@@ -10,8 +13,10 @@
 # and /usr/lib/python3.11 or /usr/lib/x86_64-linux-gnu, tens of MB). The
 # registry is Debian's docker-registry on 127.0.0.1:<free port> with a
 # private config and root under a temp dir (never the packaged service);
-# it is stopped by pid on exit. `docker pull` is not measured here:
-# scripts/bench.sh owns the private dockerd.
+# it is stopped by pid on exit. dockerd (when installed) is started here
+# with a private socket, data-root and exec-root, `--insecure-registry`
+# for the loopback registry, and stopped by pid on exit; NO_DOCKER=1
+# leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HUSK=${1:-target/x86_64-unknown-linux-gnu/release/husk}
@@ -22,14 +27,22 @@ for t in docker-registry skopeo hyperfine python3; do
 done
 WORK=$(mktemp -d /tmp/husk-bench-pull.XXXXXX)
 REG_PID=
+DOCKERD_PID=
 cleanup() {
     [ -n "$REG_PID" ] && kill "$REG_PID" 2>/dev/null && wait "$REG_PID" 2>/dev/null
+    if [ -n "$DOCKERD_PID" ]; then
+        kill "$DOCKERD_PID" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.1; done
+        umount -R "$WORK/docker" 2>/dev/null || true
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 LAYOUT=build/images/python
+RUNCMD=true
 if [ ! -f "$LAYOUT/oci-layout" ]; then
+    RUNCMD="/bin/busybox true"
     LAYOUT=$WORK/layout
     SRC=/usr/lib/python3.11
     [ -d "$SRC" ] || SRC=/usr/lib/x86_64-linux-gnu
@@ -83,11 +96,47 @@ for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; s
 REF=127.0.0.1:$PORT/bench/python:1
 skopeo --insecure-policy copy --quiet --dest-tls-verify=false "oci:$LAYOUT" "docker://$REF"
 
+DOCKER=""
+if [ "${NO_DOCKER:-0}" != 1 ] && command -v dockerd >/dev/null && command -v docker >/dev/null; then
+    mkdir -p "$WORK/docker"
+    sock=$WORK/docker/docker.sock
+    dockerd --iptables=false --ip6tables=false --bridge=none --data-root "$WORK/docker/data" \
+        --exec-root "$WORK/docker/exec" --pidfile "$WORK/docker/dockerd.pid" -H "unix://$sock" \
+        --insecure-registry "127.0.0.1:$PORT" >"$WORK/docker/dockerd.log" 2>&1 &
+    DOCKERD_PID=$!
+    DOCKER="docker -H unix://$sock"
+    for _ in $(seq 200); do $DOCKER info >/dev/null 2>&1 && break; sleep 0.1; done
+    $DOCKER info >/dev/null 2>&1 || { tail -20 "$WORK/docker/dockerd.log" >&2; echo "bench-pull: dockerd did not start" >&2; exit 1; }
+    echo "dockerd: $($DOCKER version --format '{{.Server.Version}}') (pid $DOCKERD_PID, started here)"
+fi
+
 export HUSK_ROOT=$WORK/store
-hyperfine --runs "${RUNS:-5}" --export-json "$WORK/pull.json" \
-    --prepare "rm -rf $WORK/store $WORK/copy" \
-    "$HUSK pull --quiet $REF" \
+echo "== pull, cold store each run"
+set -- "$HUSK pull --quiet $REF" \
     "skopeo --insecure-policy copy --quiet --src-tls-verify=false docker://$REF oci:$WORK/copy && $HUSK image import --json $WORK/copy >/dev/null"
+if [ -n "$DOCKER" ]; then
+    set -- "$@" "$DOCKER pull -q $REF >/dev/null"
+fi
+hyperfine --runs "${RUNS:-5}" --export-json "$WORK/pull.json" \
+    --prepare "rm -rf $WORK/store $WORK/copy; ${DOCKER:+$DOCKER rmi -f $REF >/dev/null 2>&1; $DOCKER image prune -f >/dev/null 2>&1;} sync" \
+    "$@"
+
+echo "== husk run --image on a cold store vs husk pull + a warm run"
+hyperfine --runs "${RUNS:-5}" --prepare "rm -rf $WORK/store; sync" \
+    "$HUSK run --image $REF -- $RUNCMD" \
+    "$HUSK pull --quiet $REF && $HUSK run --image $REF -- $RUNCMD"
+
+if [ -n "$DOCKER" ]; then
+    echo "== husk image import vs docker load, the same docker-save tarball"
+    skopeo --insecure-policy copy --quiet --src-tls-verify=false "docker://$REF" "docker-archive:$WORK/image.docker.tar:bench/python:1"
+    ls -la "$WORK/image.docker.tar" | awk '{print "tarball bytes: " $5}'
+    hyperfine --runs "${RUNS:-5}" \
+        --prepare "rm -rf $WORK/store; $DOCKER rmi -f bench/python:1 >/dev/null 2>&1; $DOCKER image prune -f >/dev/null 2>&1; sync" \
+        "$HUSK image import --json $WORK/image.docker.tar >/dev/null" \
+        "$DOCKER load -q -i $WORK/image.docker.tar >/dev/null"
+fi
+
+echo "== peak RSS of one pull"
 rm -rf "$WORK/store"
 /usr/bin/time -v "$HUSK" pull --quiet "$REF" 2>"$WORK/time.txt" >/dev/null
 grep -E "Maximum resident|Elapsed" "$WORK/time.txt"

@@ -637,3 +637,11 @@ json.dump(meta, open(os.path.join(res, "meta.json"), "w"), indent=1, ensure_asci
 EOF
 "$REPORT" --results "$RES" --md docs/benchmarks.md --svg docs/benchmarks.svg --readme README.md
 echo "results: $RES; report: docs/benchmarks.md, docs/benchmarks.svg, README.md (Benchmarks)"
+
+# Pulls from a loopback registry: husk pull vs docker pull vs skopeo copy +
+# husk image import, a cold `husk run --image REF` vs pull + a warm run,
+# import vs docker load, peak RSS (scripts/bench-pull.sh; printed, not in
+# the report). BENCH_PULL=0 leaves it out.
+if [ "${BENCH_PULL:-1}" = 1 ]; then
+    scripts/bench-pull.sh "$HUSK" || echo "bench: scripts/bench-pull.sh failed" >&2
+fi
