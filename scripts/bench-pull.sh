@@ -127,11 +127,13 @@ hyperfine --runs "${RUNS:-5}" --prepare "rm -rf $WORK/store; sync" \
     "$HUSK pull --quiet $REF && $HUSK run --image $REF -- $RUNCMD"
 
 if [ -n "$DOCKER" ]; then
+    # Every image removed before each load: the pulls above left theirs,
+    # whose layers docker load would otherwise reuse.
     echo "== husk image import vs docker load, the same docker-save tarball"
     skopeo --insecure-policy copy --quiet --src-tls-verify=false "docker://$REF" "docker-archive:$WORK/image.docker.tar:bench/python:1"
     ls -la "$WORK/image.docker.tar" | awk '{print "tarball bytes: " $5}'
     hyperfine --runs "${RUNS:-5}" \
-        --prepare "rm -rf $WORK/store; $DOCKER rmi -f bench/python:1 >/dev/null 2>&1; $DOCKER image prune -f >/dev/null 2>&1; sync" \
+        --prepare "rm -rf $WORK/store; $DOCKER rmi -f bench/python:1 $REF >/dev/null 2>&1; $DOCKER image prune -af >/dev/null 2>&1; sync" \
         "$HUSK image import --json $WORK/image.docker.tar >/dev/null" \
         "$DOCKER load -q -i $WORK/image.docker.tar >/dev/null"
 fi
