@@ -29,7 +29,13 @@ WORK=$(mktemp -d /tmp/husk-bench-pull.XXXXXX)
 REG_PID=
 DOCKERD_PID=
 cleanup() {
-    [ -n "$REG_PID" ] && kill "$REG_PID" 2>/dev/null && wait "$REG_PID" 2>/dev/null
+    # Not under errexit: `wait` of a killed server returns its signal
+    # status, which must not end the cleanup before dockerd is stopped.
+    set +e
+    if [ -n "$REG_PID" ]; then
+        kill "$REG_PID" 2>/dev/null
+        wait "$REG_PID" 2>/dev/null
+    fi
     if [ -n "$DOCKERD_PID" ]; then
         kill "$DOCKERD_PID" 2>/dev/null
         for _ in $(seq 100); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.1; done
