@@ -131,10 +131,11 @@ mod rootless {
         // Tar streams both ways.
         let tar = s.husk(&["cp", &format!("{id}:/tmp/tree/sub"), "-"]).output().unwrap();
         ok(&tar);
-        let mut put = s.husk(&["cp", "-", &format!("{id}:/tmp")]).stdin(Stdio::piped()).spawn().unwrap();
+        let mut put =
+            s.husk(&["cp", "-", &format!("{id}:/tmp")]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let stream = rename_top(&tar.stdout, "sub", "again");
         std::io::Write::write_all(&mut put.stdin.take().unwrap(), &stream).unwrap();
-        assert!(put.wait().unwrap().success());
+        ok(&put.wait_with_output().unwrap());
         let (out, _) = s.sh(&id, "sha256sum /tmp/again/big.bin; cat '/tmp/again/with space\nand newline'");
         assert_eq!(out, format!("{}  /tmp/again/big.bin\nodd name", sha256_hex(&big)));
     }

@@ -195,7 +195,13 @@ fn root() -> Result<OwnedFd, CopyError> {
 fn put(dest: &str, shape: Shape, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
     let root = root()?;
     let target = open_target(root.as_fd(), dest, Resolve::InRoot, shape)?;
-    Unpacker::new(target, limits).run(std::io::BufReader::with_capacity(64 << 10, std::fs::File::from(data)))
+    let mut input = std::io::BufReader::with_capacity(64 << 10, std::fs::File::from(data));
+    let report = Unpacker::new(target, limits).run(&mut input)?;
+    // What follows the end-of-archive marker (a tar's record padding) is
+    // read and dropped: a writer still sending it must not get EPIPE for a
+    // copy that worked.
+    let _ = std::io::copy(&mut input, &mut std::io::sink());
+    Ok(report)
 }
 
 fn get(path: &str, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
