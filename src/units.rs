@@ -73,11 +73,17 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
 }
 
 /// `1048576` -> `1MiB`, for messages and the verdict's human fields.
-/// "YYYY-MM-DD HH:MM:SS UTC" from unix milliseconds (civil-from-days).
+/// "YYYY-MM-DD HH:MM:SS UTC" from unix milliseconds.
 pub fn format_utc_ms(ms: u64) -> String {
     let secs = ms / 1000;
-    let days = (secs / 86400) as i64;
     let rem = secs % 86400;
+    let (y, m, d) = civil_from_days((secs / 86400) as i64);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's
+/// civil-from-days), for every date husk prints.
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -86,8 +92,7 @@ pub fn format_utc_ms(ms: u64) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 pub fn format_size(bytes: u64) -> String {

@@ -178,29 +178,16 @@ fn created() -> String {
     let secs = super::layer::epoch() as i64;
     let days = secs.div_euclid(86400);
     let rem = secs.rem_euclid(86400);
-    let (y, m, d) = civil(days);
+    let (y, m, d) = crate::units::civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm).
-fn civil(z: i64) -> (i64, i64, i64) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn civil_dates_are_right() {
-        assert_eq!(super::civil(0), (1970, 1, 1));
-        assert_eq!(super::civil(19723), (2024, 1, 1));
-        assert_eq!(super::civil(11016), (2000, 2, 29));
+        assert_eq!(crate::units::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(crate::units::civil_from_days(19723), (2024, 1, 1));
+        assert_eq!(crate::units::civil_from_days(11016), (2000, 2, 29));
     }
 }
