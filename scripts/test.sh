@@ -53,6 +53,9 @@ PACKAGES+=(python3)
 # --network allow= (tests/network.rs): curl and python3 (above) as the sandbox's
 # clients (host mode), openssl for the test CA and TLS server.
 PACKAGES+=(curl)
+# tests/image_out.rs and build.rs: a private dockerd (tests/dockerkit) that
+# loads, pulls and builds images to compare with husk's.
+PACKAGES+=(docker.io)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -10,6 +10,7 @@
 //! copy, add     COPY / ADD from the context or an earlier stage
 //! tarw, layer   deterministic tar, published through Store::ensure_layer
 //! config        the image config, manifest and history
+//! export        a stored image as OCI blobs again (export, push)
 //! cache         RUN step keys -> layers
 //! ```
 
@@ -20,6 +21,7 @@ pub mod copy;
 pub mod diff;
 pub mod dockerfile;
 pub mod exec;
+pub mod export;
 pub mod ignore;
 pub mod layer;
 pub mod run;

@@ -2,6 +2,7 @@
 //! `spec` turns them into a `Spec`, `report` gives back the verdict.
 
 pub mod cp;
+pub mod images;
 pub mod report;
 pub mod spec;
 
@@ -612,6 +613,9 @@ pub enum ImageCommand {
     /// against the file manifest recorded at unpack (every file hashed).
     /// Exit 0: intact (or repaired), 1: damage found, 125: could not check.
     Verify(ImageVerifyArgs),
+    /// Write a stored image as an OCI layout, oci-archive or `docker save`
+    /// archive (for `docker load`, skopeo, other runtimes).
+    Export(images::ImageExportArgs),
 }
 
 #[derive(Args, Debug)]

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let json = match &args.command {
+        ImageCommand::Export(a) => a.json,
         ImageCommand::Import(a) => a.json,
         ImageCommand::Ls(a) | ImageCommand::Prune(a) => a.json,
         ImageCommand::Inspect(a) | ImageCommand::Rm(a) => a.json,
@@ -40,6 +41,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageE
     match args.command {
         ImageCommand::Import(a) => done(import_cmd(&store, &host, a)),
         ImageCommand::Verify(a) => verify_cmd(&store, &host, a),
+        ImageCommand::Export(a) => Ok(super::images::export(&store, &owners, a)),
         ImageCommand::Ls(a) => {
             let listing = store.list()?;
             if a.json {

@@ -5,6 +5,7 @@ pub mod cp;
 pub mod doctor;
 pub mod gc;
 pub mod image;
+pub mod images;
 pub mod mcp;
 pub mod pull;
 pub mod run;

@@ -1,0 +1,29 @@
+//! Images out of husk and out of sandboxes: `husk image export`, `husk
+//! push`, `husk commit`, `husk fork`.
+
+use clap::{Args, ValueEnum};
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// An OCI image layout directory.
+    Oci,
+    /// A tar of an OCI image layout (skopeo's oci-archive).
+    OciArchive,
+    /// A `docker save` tarball, for `docker load`.
+    DockerArchive,
+}
+
+/// `husk image export NAME -o PATH --format F`.
+#[derive(Args, Debug)]
+pub struct ImageExportArgs {
+    /// NAME[:TAG] of a stored image.
+    pub name: String,
+    /// Where to write it (an archive is replaced; a directory must be new or empty).
+    #[arg(long, short = 'o', value_name = "PATH")]
+    pub output: std::path::PathBuf,
+    #[arg(long, value_enum, default_value = "oci-archive")]
+    pub format: ExportFormat,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,105 @@
+//! Images out of husk: `husk image export` (loaded by Docker, imported
+//! back), `husk push` (pulled back by husk and Docker with the same
+//! digest), `husk commit` and `husk fork` of live sandboxes. Root pass.
+mod dockerkit;
+mod imagekit;
+mod pullkit;
+use imagekit::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// A store with the busybox base imported as `bb` (plus /data/{a,b}).
+fn base(t: &TempDir) -> PathBuf {
+    let store = t.join("store");
+    let extra = Tar::new().file("data/a", b"a").file("data/b", b"b").finish();
+    let mut l = Layout::new(&t.join("bb"));
+    l.image(&[Layer::gzip(busybox_tar()), Layer::plain(extra)], json!({"Env": ["PATH=/bin"], "Cmd": ["sh"]}), None);
+    import_ok(&store, &l.dir, &["--name", "bb"]);
+    store
+}
+
+/// `husk build -t TAG` of `dockerfile` (context: the Dockerfile and `own`).
+fn build(t: &TempDir, store: &Path, tag: &str, dockerfile: &str) -> Value {
+    let ctx = t.join(&format!("ctx-{}", tag.replace([':', '/'], "-")));
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(ctx.join("Dockerfile"), dockerfile).unwrap();
+    std::fs::write(ctx.join("own"), "mine\n").unwrap();
+    let o = husk_in(store, &["build", "--json", "-t", tag, ctx.to_str().unwrap()]);
+    assert!(o.status.success(), "build {tag}: {}{}", stdout(&o), stderr(&o));
+    stdout(&o).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|e| e["event"] == "result").unwrap()
+}
+
+fn husk_ok(store: &Path, args: &[&str]) -> String {
+    let o = husk_in(store, args);
+    assert!(o.status.success(), "husk {args:?}: {}{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// What a root looks like from inside: listing, contents, owners, links.
+const LOOK: &str =
+    "ls -a /data | tr '\\n' ' '; echo; cat /data/b /data/c; stat -c '%n %u:%g %a' /data/c /data/own; readlink /data/l";
+
+/// A built image with a whiteout, an owner other than root and a symlink.
+const DOCKERFILE: &str = "FROM bb\nRUN rm /data/a && echo built > /data/c && ln -s c /data/l\nCOPY --chown=1000:50 --chmod=640 own /data/own\nCMD [\"sh\", \"-c\", \"cat /data/c\"]\n";
+
+#[test]
+fn export_loads_in_docker_and_runs() {
+    let t = TempDir::new("export-docker");
+    let store = base(&t);
+    build(&t, &store, "exp:1", DOCKERFILE);
+    let want = husk_ok(&store, &["run", "--image", "exp:1", "--", "sh", "-c", LOOK]);
+    assert!(want.contains(". .. b c l own") && want.contains("/data/own 1000:50 640"), "husk's own view: {want}");
+
+    let archive = t.join("exp.docker.tar");
+    let r: Value = serde_json::from_str(&husk_ok(
+        &store,
+        &["image", "export", "exp:1", "-o", archive.to_str().unwrap(), "--format", "docker-archive", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(r["layers"], 4, "{r}");
+    // A layer husk built is written again byte for byte (the imported
+    // base's gzip layers are not: they get new diff_ids).
+    let o = std::process::Command::new("tar").arg("-xOf").arg(&archive).arg("manifest.json").output().unwrap();
+    let m: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let stored: Value = serde_json::from_str(&husk_ok(&store, &["image", "inspect", "exp:1"])).unwrap();
+    for i in 2..4 {
+        let hex = stored["layers"][i]["diff_id"].as_str().unwrap().trim_start_matches("sha256:").to_string();
+        assert_eq!(m[0]["Layers"][i], format!("{hex}/layer.tar"), "built layer {i} keeps its diff_id: {m}");
+    }
+    assert_eq!(m[0]["RepoTags"], json!(["exp:1"]));
+
+    let docker = dockerkit::Dockerd::start(&[]);
+    let loaded = docker.ok(&["load", "-i", archive.to_str().unwrap()]);
+    assert!(loaded.contains("exp:1"), "docker load: {loaded}");
+    assert_eq!(docker.ok(&["run", "--rm", "--network", "none", "exp:1"]), "built\n", "the image's CMD under Docker");
+    let seen = docker.ok(&["run", "--rm", "--network", "none", "exp:1", "sh", "-c", LOOK]);
+    assert_eq!(seen, want, "Docker sees the tree husk runs (whiteout, owners, modes, link)");
+
+    // The OCI forms go back into a store and run the same.
+    for (format, path) in [("oci", t.join("exp.oci")), ("oci-archive", t.join("exp.oci.tar"))] {
+        husk_ok(&store, &["image", "export", "exp:1", "-o", path.to_str().unwrap(), "--format", format]);
+        let other = t.join(&format!("store-{format}"));
+        import_ok(&other, &path, &["--name", "back"]);
+        assert_eq!(husk_ok(&other, &["run", "--image", "back", "--", "sh", "-c", LOOK]), want, "{format} round trip");
+    }
+}
+
+#[test]
+fn export_refuses_unknown_image_and_nonempty_directory() {
+    let t = TempDir::new("export-bad");
+    let store = base(&t);
+    let o = husk_in(&store, &["image", "export", "nope", "-o", t.join("x.tar").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no image named \"nope:latest\""), "{}", stderr(&o));
+    assert!(!t.join("x.tar").exists());
+    let dir = t.join("full");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("keep"), b"k").unwrap();
+    let o = husk_in(&store, &["image", "export", "bb", "-o", dir.to_str().unwrap(), "--format", "oci"]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(dir.join("keep")).unwrap(), b"k");
+    // Nothing half-written is left beside the target.
+    let left: Vec<_> = tree(t.path()).into_iter().filter(|p| p.contains("husk-export")).collect();
+    assert!(left.is_empty(), "{left:?}");
+}
