@@ -198,6 +198,11 @@ pub struct Spec {
     pub runtime: RuntimeChoice,
     #[serde(default)]
     pub runsc: RunscSpec,
+    /// `husk create --warm` / `--session`: an interpreter that waits inside
+    /// the sandbox for `husk exec --code` (docs/warm.md). Never part of a
+    /// `run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<WarmSpec>,
 }
 
 pub const DEFAULT_TMP_SIZE: u64 = 64 << 20;
@@ -238,6 +243,7 @@ impl Spec {
             seccomp_report: false,
             runtime: RuntimeChoice::Native,
             runsc: RunscSpec::default(),
+            warm: None,
         }
     }
 }
@@ -257,4 +263,126 @@ pub struct ExecSpec {
     pub capture: Option<u64>,
     /// `-t`: a pty of its own (see `Spec::tty`).
     pub tty: bool,
+}
+
+/// The languages a warm interpreter or a session speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Language {
+    Python,
+    Bash,
+}
+
+impl Language {
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::Bash => "bash",
+        }
+    }
+
+    fn parse(s: &str, what: &str) -> Result<Language, String> {
+        match s {
+            "python" | "python3" => Ok(Language::Python),
+            "bash" => Ok(Language::Bash),
+            other => Err(format!("{what}: unknown language {other:?}; husk knows python and bash")),
+        }
+    }
+}
+
+/// Fresh per call (a zygote forks a child for each) or one stateful
+/// interpreter whose variables carry from call to call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarmMode {
+    Fork,
+    Session,
+}
+
+/// `--warm python[:MOD,...]` or `--session python|bash`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarmSpec {
+    pub mode: WarmMode,
+    pub language: Language,
+    /// Imported before the first call (the zygote's, or the session's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<String>,
+}
+
+impl WarmSpec {
+    /// `--warm LANG[:MOD1,MOD2]`: only Python has a zygote (a shell's
+    /// state is its cwd and exports, which a session keeps instead).
+    pub fn parse_warm(s: &str) -> Result<WarmSpec, String> {
+        let (lang, mods) = s.split_once(':').unwrap_or((s, ""));
+        let language = Language::parse(lang, "--warm")?;
+        if language != Language::Python {
+            return Err(format!(
+                "--warm {lang}: only python has a warm interpreter; use --session {lang} for a stateful one"
+            ));
+        }
+        let modules = parse_modules(mods, "--warm")?;
+        Ok(WarmSpec { mode: WarmMode::Fork, language, modules })
+    }
+
+    /// `--session LANG[:MOD1,MOD2]` (modules: python only).
+    pub fn parse_session(s: &str) -> Result<WarmSpec, String> {
+        let (lang, mods) = s.split_once(':').unwrap_or((s, ""));
+        let language = Language::parse(lang, "--session")?;
+        let modules = parse_modules(mods, "--session")?;
+        if language == Language::Bash && !modules.is_empty() {
+            return Err("--session bash takes no modules (python:MOD,... does)".into());
+        }
+        Ok(WarmSpec { mode: WarmMode::Session, language, modules })
+    }
+
+    /// The spelling `parse_warm` / `parse_session` read.
+    pub fn arg(&self) -> String {
+        let mut s = self.language.name().to_string();
+        if !self.modules.is_empty() {
+            s.push(':');
+            s.push_str(&self.modules.join(","));
+        }
+        s
+    }
+}
+
+/// Dotted Python module names, each part an identifier: they are imported
+/// by name inside the sandbox, never evaluated.
+fn parse_modules(s: &str, what: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for m in s.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        let ok = m.split('.').all(|part| {
+            let mut c = part.chars();
+            c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+                && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+        });
+        if !ok || m.len() > 200 {
+            return Err(format!("{what}: {m:?} is not a module name (dotted identifiers, e.g. numpy or os.path)"));
+        }
+        out.push(m.to_string());
+    }
+    if out.len() > 64 {
+        return Err(format!("{what}: at most 64 modules"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod warm_tests {
+    use super::*;
+
+    #[test]
+    fn warm_specs_parse_and_refuse_what_cannot_run() {
+        let w = WarmSpec::parse_warm("python:numpy,os.path").unwrap();
+        assert_eq!((w.mode, w.language), (WarmMode::Fork, Language::Python));
+        assert_eq!(w.modules, ["numpy", "os.path"]);
+        assert_eq!(w.arg(), "python:numpy,os.path");
+        assert!(WarmSpec::parse_warm("python").unwrap().modules.is_empty());
+        assert!(WarmSpec::parse_warm("bash").unwrap_err().contains("--session bash"));
+        assert!(WarmSpec::parse_warm("ruby").is_err());
+        assert!(WarmSpec::parse_warm("python:os;import x").is_err());
+        assert!(WarmSpec::parse_warm("python:1abc").is_err());
+        assert_eq!(WarmSpec::parse_session("bash").unwrap().mode, WarmMode::Session);
+        assert!(WarmSpec::parse_session("bash:os").is_err());
+    }
 }

@@ -464,6 +464,18 @@ pub struct CreateArgs {
     #[arg(long)]
     pub concurrent: bool,
 
+    /// A warm interpreter: python[:MOD1,MOD2] waits inside the sandbox with
+    /// MODULES imported, and each `husk exec --code` forks a fresh child of
+    /// it (clean state per call; docs/warm.md).
+    #[arg(long, value_name = "LANG[:MODULES]", conflicts_with = "session")]
+    pub warm: Option<String>,
+
+    /// A session: one python or bash interpreter whose state (variables,
+    /// imports; cwd, exports) carries from one `husk exec --code` to the
+    /// next (docs/warm.md).
+    #[arg(long, value_name = "LANG")]
+    pub session: Option<String>,
+
     /// Print the sandbox's record as JSON instead of its id.
     #[arg(long)]
     pub json: bool,
@@ -486,6 +498,15 @@ pub struct ExecArgs {
     /// If another exec runs, wait for it instead of failing with "busy".
     #[arg(long)]
     pub wait: bool,
+
+    /// Run code in the sandbox's warm interpreter or session (`create
+    /// --warm` / `--session`) instead of a command: a file, or - for stdin.
+    #[arg(long, value_name = "FILE|-", conflicts_with = "command")]
+    pub code: Option<PathBuf>,
+
+    /// The language of --code; must be the warm interpreter's (default: it).
+    #[arg(long, value_name = "LANG", requires = "code")]
+    pub language: Option<String>,
 
     /// Keep stdin open for the command. It always is: husk exec streams
     /// its stdin to the command, any size (the way to pass code: `husk exec

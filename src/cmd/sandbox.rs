@@ -92,6 +92,14 @@ fn create_inner(
             "--network allow= works with husk run only for now (husk create has no egress proxy yet); use husk run, or create with --network none".into(),
         ));
     }
+    spec.warm = match (&args.warm, &args.session) {
+        (Some(w), _) => Some(crate::spec::WarmSpec::parse_warm(w).map_err(usage)?),
+        (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),
+        (None, None) => None,
+    };
+    if spec.warm.is_some() {
+        return Err(usage("--warm and --session are not available in this build yet".into()));
+    }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
     let store = store_of(paths)?;
@@ -145,6 +153,9 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         let o = Outcome::setup_failed(e.report());
         crate::cli::report::report(&o, "", "native", None, &p)
     };
+    if args.code.is_some() {
+        return early(SandboxError::Usage("husk exec --code is not available in this build yet".into()));
+    }
     let mut spec = Spec::new(Vec::new());
     if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process) {
         return early(SandboxError::Setup(e.into()));

@@ -78,6 +78,10 @@ pub struct CreateBody {
     concurrent: bool,
     ready_cmd: Option<Vec<String>>,
     ready_timeout: Option<Value>,
+    /// `husk create --warm`: "python[:MOD,...]".
+    warm: Option<String>,
+    /// `husk create --session`: "python" or "bash".
+    session: Option<String>,
 }
 
 impl CreateBody {
@@ -93,6 +97,8 @@ impl CreateBody {
             ("workdir", &self.workdir),
             ("user", &self.user),
             ("name", &self.name),
+            ("warm", &self.warm),
+            ("session", &self.session),
         ] {
             if let Some(v) = v {
                 a.push(format!("--{flag}={}", clean(flag, v)?));
