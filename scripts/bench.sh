@@ -25,6 +25,8 @@
 #             umoci unpack, sequential tar -xzf of its layers, docker load
 #    runc, crun, runsc and bwrap use one umoci-unpacked copy of each image;
 #    docker loads the same image (skopeo -> docker-archive); husk imports it.
+#    throughput  8 concurrent clients: scripts/bench-throughput.sh writes
+#             docs/throughput.md (BENCH_NO_THROUGHPUT=1 skips it)
 # 5. writes docs/benchmarks.md, docs/benchmarks.svg and the README's
 #    Benchmarks block (benches/report), and keeps the raw hyperfine JSON in
 #    build/bench/results.
@@ -37,7 +39,8 @@
 # BENCH_WORK (default build/bench), RUNSC_PLATFORM (default ptrace),
 # BENCH_RUNS_FAST / BENCH_RUNS_SLOW / BENCH_RUNS_IMPORT (run counts),
 # BENCH_ROUNDS (rounds the fast benchmarks are split into, default 4),
-# BENCH_NO_INSTALL=1 (never call apt-get).
+# BENCH_NO_INSTALL=1 (never call apt-get), BENCH_NO_THROUGHPUT=1 (skip the
+# throughput step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -315,43 +318,7 @@ mkbundle() { # NAME ROOTFS ARGS...: a bundle dir at $WORK/bundles/oci-NAME
     local dir=$WORK/bundles/oci-$1 rootfs=$2
     shift 2
     mkdir -p "$dir"
-    python3 - "$WORK/tmp/config.json" "$WORK/tmp/seccomp.json" "$rootfs" "$MEM" "$PIDS" "$dir/config.json" "$@" <<'EOF'
-import json, sys
-base, seccomp, rootfs, mem, pids, out, *args = sys.argv[1:]
-c = json.load(open(base))
-def strip(o):
-    if isinstance(o, dict):
-        return {k: strip(v) for k, v in o.items() if k != "comment"}
-    if isinstance(o, list):
-        return [strip(v) for v in o]
-    return o
-c["root"] = {"path": rootfs, "readonly": True}
-c["process"]["args"] = args
-c["process"]["terminal"] = False
-c["hostname"] = "bench"
-ns = c["linux"]["namespaces"]
-if not any(n["type"] == "cgroup" for n in ns):
-    ns.append({"type": "cgroup"})
-profile = strip(json.load(open(seccomp)))
-# husk's compiler takes the first matching rule; libseccomp lets an
-# unconditional rule for a syscall override conditional ones. So a name that
-# has a conditional ALLOW (clone without CLONE_NEW* flags) is dropped from
-# unconditional denials: such calls then get the default action (ENOSYS)
-# instead of EPERM, still denied.
-cond = {n for r in profile["syscalls"] if r.get("args") and r["action"] == "SCMP_ACT_ALLOW" for n in r["names"]}
-rules = []
-for r in profile["syscalls"]:
-    if not r.get("args") and r["action"] != "SCMP_ACT_ALLOW":
-        r = dict(r, names=[n for n in r["names"] if n not in cond])
-    if r["names"]:
-        rules.append(r)
-profile["syscalls"] = rules
-c["linux"]["seccomp"] = profile
-res = c["linux"].setdefault("resources", {})
-res["memory"] = {"limit": int(mem), "swap": int(mem)}
-res["pids"] = {"limit": int(pids)}
-json.dump(c, open(out, "w"), indent=1)
-EOF
+    scripts/oci-bundle.py "$WORK/tmp/config.json" "$WORK/tmp/seccomp.json" "$rootfs" "$MEM" "$PIDS" "$dir/config.json" "$@"
     echo "$dir"
 }
 OCI_TRUE=$(mkbundle true "$BB/rootfs" /bin/true)
@@ -543,6 +510,16 @@ fi
 "${PRIVATE_NULL[@]}" hyperfine --style basic --warmup 1 --runs "$RUNS_IMPORT" --export-json "$RES/import.json" "$@"
 FILES_IMPORT+=(import.json)
 rm -rf "$IS" "$WORK/tmp/umoci" "$WORK/tmp/tar"
+
+# -------------------------------------------------------------- throughput --
+# Sandboxes per second with 8 concurrent clients (husk cold with limits,
+# bwrap, crun): its own page, docs/throughput.md.
+say "throughput: 8 concurrent clients"
+if [ -z "${BENCH_NO_THROUGHPUT:-}" ]; then
+    HUSK=$HUSK HUSK_IMAGES=$IMAGES BENCH_WORK=$WORK scripts/bench-throughput.sh
+else
+    echo "BENCH_NO_THROUGHPUT is set: docs/throughput.md is left as it is"
+fi
 
 # ------------------------------------------------------------------ report --
 say "report"
