@@ -1,0 +1,300 @@
+//! The lease a sandbox's supervisor holds: one poll over the init's
+//! pidfd, its signals, its socket (exec, renew, status, rm), husk create's
+//! handover and the lease deadline; each request answered in turn.
+
+use super::{End, Init, Supervisor};
+use crate::backend::Live;
+use crate::sandbox::events::EventKind;
+use crate::sandbox::proto::{self, Reply, Request};
+use crate::sandbox::state::{self, State, now_ms};
+use crate::sys::process::wait_pidfd;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signalfd::SignalFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// One client connection.
+struct Conn {
+    fd: OwnedFd,
+    /// The exec this connection runs, once started.
+    exec: Option<u64>,
+    /// Its cgroup leaf.
+    leaf: Option<String>,
+    /// Queued for its turn (`exec --wait`).
+    waiting: bool,
+    /// The id an exec without a cgroup leaf announced
+    /// (`Request::Exec::exec_id`).
+    exec_id: Option<String>,
+    /// The journal's sequence number of this exec's start: `events`
+    /// answers with what came after it.
+    since: u64,
+}
+
+impl Supervisor {
+    /// The lease: serves the socket until the sandbox is to end.
+    /// `handover`: husk create's end, until it confirms that the id reached
+    /// its caller; its hang-up before that ends the sandbox.
+    pub(super) fn hold(
+        &mut self,
+        signals: &SignalFd,
+        listener: &OwnedFd,
+        init: &Init,
+        mut handover: Option<OwnedFd>,
+    ) -> End {
+        let mut conns: Vec<Conn> = Vec::new();
+        loop {
+            let active = conns.iter().filter(|c| c.exec.is_some()).count();
+            let waiting = conns.iter().any(|c| c.waiting);
+            let now = now_ms();
+            // The maximum lifetime is absolute: it ends running execs too.
+            if self.rec.lifetime_ends_ms.is_some_and(|end| now >= end) {
+                return End::MaxLifetime;
+            }
+            if active == 0 && !waiting && now >= self.rec.expires_ms {
+                return End::Expired;
+            }
+            let idle_end = (active == 0).then_some(self.rec.expires_ms);
+            let timeout = match idle_end.into_iter().chain(self.rec.lifetime_ends_ms).min() {
+                Some(end) => PollTimeout::try_from(end.saturating_sub(now).min(60_000) + 1).unwrap_or(PollTimeout::MAX),
+                None => PollTimeout::NONE,
+            };
+            let mut fds = vec![
+                PollFd::new(init.pidfd().as_fd(), PollFlags::POLLIN),
+                PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+                PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            ];
+            fds.extend(handover.as_ref().map(|h| PollFd::new(h.as_fd(), PollFlags::POLLIN)));
+            let base = fds.len();
+            fds.extend(conns.iter().map(|c| PollFd::new(c.fd.as_fd(), PollFlags::POLLIN)));
+            if let Err(e) = poll(&mut fds, timeout)
+                && e != nix::errno::Errno::EINTR
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+            drop(fds);
+            if ready[0] {
+                let status = wait_pidfd(init.pidfd().as_fd());
+                return End::InitDied(format!("the sandbox's init ended on its own ({status:?})"));
+            }
+            if ready[1]
+                && let Ok(Some(info)) = signals.read_signal()
+            {
+                return End::Signal(info.ssi_signo as i32);
+            }
+            if base > 3 && ready[3] {
+                let mut byte = [0u8; 1];
+                match handover.as_ref().map(|h| nix::unistd::read(h, &mut byte)) {
+                    Some(Ok(1)) => handover = None,
+                    Some(Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN)) => {}
+                    _ => return End::Unclaimed,
+                }
+            }
+            if ready[2] {
+                while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
+                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false, exec_id: None, since: 0 });
+                }
+            }
+            let mut changed = false;
+            let mut keep = vec![true; conns.len()];
+            // Connections accepted just now were not polled yet.
+            let polled = conns.len().min(ready.len() - base);
+            for i in 0..polled {
+                if !ready[base + i] {
+                    continue;
+                }
+                changed = true;
+                let active = active_of(&conns);
+                match self.serve(&mut conns[i], active, init.as_ref()) {
+                    Served::Keep => {}
+                    Served::Close => keep[i] = false,
+                    Served::End => return End::Removed,
+                }
+            }
+            let mut k = keep.into_iter();
+            conns.retain(|_| k.next().unwrap_or(true));
+            // A finished exec makes room for the next queued one.
+            while !conns.is_empty() && (self.rec.concurrent || active_of(&conns) == 0) {
+                let Some(c) = conns.iter_mut().find(|c| c.waiting) else { break };
+                c.waiting = false;
+                if !self.start_exec(c, init.as_ref()) {
+                    c.exec = None;
+                }
+                changed = true;
+            }
+            changed |= self.journal.sample(self.rec.cgroup.as_ref());
+            if changed {
+                self.sync_state(active_of(&conns));
+            }
+        }
+    }
+
+    /// Answers one request.
+    fn serve(&mut self, c: &mut Conn, active: usize, init: &dyn Live) -> Served {
+        let req = match proto::recv::<Request>(c.fd.as_fd()) {
+            Ok(Some((r, _))) => r,
+            // Hang-up (or garbage): the exec is over, however it ended.
+            _ => {
+                self.end_exec(c, init);
+                return Served::Close;
+            }
+        };
+        match req {
+            Request::Exec { wait, exec_id } => {
+                if c.exec.is_some() || c.waiting {
+                    return self.answer(
+                        c,
+                        Reply { error: Some("an exec already runs on this connection".into()), ..self.lease() },
+                    );
+                }
+                c.exec_id = exec_id.filter(|x| state::is_id(x));
+                if active > 0 && !self.rec.concurrent {
+                    if wait {
+                        c.waiting = true;
+                        return Served::Keep;
+                    }
+                    return self.answer(c, Reply { busy: true, error: Some("busy".into()), ..self.lease() });
+                }
+                if self.start_exec(c, init) { Served::Keep } else { Served::Close }
+            }
+            Request::Renew { ttl_ms } => {
+                self.renew(ttl_ms);
+                let (ttl_ms, expires_ms) = (self.rec.ttl_ms, self.rec.expires_ms);
+                self.journal.record(EventKind::Renew { ttl_ms, expires_ms });
+                self.answer(c, Reply { ok: true, ..self.lease() })
+            }
+            Request::Status => {
+                let state = if active > 0 { State::Executing } else { State::Ready };
+                self.journal.sample(self.rec.cgroup.as_ref());
+                let reply = Reply {
+                    ok: true,
+                    exec: self.rec.execs,
+                    state: Some(state),
+                    active_execs: active as u32,
+                    events: self.journal.recent(),
+                    ..self.lease()
+                };
+                self.answer(c, reply)
+            }
+            Request::Events => {
+                self.journal.sample(self.rec.cgroup.as_ref());
+                let events = self.journal.since(c.since);
+                self.answer(c, Reply { ok: true, events, ..self.lease() })
+            }
+            Request::Destroy => {
+                let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
+                Served::End
+            }
+        }
+    }
+
+    fn answer(&self, c: &Conn, r: Reply) -> Served {
+        match proto::send(c.fd.as_fd(), &r, &[]) {
+            Ok(()) => Served::Keep,
+            Err(_) => Served::Close,
+        }
+    }
+
+    /// Starts an exec on `c`: renews the lease, hands over the namespaces
+    /// and the exec's cgroup leaf, then makes the next one. False if the
+    /// exec cannot start (the client is gone, no leaf).
+    fn start_exec(&mut self, c: &mut Conn, init: &dyn Live) -> bool {
+        let leaf = match &self.rec.cgroup {
+            None => None,
+            Some(_) if !self.backend.exec_leaves() => None,
+            Some(_) => match self.spare.take().or_else(|| self.make_spare()) {
+                Some(l) => Some(l),
+                None => {
+                    let err = "could not create the exec's cgroup leaf (see `husk inspect`)".to_string();
+                    let _ = proto::send(c.fd.as_fd(), &Reply { error: Some(err), ..self.lease() }, &[]);
+                    return false;
+                }
+            },
+        };
+        self.rec.execs += 1;
+        self.renew(None);
+        c.since = self.journal.record(EventKind::Exec { exec: self.rec.execs });
+        let fds: Vec<RawFd> = init.namespaces().iter().map(|(_, fd)| fd.as_raw_fd()).collect();
+        let reply = Reply {
+            ok: true,
+            exec: self.rec.execs,
+            namespaces: init.namespaces().iter().map(|(k, _)| k.to_string()).collect(),
+            leaf: leaf.clone(),
+            ..self.lease()
+        };
+        let sent = proto::send(c.fd.as_fd(), &reply, &fds).is_ok();
+        c.leaf = leaf;
+        if sent {
+            c.exec = Some(self.rec.execs);
+        } else {
+            self.end_exec(c, init);
+        }
+        self.spare = self.make_spare();
+        sent
+    }
+
+    /// A fresh, empty leaf for the next exec.
+    pub(super) fn make_spare(&mut self) -> Option<String> {
+        if !self.backend.exec_leaves() {
+            return None;
+        }
+        let tree = self.rec.cgroup.as_ref()?;
+        let name = format!("exec-{}", crate::ids::new_id());
+        match tree.make_leaf(&name) {
+            Ok(()) => Some(name),
+            Err(e) => {
+                self.rec.error = Some(format!("creating an exec's cgroup leaf: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The exec on `c` is over (however it ended): the lease restarts from
+    /// now, and its leaf goes, unless processes it left behind still run
+    /// there (retried after each later exec; the sandbox's end takes them).
+    fn end_exec(&mut self, c: &mut Conn, init: &dyn Live) {
+        if c.exec.take().is_some() {
+            self.renew(None);
+        }
+        if let Some(x) = c.exec_id.take() {
+            init.exec_abandoned(&x);
+        }
+        let Some(tree) = &self.rec.cgroup else { return };
+        // A removed leaf's counts go with it (v1): take them first.
+        self.journal.sample(Some(tree));
+        self.kept.extend(c.leaf.take());
+        self.kept.retain(|name| !tree.remove_leaf(name));
+        self.journal.rebase(Some(tree));
+    }
+
+    pub(super) fn renew(&mut self, ttl_ms: Option<u64>) {
+        if let Some(t) = ttl_ms {
+            self.rec.ttl_ms = t;
+        }
+        let lease = now_ms() + self.rec.ttl_ms;
+        self.rec.expires_ms = self.rec.lifetime_ends_ms.map_or(lease, |end| end.min(lease));
+    }
+
+    fn lease(&self) -> Reply {
+        Reply { ok: false, expires_ms: self.rec.expires_ms, ttl_ms: self.rec.ttl_ms, ..Default::default() }
+    }
+
+    /// Records READY / EXECUTING and the lease (after replying: the
+    /// clients do not wait for the disk).
+    fn sync_state(&mut self, active: usize) {
+        self.rec.active_execs = active as u32;
+        self.rec.events = self.journal.recent();
+        self.rec.state = if active > 0 { State::Executing } else { State::Ready };
+        let _ = state::write_record(&self.dir, &self.rec);
+    }
+}
+
+enum Served {
+    Keep,
+    Close,
+    End,
+}
+
+fn active_of(conns: &[Conn]) -> usize {
+    conns.iter().filter(|c| c.exec.is_some()).count()
+}
