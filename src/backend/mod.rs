@@ -102,6 +102,10 @@ pub trait Live {
     /// without a word (SIGKILL): its command must not run on. Natively the
     /// command's PDEATHSIG already took it.
     fn exec_abandoned(&self, _exec_id: &str) {}
+    /// `--network allow=`: the egress proxy's accounting so far.
+    fn network(&self) -> Option<crate::net::account::NetworkReport> {
+        None
+    }
     /// Ends the sandbox: every process in it and what the backend made for
     /// it. `kill_group` kills the sandbox's cgroup; each backend calls it
     /// where its teardown needs it.

@@ -84,14 +84,6 @@ fn create_inner(
     let mut spec = Spec::new(Vec::new());
     let args_err = |e: crate::cli::spec::ArgsError| SandboxError::Setup(e.into());
     crate::cli::spec::apply_sandbox_args(&mut spec, &args.sandbox).map_err(args_err)?;
-    if spec.egress.is_some() {
-        // Fail closed: the live sandbox's supervisor does not run the
-        // egress proxy yet, and without it allow= would be no network at
-        // all while claiming an allowlist.
-        return Err(usage(
-            "--network allow= works with husk run only for now (husk create has no egress proxy yet); use husk run, or create with --network none".into(),
-        ));
-    }
     spec.warm = match (&args.warm, &args.session) {
         (Some(w), _) => Some(crate::spec::WarmSpec::parse_warm(w).map_err(usage)?),
         (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),

@@ -109,6 +109,12 @@ pub struct ProxyConfig {
 pub struct EgressProxy {
     child: std::process::Child,
     rules: Vec<String>,
+    /// Kept open: a byte on it asks for the accounting so far
+    /// (`snapshot`).
+    ask: Option<std::process::ChildStdin>,
+    /// The helper's stdout (its reports, one JSON line each) and what was
+    /// read of it past the last whole line.
+    out: std::cell::RefCell<Option<(std::fs::File, Vec<u8>)>>,
 }
 
 impl EgressProxy {
@@ -137,14 +143,30 @@ impl EgressProxy {
         crate::sys::command::die_with_parent(&mut cmd);
         let mut child = cmd.spawn().map_err(EgressError::Start)?;
         drop((http, socks));
-        let json = serde_json::to_vec(&cfg).unwrap_or_default();
-        let sent = child.stdin.take().map(|mut i| i.write_all(&json));
+        let mut json = serde_json::to_vec(&cfg).unwrap_or_default();
+        json.push(b'\n');
+        let mut ask = child.stdin.take();
+        let sent = ask.as_mut().map(|i| i.write_all(&json));
         if !matches!(sent, Some(Ok(()))) {
             let _ = child.kill();
             let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
             return Err(EgressError::Died(status));
         }
-        Ok(EgressProxy { child, rules: spec.rules.clone() })
+        let out = child.stdout.take().map(|o| (std::fs::File::from(OwnedFd::from(o)), Vec::new()));
+        Ok(EgressProxy { child, rules: spec.rules.clone(), ask, out: std::cell::RefCell::new(out) })
+    }
+
+    /// The accounting so far, for a sandbox that lives on (`husk inspect`,
+    /// an exec's verdict): the helper answers a byte on its stdin with one
+    /// report line. `None` if it does not answer within `REPORT_WAIT`.
+    pub fn snapshot(&self) -> Option<account::NetworkReport> {
+        use std::io::Write;
+        let mut ask = self.ask.as_ref()?;
+        ask.write_all(b"?").ok()?;
+        let mut out = self.out.borrow_mut();
+        let (file, pending) = out.as_mut()?;
+        let line = read_line(file, pending, REPORT_WAIT)?;
+        serde_json::from_slice(&line).ok()
     }
 
     /// Stops the helper and returns its accounting (or, if it crashed or
@@ -154,26 +176,42 @@ impl EgressProxy {
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         );
-        let text = self.child.stdout.take().map(read_report).unwrap_or_default();
+        let text = match self.out.get_mut().take() {
+            Some((file, pending)) => read_report(file, pending),
+            None => String::new(),
+        };
         if let Ok(None) = self.child.try_wait() {
             // It said what it had to (or ran out of time): it must not
             // keep the run's end waiting.
             let _ = self.child.kill();
         }
         let status = self.child.wait();
-        match serde_json::from_str::<account::NetworkReport>(&text) {
+        // The last line is the final report (snapshots asked for and not
+        // read in time may come before it).
+        let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        match serde_json::from_str::<account::NetworkReport>(last) {
             Ok(r) => r,
-            Err(_) => account::NetworkReport {
-                mode: "allowlist".into(),
-                rules: self.rules.clone(),
-                http_proxy: format!("127.0.0.1:{HTTP_PORT}"),
-                socks_proxy: format!("127.0.0.1:{SOCKS_PORT}"),
-                error: Some(format!(
-                    "the egress proxy gave no report ({}); the sandbox had no network once it was gone",
-                    status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())
-                )),
-                ..Default::default()
-            },
+            Err(_) => self.without_report(format!(
+                "the egress proxy gave no report ({}); the sandbox had no network once it was gone",
+                status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())
+            )),
+        }
+    }
+
+    /// What a live sandbox's accounting says when the proxy did not
+    /// answer `snapshot` (wedged or gone: either way nothing passes it).
+    pub fn unanswered(&self) -> account::NetworkReport {
+        self.without_report("the egress proxy did not answer for its accounting".into())
+    }
+
+    fn without_report(&self, error: String) -> account::NetworkReport {
+        account::NetworkReport {
+            mode: "allowlist".into(),
+            rules: self.rules.clone(),
+            http_proxy: format!("127.0.0.1:{HTTP_PORT}"),
+            socks_proxy: format!("127.0.0.1:{SOCKS_PORT}"),
+            error: Some(error),
+            ..Default::default()
         }
     }
 
@@ -186,23 +224,50 @@ impl EgressProxy {
 /// serializes a bounded ledger, so more means it is wedged.
 const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The proxy's report: up to 1 MiB, read until EOF or `REPORT_WAIT`.
-fn read_report(out: std::process::ChildStdout) -> String {
-    use std::io::Read;
-    let deadline = std::time::Instant::now() + REPORT_WAIT;
-    let mut out = std::fs::File::from(OwnedFd::from(out));
-    let mut text = Vec::new();
-    let mut buf = [0u8; 8192];
-    while text.len() < 1 << 20 {
+/// Waits until `f` can be read (false at `deadline` or an error).
+fn readable(f: &std::fs::File, deadline: std::time::Instant) -> bool {
+    loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
-        let mut fds = [nix::poll::PollFd::new(out.as_fd(), nix::poll::PollFlags::POLLIN)];
+        let mut fds = [nix::poll::PollFd::new(f.as_fd(), nix::poll::PollFlags::POLLIN)];
         match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break,
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return false,
         }
+    }
+}
+
+/// One report line (without its newline), read within `wait`; a partial
+/// line stays in `pending` for the next call.
+fn read_line(f: &mut std::fs::File, pending: &mut Vec<u8>, wait: std::time::Duration) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + wait;
+    let mut buf = [0u8; 8192];
+    loop {
+        if let Some(nl) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=nl).collect();
+            return Some(line[..nl].to_vec());
+        }
+        if pending.len() >= 1 << 20 || !readable(f, deadline) {
+            return None;
+        }
+        match f.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The proxy's last words: up to 1 MiB, read until EOF or `REPORT_WAIT`.
+fn read_report(mut out: std::fs::File, mut text: Vec<u8>) -> String {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + REPORT_WAIT;
+    let mut buf = [0u8; 8192];
+    while text.len() < 1 << 20 && readable(&out, deadline) {
         match out.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => text.extend_from_slice(&buf[..n]),

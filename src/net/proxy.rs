@@ -443,8 +443,11 @@ fn own_addresses() -> Vec<IpAddr> {
 /// `husk egress-proxy`: the config as JSON on stdin, the listeners at the
 /// fds it names; the report on stdout at SIGTERM. Exit 125 on a bad start.
 pub fn main() -> i32 {
+    // The configuration is the first line; each byte after it asks for
+    // the accounting so far (`EgressProxy::snapshot`).
     let mut text = String::new();
-    if std::io::stdin().take(1 << 20).read_to_string(&mut text).is_err() {
+    let mut stdin = std::io::BufReader::new(std::io::stdin());
+    if std::io::BufRead::read_line(&mut (&mut stdin).take(1 << 20), &mut text).is_err() {
         eprintln!("husk egress-proxy: cannot read the configuration on stdin");
         return 125;
     }
@@ -497,7 +500,6 @@ pub fn main() -> i32 {
             return 125;
         }
     }
-    let _ = term.wait();
     let base = NetworkReport {
         mode: "allowlist".into(),
         rules: cfg.rules.clone(),
@@ -507,12 +509,33 @@ pub fn main() -> i32 {
         max_connections: cfg.max_connections as u64,
         ..Default::default()
     };
-    let report = match s.ledger.lock() {
-        Ok(l) => l.report(base),
-        Err(_) => NetworkReport { error: Some("the proxy's ledger was poisoned".into()), ..base },
+    let write_report = {
+        let s = s.clone();
+        move || {
+            let report = match s.ledger.lock() {
+                Ok(l) => l.report(base.clone()),
+                Err(_) => NetworkReport { error: Some("the proxy's ledger was poisoned".into()), ..base.clone() },
+            };
+            let mut line = serde_json::to_vec(&report).unwrap_or_default();
+            line.push(b'\n');
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&line);
+            let _ = out.flush();
+        }
     };
-    let mut out = std::io::stdout().lock();
-    let _ = serde_json::to_writer(&mut out, &report);
-    let _ = out.flush();
+    let asked = write_report.clone();
+    let answering = std::thread::Builder::new().stack_size(128 * 1024).spawn(move || {
+        let mut byte = [0u8; 1];
+        // EOF: whoever asked is gone; the end still comes as SIGTERM (or
+        // PDEATHSIG).
+        while matches!(stdin.read(&mut byte), Ok(1)) {
+            asked();
+        }
+    });
+    if answering.is_err() {
+        return 125;
+    }
+    let _ = term.wait();
+    write_report();
     0
 }

@@ -75,11 +75,15 @@ pub fn exec_to(
     // What happened in the sandbox while the command ran (an OOM kill of a
     // process an earlier exec left, say): not in this exec's own counters.
     // A supervisor that cannot say (an older husk's) gives none.
-    let events = client.call(&Request::Events).map(|(r, _)| r.events).unwrap_or_default();
+    // And, under --network allow=, the sandbox's egress accounting so far.
+    let (events, network) =
+        client.call(&Request::Events).map(|(r, _)| (r.events, r.network.map(|n| *n))).unwrap_or_default();
     // The exec is over for the supervisor once its connection closes: it
     // renews the lease from then (to the full ttl) and removes the leaf.
     drop(client);
-    let mut r = result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend);
+    let mut outcome = x.outcome;
+    outcome.network = outcome.network.or(network);
+    let mut r = result(&rec, &reply, &plan.process, outcome, x.exec_id, x.backend);
     r.extra.insert(VERDICT_KEYS[3], serde_json::json!(events));
     Ok(r)
 }

@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 
-/// Largest message either side sends.
-const MAX_MSG: usize = 4096;
+/// Largest message either side sends (a reply with the egress accounting:
+/// 2 x 20 entries whose names may be 253 bytes long).
+const MAX_MSG: usize = 64 * 1024;
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -75,6 +76,10 @@ pub struct Reply {
     /// newest events.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<super::events::Event>,
+    /// `status`, `events`: the egress proxy's accounting so far
+    /// (`--network allow=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Box<crate::net::account::NetworkReport>>,
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go

@@ -25,6 +25,7 @@ pub fn current(store: &Store, id: &str) -> Result<Record, SandboxError> {
         rec.expires_ms = reply.expires_ms;
         rec.ttl_ms = reply.ttl_ms;
         rec.events = reply.events;
+        rec.network = reply.network.map(|n| *n);
     }
     Ok(rec)
 }

@@ -119,6 +119,10 @@ pub struct Record {
     /// The newest sandbox-level events (`events::KEEP` at most).
     #[serde(default)]
     pub events: Vec<super::events::Event>,
+    /// `--network allow=`: the egress proxy's accounting, as its supervisor
+    /// last said (`husk inspect`; never written to state.json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::net::account::NetworkReport>,
 }
 
 pub fn now_ms() -> u64 {

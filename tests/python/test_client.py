@@ -40,6 +40,42 @@ def test_exec_returns_the_typed_verdict(sandbox):
     assert r.limits and r.resources is not None and r.isolation["network"] == "none"
 
 
+def test_create_with_an_allowlist_goes_out_only_through_the_proxy(connect_kw):
+    import http.server
+
+    class Web(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Web)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    try:
+        with Sandbox.create(
+            rootfs="/",
+            ttl="2m",
+            network=f"allow=web.test:{port}",
+            allow_hosts=[f"api.test:{port}"],
+            add_hosts={"web.test": "127.0.0.1"},
+            **connect_kw,
+        ) as sb:
+            r = sb.exec(f"curl -sS http://web.test:{port}/; curl -s -o /dev/null -w ' %{{http_code}}' http://evil.test:{port}/")
+            assert r.stdout.text == "hello 403", r.raw
+            assert r.isolation["network"] == "allowlist"
+            assert r.network["rules"] == [f"web.test:{port}", f"api.test:{port}"]
+            assert [d["host"] for d in r.network["destinations"]] == ["web.test"]
+            assert [(d["host"], d["reason"]) for d in r.network["denied"]] == [("evil.test", "not_allowed")]
+            assert sb.inspect().raw["network"]["totals"]["connections"] == 1
+    finally:
+        srv.shutdown()
+
+
 def test_a_string_command_runs_through_sh(sandbox):
     assert sandbox.exec("echo $((6 * 7)) | tr 4 X").stdout.text == "X2\n"
 

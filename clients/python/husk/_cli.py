@@ -116,6 +116,12 @@ class CliTransport(ExecFiles):
         for key, flag in (("ttl", "--ttl"), ("max_lifetime", "--max-lifetime")):
             if params.get(key) is not None:
                 args += [flag, duration_arg(params[key])]
+        for rule in params.get("allow_hosts") or []:
+            args += ["--allow-host", str(rule)]
+        for name, ip in (params.get("add_hosts") or {}).items():
+            args += ["--add-host", f"{name}:{ip}"]
+        if params.get("egress_bytes") is not None:
+            args += ["--egress-bytes", str(params["egress_bytes"])]
         for k, v in (params.get("env") or {}).items():
             args += ["--env", f"{k}={v}"]
         for k, v in (params.get("labels") or {}).items():

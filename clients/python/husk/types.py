@@ -79,6 +79,9 @@ class ExecResult:
     isolation: Any = None
     id: str = ""
     sandbox_id: Optional[str] = None
+    #: ``--network allow=``: the egress proxy's accounting (for an exec, the
+    #: sandbox's so far): destinations, denied attempts, totals.
+    network: Any = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -97,6 +100,7 @@ class ExecResult:
             isolation=v.get("isolation"),
             id=str(v.get("id") or ""),
             sandbox_id=v.get("sandbox_id"),
+            network=v.get("network"),
             raw=v,
         )
 

@@ -24,6 +24,8 @@ pub struct NativeLive {
     init: Spawned,
     /// In join order, with their kinds.
     namespaces: Vec<(&'static str, OwnedFd)>,
+    /// `--network allow=`: the egress proxy, for the sandbox's whole life.
+    egress: Option<crate::net::EgressProxy>,
 }
 
 /// Clones the init (born in `cgroup`) and waits until it holds.
@@ -32,7 +34,7 @@ pub fn create(plan: &Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Li
     let stdio = ChildStdio { stdin: None, stdout: None, stderr: None };
     let init = crate::spawn::spawn(plan, stdio, cgroup).map_err(spawn_error)?;
     match await_init(plan, &init) {
-        Ok(namespaces) => Ok(Box::new(NativeLive { init, namespaces })),
+        Ok((namespaces, egress)) => Ok(Box::new(NativeLive { init, namespaces, egress })),
         Err(e) => {
             let _ = pidfd_send_signal(init.pidfd.as_fd(), libc::SIGKILL);
             let _ = wait_pidfd(init.pidfd.as_fd());
@@ -41,9 +43,14 @@ pub fn create(plan: &Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Li
     }
 }
 
-/// Waits for the init's namespaces (its last word after setup).
-fn await_init(plan: &Plan, s: &Spawned) -> Result<Vec<(&'static str, OwnedFd)>, ErrorReport> {
+type Namespaces = Vec<(&'static str, OwnedFd)>;
+
+/// Waits for the init's namespaces (its last word after setup); under
+/// `--network allow=` starts the egress proxy on the listeners it handed
+/// over before them (fail closed: no proxy, no sandbox).
+fn await_init(plan: &Plan, s: &Spawned) -> Result<(Namespaces, Option<crate::net::EgressProxy>), ErrorReport> {
     let deadline = Instant::now() + SETUP_LIMIT;
+    let mut egress = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut fds = [PollFd::new(s.chan.fd(), PollFlags::POLLIN)];
@@ -55,8 +62,22 @@ fn await_init(plan: &Plan, s: &Spawned) -> Result<Vec<(&'static str, OwnedFd)>, 
         }
         match s.chan.recv_with_fds() {
             Ok(Some((Msg::Namespaces { count }, fds))) if fds.len() == count as usize => {
+                if plan.spec.egress.is_some() && egress.is_none() {
+                    return Err(ErrorReport::new(
+                        Phase::EgressProxy,
+                        "the sandbox's init did not hand over the egress proxy's listeners",
+                    ));
+                }
                 let kinds = crate::spawn::child::namespaces_of(plan.network).map(|(_, _, k)| *k);
-                return Ok(kinds.zip(fds).collect());
+                return Ok((kinds.zip(fds).collect(), egress));
+            }
+            Ok(Some((Msg::EgressListeners, fds))) if fds.len() == 2 => {
+                let Some(spec) = &plan.spec.egress else { continue };
+                let mut fds = fds.into_iter();
+                let (Some(http), Some(socks)) = (fds.next(), fds.next()) else { continue };
+                let proxy = crate::net::EgressProxy::start(spec, http, socks)
+                    .map_err(|e| ErrorReport::new(Phase::EgressProxy, e.to_string()))?;
+                egress = Some(proxy);
             }
             Ok(Some((Msg::Failed(e), _))) => {
                 let (message, hint) = describe(plan, &e);
@@ -81,6 +102,11 @@ impl Live for NativeLive {
         &self.namespaces
     }
 
+    fn network(&self) -> Option<crate::net::account::NetworkReport> {
+        let proxy = self.egress.as_ref()?;
+        Some(proxy.snapshot().unwrap_or_else(|| proxy.unanswered()))
+    }
+
     /// The cgroup first (every process, execs' included), then the init,
     /// whose end ends its pid namespace; the namespaces' last references
     /// go with the handle.
@@ -88,5 +114,10 @@ impl Live for NativeLive {
         kill_group();
         let _ = pidfd_send_signal(self.init.pidfd.as_fd(), libc::SIGKILL);
         let _ = wait_pidfd(self.init.pidfd.as_fd());
+        // The sandbox is gone: its proxy and the listeners only it held go
+        // too (no port of it is left anywhere).
+        if let Some(p) = self.egress {
+            p.finish();
+        }
     }
 }

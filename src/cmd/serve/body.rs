@@ -65,6 +65,13 @@ pub struct CreateBody {
     ttl: Option<Value>,
     max_lifetime: Option<Value>,
     network: Option<String>,
+    /// `--allow-host RULE` each (the egress allowlist, docs/network.md).
+    #[serde(default)]
+    allow_hosts: Vec<String>,
+    /// `{NAME: IP}`: `--add-host NAME:IP` each.
+    #[serde(default)]
+    add_hosts: BTreeMap<String, String>,
+    egress_bytes: Option<Value>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -111,10 +118,17 @@ impl CreateBody {
             ("ttl", "ttl", &self.ttl),
             ("max-lifetime", "max_lifetime", &self.max_lifetime),
             ("ready-timeout", "ready_timeout", &self.ready_timeout),
+            ("egress-bytes", "egress_bytes", &self.egress_bytes),
         ] {
             if let Some(v) = v {
                 a.push(format!("--{flag}={}", scalar(key, v)?));
             }
+        }
+        for rule in &self.allow_hosts {
+            a.push(format!("--allow-host={}", clean("allow_hosts", rule)?));
+        }
+        for (name, ip) in &self.add_hosts {
+            a.push(format!("--add-host={}:{}", clean("add_hosts", name)?, clean("add_hosts", ip)?));
         }
         pairs("env", "env", &self.env, &mut a)?;
         let mut labels = self.labels.clone();
@@ -264,6 +278,20 @@ mod tests {
         assert!(a.iter().all(|x| x.starts_with("--") && x.contains('=')), "{a:?}");
         assert!(a.contains(&"--memory=--privileged".to_string()));
         assert!(a.contains(&"--label=husk-serve=unix:/s".to_string()));
+    }
+
+    #[test]
+    fn egress_keys_become_the_create_flags() {
+        let b: CreateBody = parse(
+            br#"{"network": "allow=a.test", "allow_hosts": ["b.test:443"], "add_hosts": {"a.test": "127.0.0.5"}, "egress_bytes": "10M"}"#,
+        )
+        .unwrap();
+        let (a, _) = b.to_args("unix:/s").unwrap();
+        for want in
+            ["--network=allow=a.test", "--allow-host=b.test:443", "--add-host=a.test:127.0.0.5", "--egress-bytes=10M"]
+        {
+            assert!(a.contains(&want.to_string()), "{want}: {a:?}");
+        }
     }
 
     #[test]

@@ -172,6 +172,7 @@ impl Supervisor {
                     state: Some(state),
                     active_execs: active as u32,
                     events: self.journal.recent(),
+                    network: init.network().map(Box::new),
                     ..self.lease()
                 };
                 self.answer(c, reply)
@@ -179,7 +180,8 @@ impl Supervisor {
             Request::Events => {
                 self.journal.sample(self.rec.cgroup.as_ref());
                 let events = self.journal.since(c.since);
-                self.answer(c, Reply { ok: true, events, ..self.lease() })
+                let network = init.network().map(Box::new);
+                self.answer(c, Reply { ok: true, events, network, ..self.lease() })
             }
             Request::Destroy => {
                 let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);

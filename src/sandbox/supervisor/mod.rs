@@ -218,6 +218,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         }),
         error: None,
         events: Vec::new(),
+        network: None,
     }
 }
 

@@ -1,0 +1,174 @@
+//! `--network allow=` on sandboxes that live (`husk create`): the
+//! supervisor holds the egress proxy for the sandbox's whole life, every
+//! exec goes out through it, `husk inspect` and each exec's verdict show
+//! the accounting so far, and nothing of the proxy outlives the sandbox
+//! (rm, lease expiry).
+
+mod common;
+mod sandboxkit;
+
+use common::wait_until;
+use sandboxkit::Sbx;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+/// An HTTP server on 127.0.0.1 answering every request with `n` bytes.
+fn web(n: usize) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n");
+                let _ = c.write_all(head.as_bytes());
+                let _ = c.write_all(&vec![b'x'; n]);
+            });
+        }
+    });
+    port
+}
+
+fn children_of(ppid: i64) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").and_then(|(_, r)| r.split(' ').nth(1).map(str::to_string)))
+                .and_then(|p| p.parse::<i64>().ok())
+                == Some(ppid)
+        })
+        .collect()
+}
+
+/// The egress proxy the sandbox's supervisor started.
+fn proxy_of(rec: &Value) -> i32 {
+    let sup = rec["supervisor"]["pid"].as_i64().expect("record names its supervisor");
+    let cmd = |p: &i32| {
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default())
+            .contains("egress-proxy")
+    };
+    let found = children_of(sup).into_iter().find(cmd);
+    found.unwrap_or_else(|| panic!("no egress-proxy under the supervisor {sup}"))
+}
+
+fn gone(pid: i32) -> bool {
+    let stat = format!("/proc/{pid}/stat");
+    !Path::new(&stat).exists() || std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z "))
+}
+
+fn denied<'a>(net: &'a Value, host: &str, reason: &str) -> Option<&'a Value> {
+    net["denied"].as_array()?.iter().find(|d| d["host"] == host && d["reason"] == reason)
+}
+
+fn destination<'a>(net: &'a Value, host: &str) -> Option<&'a Value> {
+    net["destinations"].as_array()?.iter().find(|d| d["host"] == host)
+}
+
+#[test]
+fn created_sandbox_egress_goes_through_its_proxy_and_is_accounted_live() {
+    let port = web(7);
+    let s = Sbx::new();
+    let rule = format!("--network=allow=web.test:{port}");
+    let id = s.create(&[&rule, "--add-host", "web.test:127.0.0.1"]);
+    // Every exec has the proxy's environment and only the proxy as a way out.
+    let script = format!(
+        "curl -sS http://web.test:{port}/; echo; curl -sS -i http://evil.test:{port}/ | grep X-Husk-Denied; \
+         curl -sS --noproxy '*' -m 5 http://127.0.0.1:{port}/ || echo direct-failed"
+    );
+    let (v, code) = s.exec_json(&id, &[], &["sh", "-c", &script]);
+    assert_eq!(code, 0, "{v:#}");
+    let out = common::stdout_of(&v);
+    assert!(out.starts_with("xxxxxxx\nX-Husk-Denied: not_allowed"), "{out}");
+    assert!(out.ends_with("direct-failed\n"), "{out}");
+    let net = &v["network"];
+    assert_eq!(net["mode"], "allowlist", "{v:#}");
+    assert_eq!(destination(net, "web.test").map(|d| d["connections"].clone()), Some(1.into()), "{net:#}");
+    assert!(denied(net, "evil.test", "not_allowed").is_some(), "{net:#}");
+    // A second exec: the totals are the sandbox's, so far.
+    let (v2, code) = s.exec_json(&id, &[], &["sh", "-c", &format!("curl -sS http://web.test:{port}/")]);
+    assert_eq!(code, 0, "{v2:#}");
+    assert_eq!(destination(&v2["network"], "web.test").map(|d| d["connections"].clone()), Some(2.into()));
+    let rec = s.inspect(&id);
+    assert_eq!(rec["isolation"]["network"], "allowlist", "{rec:#}");
+    assert_eq!(destination(&rec["network"], "web.test").map(|d| d["bytes_down"].as_u64().unwrap() > 14), Some(true));
+    assert_eq!(rec["network"]["totals"]["denied"], 1, "{:#}", rec["network"]);
+    let proxy = proxy_of(&rec);
+    s.rm(&id);
+    assert!(wait_until(Duration::from_secs(30), || gone(proxy)), "egress-proxy {proxy} outlived husk rm");
+    sandboxkit::assert_gone(&s, &rec, None);
+}
+
+#[test]
+fn expired_sandbox_leaves_no_proxy_listening() {
+    let s = Sbx::new();
+    let id = s.create(&["--network=allow=example.com", "--ttl", "1s"]);
+    let rec = s.inspect(&id);
+    let proxy = proxy_of(&rec);
+    assert!(wait_until(Duration::from_secs(60), || gone(proxy)), "egress-proxy {proxy} outlived the lease");
+    sandboxkit::assert_gone(&s, &rec, None);
+}
+
+#[test]
+fn killed_supervisor_takes_its_proxy_along() {
+    let s = Sbx::new();
+    let id = s.create(&["--network=allow=example.com"]);
+    let rec = s.inspect(&id);
+    let proxy = proxy_of(&rec);
+    sandboxkit::signal_supervisor(&rec, nix::sys::signal::Signal::SIGKILL);
+    assert!(wait_until(Duration::from_secs(30), || gone(proxy)), "egress-proxy {proxy} outlived its supervisor");
+}
+
+#[test]
+fn create_refuses_bad_allow_rules_and_runsc() {
+    let s = Sbx::new();
+    for (args, want) in [
+        (vec!["--network=allow=ho st"], "rules are host"),
+        (vec!["--add-host", "a.test:1.2.3.4"], "need --network allow="),
+        (vec!["--network=allow=a.test", "--runtime", "runsc"], "needs the native backend"),
+    ] {
+        let mut a = vec!["create"];
+        a.extend(args.iter().copied());
+        let o = s.out(&a);
+        assert_eq!(o.status.code(), Some(125), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(s.ids().is_empty());
+}
+
+/// The same as an unprivileged user: the supervisor holds the listeners
+/// the init made inside the sandbox's namespace.
+mod rootless {
+    use super::*;
+
+    #[test]
+    fn created_sandbox_reaches_only_the_allowed_name() {
+        let port = web(3);
+        let s = Sbx::new();
+        let rule = format!("--network=allow=web.test:{port}");
+        let id = s.create(&[&rule, "--add-host", "web.test:127.0.0.1"]);
+        let script = format!("curl -sS http://web.test:{port}/; curl -sS -i http://other.test:{port}/ | grep Denied");
+        let (v, code) = s.exec_json(&id, &[], &["sh", "-c", &script]);
+        assert_eq!(code, 0, "{v:#}");
+        assert!(common::stdout_of(&v).starts_with("xxxX-Husk-Denied: not_allowed"), "{v:#}");
+        let rec = s.inspect(&id);
+        assert_eq!(destination(&rec["network"], "web.test").map(|d| d["connections"].clone()), Some(1.into()));
+        let proxy = proxy_of(&rec);
+        s.rm(&id);
+        assert!(wait_until(Duration::from_secs(30), || gone(proxy)), "egress-proxy {proxy} outlived husk rm");
+    }
+}
