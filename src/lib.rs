@@ -24,6 +24,7 @@ pub mod isolation;
 pub mod kernel;
 pub mod mcp;
 pub mod net;
+pub mod oci;
 pub mod outcome;
 pub mod paths;
 pub mod plan;

@@ -5,6 +5,12 @@ fn main() {
         let args: Vec<String> = std::env::args().skip(1).collect();
         std::process::exit(husk_probe::run(&args));
     }
+    // Called the way dockerd and containerd's shim call runc: the OCI
+    // runtime mode, with its own command line (src/oci/).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if husk::oci::invoked_as_runtime(&args) {
+        std::process::exit(husk::oci::main(args));
+    }
     let t_start = husk::spawn::now_ns();
     let cli = match husk::cli::Cli::parse_args() {
         Ok(cli) => cli,

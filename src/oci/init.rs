@@ -1,0 +1,1 @@
+//! The container init (child side).

@@ -1,0 +1,1 @@
+//! The container's mounts (child side).
