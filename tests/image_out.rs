@@ -103,3 +103,80 @@ fn export_refuses_unknown_image_and_nonempty_directory() {
     let left: Vec<_> = tree(t.path()).into_iter().filter(|p| p.contains("husk-export")).collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn push_then_pull_same_digest() {
+    let t = TempDir::new("push");
+    let store = base(&t);
+    build(&t, &store, "exp:1", DOCKERFILE);
+    let want = husk_ok(&store, &["run", "--image", "exp:1", "--", "sh", "-c", LOOK]);
+    let reg = pullkit::Registry::start(pullkit::Auth::None);
+    let target = format!("{}/tools/exp:1", reg.addr);
+    let pushed: Value = serde_json::from_str(&husk_ok(&store, &["push", "exp:1", &target, "--json"])).unwrap();
+    assert_eq!((pushed["blobs_uploaded"].as_u64(), pushed["blobs_skipped"].as_u64()), (Some(5), Some(0)), "{pushed}");
+    let digest = pushed["manifest"].as_str().unwrap().to_string();
+    // Again: the registry has every blob; only the manifest is put.
+    let again: Value = serde_json::from_str(&husk_ok(&store, &["push", "exp:1", &target, "--json"])).unwrap();
+    assert_eq!((again["blobs_uploaded"].as_u64(), again["blobs_skipped"].as_u64()), (Some(0), Some(5)), "{again}");
+    assert_eq!(again["manifest"], pushed["manifest"]);
+
+    // husk pull into another store: the same manifest digest, the same tree.
+    let other = t.join("store-pulled");
+    let o = husk_in(&other, &["pull", "--json", &target]);
+    assert!(o.status.success(), "pull: {}", stderr(&o));
+    let inspect: Value = serde_json::from_str(&husk_ok(&other, &["image", "inspect", &target])).unwrap();
+    assert_eq!(inspect["id"], json!(digest), "husk pull gets the pushed manifest: {inspect}");
+    assert_eq!(husk_ok(&other, &["run", "--image", &target, "--", "sh", "-c", LOOK]), want);
+
+    // docker pull: the same digest, the same tree.
+    let docker = dockerkit::Dockerd::start(&[&reg.addr]);
+    docker.ok(&["pull", &target]);
+    let repo_digests = docker.ok(&["image", "inspect", "--format", "{{json .RepoDigests}}", &target]);
+    assert!(repo_digests.contains(&digest), "docker pull gets {digest}: {repo_digests}");
+    assert_eq!(docker.ok(&["run", "--rm", "--network", "none", &target, "sh", "-c", LOOK]), want);
+}
+
+#[test]
+fn push_refuses_digest_target_and_unreachable_registry() {
+    let t = TempDir::new("push-bad");
+    let store = base(&t);
+    let pinned = format!("127.0.0.1:1/x@sha256:{}", "a".repeat(64));
+    let o = husk_in(&store, &["push", "bb", &pinned]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains("push to a tag"), "{}", stderr(&o));
+    // A closed port: the error names the registry URL.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let o = husk_in(&store, &["push", "bb", &format!("127.0.0.1:{port}/x:1")]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("127.0.0.1:{port}/v2/x/")), "{}", stderr(&o));
+    // Nothing left in the store's tmp/.
+    assert!(tree(&store.join("tmp")).is_empty(), "{:?}", tree(&store.join("tmp")));
+}
+
+#[test]
+fn push_needs_and_uses_login_credentials() {
+    let t = TempDir::new("push-auth");
+    let store = base(&t);
+    let reg = pullkit::Registry::start(pullkit::Auth::Basic("pusher", "s3cret"));
+    let target = format!("{}/private/bb:1", reg.addr);
+    let o = husk_in(&store, &["push", "bb", &target]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("husk login {}", reg.addr)), "{}", stderr(&o));
+    let mut login = std::process::Command::new(husk_bin())
+        .args(["login", &reg.addr, "-u", "pusher", "--password-stdin"])
+        .env("HUSK_ROOT", &store)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    login.stdin.take().unwrap().write_all(b"s3cret\n").unwrap();
+    let lo = login.wait_with_output().unwrap();
+    assert!(lo.status.success(), "login: {}", stderr(&lo));
+    let pushed: Value = serde_json::from_str(&husk_ok(&store, &["push", "bb", &target, "--json"])).unwrap();
+    let o = husk_in(&store, &["pull", "--json", &target]);
+    assert!(o.status.success(), "pull with the same login: {}", stderr(&o));
+    let inspect: Value = serde_json::from_str(&husk_ok(&store, &["image", "inspect", &target])).unwrap();
+    assert_eq!(inspect["id"], pushed["manifest"]);
+}

@@ -201,7 +201,9 @@ pub fn export(store: &Store, name: &str, owners: &Owners, out: &Path, format: Fo
     })
 }
 
-struct RemoveOnDrop(PathBuf);
+/// A path removed (a tree, or a file) when dropped: work files of an
+/// export or push never outlive it, whichever way it ends.
+pub struct RemoveOnDrop(pub PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {

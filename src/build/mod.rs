@@ -11,6 +11,7 @@
 //! tarw, layer   deterministic tar, published through Store::ensure_layer
 //! config        the image config, manifest and history
 //! export        a stored image as OCI blobs again (export, push)
+//! push          those blobs and the manifest to a registry
 //! cache         RUN step keys -> layers
 //! ```
 
@@ -24,6 +25,7 @@ pub mod exec;
 pub mod export;
 pub mod ignore;
 pub mod layer;
+pub mod push;
 pub mod run;
 pub mod tarw;
 pub mod words;

@@ -27,3 +27,23 @@ pub struct ImageExportArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// `husk push NAME [REF]`.
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// NAME[:TAG] of a stored image.
+    pub name: String,
+    /// Where to push it: REGISTRY[:PORT]/REPO[:TAG] (default: NAME, when it
+    /// is such a reference).
+    pub reference: Option<String>,
+    /// Allow plain HTTP to this registry, HOST:PORT (repeatable;
+    /// loopback registries never need it).
+    #[arg(long, value_name = "HOST:PORT", env = "HUSK_INSECURE_REGISTRY", value_delimiter = ',')]
+    pub insecure_registry: Vec<String>,
+    /// Extra root CA certificates for the registry (PEM file; repeatable).
+    #[arg(long, value_name = "FILE", env = "HUSK_REGISTRY_CA", value_delimiter = ',')]
+    pub registry_ca: Vec<std::path::PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -84,6 +84,8 @@ pub enum Command {
     /// Build an image from a Dockerfile (no Docker): each RUN in a husk
     /// sandbox, each step cached (docs/build.md).
     Build(BuildArgs),
+    /// Push a stored image to a registry (blobs it has are skipped).
+    Push(images::PushArgs),
     /// Store credentials for a registry (used by pull).
     Login(LoginArgs),
     /// Remove stored credentials for a registry.

@@ -2,9 +2,13 @@
 //! out of the store and out of live sandboxes (docs/build.md).
 
 use crate::build::export::{Format, export as run_export};
-use crate::cli::images::{ExportFormat, ImageExportArgs};
+use crate::cli::images::{ExportFormat, ImageExportArgs, PushArgs};
+use crate::host::HostFacts;
+use crate::image::registry::ClientOptions;
+use crate::image::root::owners_for;
 use crate::image::{Owners, Store};
 use crate::outcome::EXIT_HUSK_FAILED;
+use crate::paths::{Paths, PathsError};
 
 /// Prints a failure (and, with --json, the verdict-shaped error) and
 /// gives the exit code.
@@ -35,6 +39,38 @@ pub fn export(store: &Store, owners: &Owners, a: ImageExportArgs) -> i32 {
                     r.format,
                     r.layers,
                     r.manifest
+                );
+            }
+            0
+        }
+        Err(e) => fail(a.json, &e),
+    }
+}
+
+pub fn push(a: PushArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let paths = match paths {
+        Ok(p) => p,
+        Err(e) => return fail(a.json, e),
+    };
+    let store = match Store::open(&paths.root) {
+        Ok(s) => s,
+        Err(e) => return fail(a.json, &e),
+    };
+    let owners = owners_for(&HostFacts::probe(), None);
+    let client =
+        ClientOptions { insecure: a.insecure_registry.clone(), ca_files: a.registry_ca.clone(), mirrors: vec![] };
+    match crate::build::push::push(&store, &a.name, a.reference.as_deref(), &owners, &client) {
+        Ok(r) => {
+            if a.json {
+                crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());
+            } else {
+                crate::outln!(
+                    "pushed {} to {} ({}; {} blobs uploaded, {} already there)",
+                    r.name,
+                    r.reference,
+                    r.manifest,
+                    r.blobs_uploaded,
+                    r.blobs_skipped
                 );
             }
             0

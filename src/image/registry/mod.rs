@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod creds;
 pub mod mirror;
+pub mod push;
 
 use super::digest::truncate;
 use auth::Challenge;
@@ -107,6 +108,8 @@ pub struct Client {
     cred: Option<Credential>,
     /// The Authorization header value that worked last.
     auth: Mutex<Option<String>>,
+    /// Token scope actions asked for when a challenge names none.
+    actions: &'static str,
 }
 
 /// Whether `host` (without port) is a loopback address.
@@ -175,6 +178,7 @@ impl Client {
             insecure: opts.insecure.clone(),
             cred,
             auth: Mutex::new(None),
+            actions: "pull",
         })
     }
 
@@ -324,9 +328,9 @@ impl Client {
             },
             Challenge::Bearer { realm, service, scope } => {
                 // `husk login` checks credentials on no repository.
-                let scope = scope
-                    .clone()
-                    .or_else(|| (!self.repository.is_empty()).then(|| format!("repository:{}:pull", self.repository)));
+                let scope = scope.clone().or_else(|| {
+                    (!self.repository.is_empty()).then(|| format!("repository:{}:{}", self.repository, self.actions))
+                });
                 let mut query = Vec::new();
                 if let Some(s) = &scope {
                     query.push(format!("scope={}", encode(s)));
