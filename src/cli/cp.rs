@@ -38,3 +38,55 @@ impl CopyArgs {
         crate::copy::Limits { max_bytes: self.max_bytes, max_entries: self.max_entries }
     }
 }
+
+/// `husk run --copy-in HOST:PATH`: the sandbox's path is after the last
+/// `:` (it may not hold one; the host path may).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyIn {
+    pub host: String,
+    pub path: String,
+}
+
+/// `husk run --copy-out PATH:HOST`: the sandbox's path is before the first
+/// `:` (it may not hold one; the host path may).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyOut {
+    pub path: String,
+    pub host: String,
+}
+
+pub fn copy_in(s: &str) -> Result<CopyIn, String> {
+    match s.rsplit_once(':') {
+        Some((host, path)) if !host.is_empty() && !path.is_empty() => {
+            Ok(CopyIn { host: host.into(), path: path.into() })
+        }
+        _ => Err(format!(
+            "expected HOST:PATH (a host file or directory, then where it goes in the sandbox), e.g. ./src:/workspace/, not {s:?}"
+        )),
+    }
+}
+
+pub fn copy_out(s: &str) -> Result<CopyOut, String> {
+    match s.split_once(':') {
+        Some((path, host)) if !path.is_empty() && !host.is_empty() => {
+            Ok(CopyOut { path: path.into(), host: host.into() })
+        }
+        _ => Err(format!(
+            "expected PATH:HOST (a path in the sandbox, then where it goes on the host), e.g. /workspace/out:./out, not {s:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_operands_keep_colons_on_the_host_side_only() {
+        assert_eq!(copy_in("./a:b:/w/"), Ok(CopyIn { host: "./a:b".into(), path: "/w/".into() }));
+        assert_eq!(copy_out("/w/out:./x:y"), Ok(CopyOut { path: "/w/out".into(), host: "./x:y".into() }));
+        assert!(copy_in("nocolon").is_err());
+        assert!(copy_in(":/w").is_err());
+        assert!(copy_out("/w:").is_err());
+    }
+}

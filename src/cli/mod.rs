@@ -418,6 +418,19 @@ pub struct RunArgs {
     #[command(flatten)]
     pub process: ProcessArgs,
 
+    /// Copy a host file or directory into the sandbox before the command
+    /// starts (repeatable): HOST:PATH, PATH named as `husk cp` names it
+    /// (an existing directory receives it under its own name; relative to
+    /// the workdir). Native runtime only.
+    #[arg(long, value_name = "HOST:PATH", value_parser = cp::copy_in)]
+    pub copy_in: Vec<cp::CopyIn>,
+
+    /// Copy a file or directory out of the sandbox after the command ended,
+    /// before the sandbox is torn down (repeatable): PATH:HOST. Done whether
+    /// the command succeeded or not. Native runtime only.
+    #[arg(long, value_name = "PATH:HOST", value_parser = cp::copy_out)]
+    pub copy_out: Vec<cp::CopyOut>,
+
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -107,11 +107,9 @@ fn cp_inner(args: &CpArgs, paths: &Result<Paths, PathsError>) -> Result<Report, 
 }
 
 /// A host file or tree into the sandbox, packed here as the caller.
-fn copy_in(store: &Store, f: &Files, host: &str, path: &str) -> Result<Report, FilesError> {
+pub(crate) fn copy_in(store: &Store, f: &Files, host: &str, path: &str) -> Result<Report, FilesError> {
     // The source is checked before the sandbox is asked for anything.
-    let (parent, name) = split_source(AT_FDCWD, host, Resolve::Host).map_err(FilesError::Host)?;
-    nix::sys::stat::fstatat(&parent, name.as_c_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-        .map_err(|e| FilesError::Host(CopyError::fs(host, e)))?;
+    let (parent, name) = check_source(host)?;
     let shown_root = crate::copy::split_path(host).map(|(p, _)| p).unwrap_or(".");
     files::put_with(store, f, path, Shape::Tree, &mut |w| {
         let mut p = Packer { out: TarWriter::new(w), limits: f.limits, report: Report::default(), shown_root };
@@ -120,9 +118,18 @@ fn copy_in(store: &Store, f: &Files, host: &str, path: &str) -> Result<Report, F
     })
 }
 
+/// The host source of a copy in: its parent directory and name, when it
+/// is there (never following a symlink in its last component).
+pub(crate) fn check_source(host: &str) -> Result<(std::os::fd::OwnedFd, std::ffi::CString), FilesError> {
+    let (parent, name) = split_source(AT_FDCWD, host, Resolve::Host).map_err(FilesError::Host)?;
+    nix::sys::stat::fstatat(&parent, name.as_c_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(|e| FilesError::Host(CopyError::fs(host, e)))?;
+    Ok((parent, name))
+}
+
 /// A sandbox's file or tree onto the host, unpacked here as the caller:
 /// nothing the sandbox made (a symlink to /etc, a `..` name) is followed.
-fn copy_out(store: &Store, f: &Files, path: &str, host: &str) -> Result<Report, FilesError> {
+pub(crate) fn copy_out(store: &Store, f: &Files, path: &str, host: &str) -> Result<Report, FilesError> {
     let mut host_report = None;
     let r = files::get_with(store, f, path, &mut |r| {
         let target = open_target(AT_FDCWD, host, Resolve::Host, Shape::Tree)?;

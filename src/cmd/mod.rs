@@ -9,6 +9,7 @@ pub mod images;
 pub mod mcp;
 pub mod pull;
 pub mod run;
+pub mod run_copy;
 pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;

@@ -14,6 +14,9 @@ use crate::step::Phase;
 use std::path::Path;
 
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
+    if super::run_copy::wants_copies(&args) {
+        return super::run_copy::run(args, paths, t_start);
+    }
     let mut p = args.process.clone();
     if let Err(e) = check_verdict_file(&mut p) {
         return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);

@@ -19,7 +19,7 @@ use std::time::Duration;
 /// How long `rm` waits for a supervisor to finish the removal.
 const RM_PATIENCE: Duration = Duration::from_secs(15);
 
-fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, SandboxError> {
+pub(crate) fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, SandboxError> {
     let paths = paths.as_ref().map_err(|e| SandboxError::State(e.to_string()))?;
     Store::open(&paths.state)
 }
@@ -65,7 +65,7 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
     }
 }
 
-fn create_inner(
+pub(crate) fn create_inner(
     args: CreateArgs,
     paths: &Result<Paths, PathsError>,
 ) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
