@@ -504,3 +504,93 @@ fn serve_ndjson_exec_stream() {
         .raw(b"POST /v1/sandboxes/nosuch/exec?stream=1 HTTP/1.1\r\nContent-Length: 17\r\n\r\n{\"argv\":[\"true\"]}");
     assert_eq!(status, 404);
 }
+
+impl Server {
+    /// One request with raw bytes and extra header lines; (status, content
+    /// type, body).
+    fn bytes(&self, method: &str, path: &str, headers: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: husk\r\n{headers}Content-Length: {}\r\n\r\n", body.len());
+        let mut req = head.into_bytes();
+        req.extend_from_slice(body);
+        let mut s = self.connect();
+        s.write_all(&req).unwrap();
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).unwrap();
+        let text = String::from_utf8_lossy(&resp[..resp.len().min(512)]).to_ascii_lowercase();
+        let ctype = text.split("content-type: ").nth(1).and_then(|r| r.split("\r\n").next()).unwrap_or("").to_string();
+        let (status, body) = parse_response(&resp);
+        (status, ctype, body)
+    }
+}
+
+#[test]
+fn serve_files_put_get_list_through_the_copier() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    let id = server.create(json!({}));
+    let files = |q: &str| format!("/v1/sandboxes/{id}/files?{q}");
+    // A file that is not text, with its mode, read back byte for byte; the
+    // sandbox's user owns it.
+    let blob: Vec<u8> = (0..(1u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let (status, _, body) = server.bytes("PUT", &files("path=/tmp/blob.bin&mode=640"), "", &blob);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["bytes"], blob.len(), "{v}");
+    let (status, ctype, got) = server.bytes("GET", &files("path=/tmp/blob.bin"), "", b"");
+    assert_eq!((status, ctype.as_str()), (200, "application/octet-stream"));
+    assert!(got == blob, "the file came back different ({} bytes)", got.len());
+    let (_, v) = server.exec(&id, json!({"argv": ["sh", "-c", "stat -c '%a %u' /tmp/blob.bin; id -u"]}));
+    let out = stdout_of(&v);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("640 {}", lines[1]), "{v}");
+    // A tar into an existing directory, a tree out as a tar (GNU tar reads it).
+    let t = TempDir::new("serve-files");
+    std::fs::create_dir_all(t.join("proj/sub")).unwrap();
+    std::fs::write(t.join("proj/sub/x.txt"), "tree data").unwrap();
+    let tar = std::process::Command::new("tar").args(["-c", "-C"]).arg(t.path()).arg("proj").output().unwrap();
+    let (status, _, body) =
+        server.bytes("PUT", &files("path=/tmp"), "Content-Type: application/x-tar\r\n", &tar.stdout);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let (status, ctype, out) = server.bytes("GET", &files("path=/tmp/proj&format=tar"), "", b"");
+    assert_eq!((status, ctype.as_str()), (200, "application/x-tar"));
+    let mut x = std::process::Command::new("tar")
+        .args(["-x", "-O", "proj/sub/x.txt"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    x.stdin.take().unwrap().write_all(&out).unwrap();
+    assert_eq!(String::from_utf8_lossy(&x.wait_with_output().unwrap().stdout), "tree data");
+    // A directory's entries, typed.
+    let (status, v) = server.request("GET", &files("path=/tmp&list=1"), None);
+    assert_eq!(status, 200, "{v}");
+    let entries: Vec<(String, String)> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap().to_string(), e["type"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(entries.contains(&("blob.bin".into(), "file".into())) && entries.contains(&("proj".into(), "dir".into())));
+    // A symlink the sandbox made toward a host directory resolves inside
+    // the sandbox's root: the host's file is never read.
+    let victim = t.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("marker"), "host secret").unwrap();
+    let (_, v) = server.exec(&id, json!({"argv": ["ln", "-s", victim.to_str().unwrap(), "/tmp/esc"]}));
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let (status, v) = server.request("GET", &files("path=/tmp/esc/marker"), None);
+    assert_error(status, &v, 404, "copy");
+    // Refusals: verdict-shaped, with the status that says why.
+    let (status, v) = server.request("GET", &files("path=/tmp/missing"), None);
+    assert_error(status, &v, 404, "copy");
+    let (status, _, body) = server.bytes("PUT", &files("path=/usr/x"), "", b"x");
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_error(status, &v, 403, "copy");
+    assert_eq!(v["error"]["errno"], "EROFS", "{v}");
+    let (status, v) = server.request("GET", &files("path=/tmp"), None);
+    assert_error(status, &v, 400, "copy");
+    let (status, v) = server.request("GET", &files(""), None);
+    assert_error(status, &v, 400, "request");
+    let (status, v) = server.request("GET", "/v1/sandboxes/nosuchbox/files?path=/tmp", None);
+    assert_error(status, &v, 404, "lookup");
+}

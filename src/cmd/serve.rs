@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod body;
+mod files;
 
 use body::{CreateBody, ExecBody, RenewBody};
 
@@ -325,17 +326,26 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
         ("DELETE", ["v1", "sandboxes", id]) => destroy(ctx, id),
         ("POST", ["v1", "sandboxes", id, "exec"]) => exec(ctx, head, id, &body, conn, t_start),
         ("POST", ["v1", "sandboxes", id, "renew"]) => renew(ctx, id, &body),
-        ("GET" | "PUT", ["v1", "sandboxes", _, "files"]) => Err(ApiError::new(
-            501,
-            "route",
-            "files are not served by this husk yet; use exec with stdin to write and exec with cat to read",
-        )),
+        ("GET" | "PUT", ["v1", "sandboxes", id, "files"]) => files_route(ctx, head, id, &body),
         (_, ["v1", "health"] | ["v1", "sandboxes"] | ["v1", "sandboxes", _] | ["v1", "sandboxes", _, _]) => {
             Err(ApiError::new(405, "route", format!("{m} is not allowed on {path}")).hint("see docs/api.md"))
         }
         _ => Err(ApiError::new(404, "route", format!("no endpoint {m} {path}"))
             .hint("see docs/api.md (paths start with /v1/)")),
     }
+}
+
+fn files_route(ctx: &Ctx, head: &Head, what: &str, body: &[u8]) -> Result<Reply, ApiError> {
+    let id = lookup(ctx, what)?;
+    let store = store(ctx)?;
+    let answer = match head.method.as_str() {
+        "PUT" => files::put(store, head, &id, body)?,
+        _ => files::get(store, head, &id)?,
+    };
+    Ok(match answer {
+        files::Answer::Json(status, v) => Reply::Json(status, v),
+        files::Answer::Bytes(ctype, bytes) => Reply::Raw(200, ctype, bytes),
+    })
 }
 
 fn store(ctx: &Ctx) -> Result<&Store, ApiError> {

@@ -19,6 +19,7 @@
 //! the writing process (inside a sandbox: the sandbox's user; on the host:
 //! the caller). Set-user/group-id bits are dropped on both sides.
 
+pub mod list;
 pub mod pack;
 pub mod tarw;
 pub mod unpack;
@@ -102,6 +103,8 @@ pub enum CopyError {
     ReplacesDir { path: String, what: String },
     #[error("{path} is not a directory")]
     NotDir { path: String },
+    #[error("{path} is not a regular file ({what}); copy it as a tar instead")]
+    NotFile { path: String, what: String },
     #[error("{path} is a symlink, and husk cp never writes through one (ELOOP)")]
     Symlink { path: String },
     #[error("malformed tar stream: {0}")]
@@ -289,7 +292,7 @@ pub fn file_of(input: &mut dyn std::io::Read, out: &mut dyn std::io::Write, path
     let mut tar = TarReader::new(Stream(input));
     let Some(h) = tar.next_member().map_err(|e| CopyError::Tar(e.to_string()))? else { return Err(CopyError::Empty) };
     if h.kind != Kind::File {
-        return Err(CopyError::Stream(format!("{path} is not a regular file ({:?})", h.kind)));
+        return Err(CopyError::NotFile { path: path.to_string(), what: format!("{:?}", h.kind).to_lowercase() });
     }
     let mut buf = vec![0u8; 64 << 10];
     loop {

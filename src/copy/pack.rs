@@ -147,7 +147,7 @@ impl<W: Write> Packer<'_, W> {
 }
 
 /// The names in a directory, but `.` and `..`.
-fn children(dir: &OwnedFd) -> Result<Vec<CString>, crate::sys::Errno> {
+pub(crate) fn children(dir: &OwnedFd) -> Result<Vec<CString>, crate::sys::Errno> {
     let dup = nix::unistd::dup(dir)?;
     let mut d = Dir::from_fd(dup)?;
     let mut names = Vec::new();

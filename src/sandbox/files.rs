@@ -9,7 +9,8 @@
 //! - `put_tar` / `get_tar`: a tar stream in or out;
 //! - `put_with` / `get_with`: the same with the host side's own packer or
 //!   unpacker (`husk cp` from or to a host path);
-//! - `put_file` / `get_file`: one regular file's bytes.
+//! - `put_file` / `get_file`: one regular file's bytes;
+//! - `list`: one directory's entries.
 
 use super::SandboxError;
 use super::proto::Client;
@@ -227,6 +228,19 @@ pub fn put_file(
 /// The bytes of the regular file `path` in the sandbox, to `out`.
 pub fn get_file(store: &Store, f: &Files, path: &str, out: &mut dyn Write) -> Result<Report, FilesError> {
     get_with(store, f, path, &mut |r| crate::copy::file_of(r, &mut *out, path))
+}
+
+/// The entries of the directory `path` in the sandbox.
+pub fn list(store: &Store, f: &Files, path: &str) -> Result<Vec<crate::copy::list::Entry>, FilesError> {
+    let a = admit(store, f, |rec| Inside::List { path: in_sandbox(rec, path) })?;
+    let mut pipe = std::fs::File::from(a.copier.data.try_clone().map_err(|e| FilesError::Host(io_err(e)))?);
+    let mut text = Vec::new();
+    // Bounded: a listing of max_entries names of at most 255 bytes each.
+    let cap = f.limits.max_entries.saturating_mul(512).saturating_add(4096);
+    let host = Read::by_ref(&mut pipe).take(cap).read_to_end(&mut text).map(|_| ()).map_err(io_err);
+    drop(pipe);
+    a.finish(host, Direction::Out)?;
+    serde_json::from_slice(&text).map_err(|e| FilesError::Host(CopyError::Stream(format!("the listing: {e}"))))
 }
 
 fn io_err(e: std::io::Error) -> CopyError {

@@ -39,6 +39,9 @@ pub enum Inside {
     Put { dest: String, shape: Shape },
     /// Pack `path` (absolute) into the pipe.
     Get { path: String },
+    /// The entries of the directory `path` (absolute), as a JSON array
+    /// (`copy::list::Entry`) into the pipe.
+    List { path: String },
 }
 
 /// Everything the copier needs, built before the fork.
@@ -108,7 +111,7 @@ pub fn start(j: CopyJoin<'_>) -> Result<Copier, CopierError> {
     let (report_r, report_w) = pipe()?;
     let (mine, theirs) = match j.op {
         Inside::Put { .. } => (data_w, data_r),
-        Inside::Get { .. } => (data_r, data_w),
+        Inside::Get { .. } | Inside::List { .. } => (data_r, data_w),
     };
     let (forked, born_inside) = super::join::fork_toward(&one, j.cgroup).map_err(CopierError::Clone)?;
     match forked {
@@ -159,6 +162,7 @@ fn copier(j: &CopyJoin<'_>, chan: &Channel, born_inside: bool, data: OwnedFd, re
     let result = match &j.op {
         Inside::Put { dest, shape } => put(dest, *shape, j.limits, data),
         Inside::Get { path } => get(path, j.limits, data),
+        Inside::List { path } => list(path, j.limits, data),
     };
     let text = serde_json::to_vec(&result).unwrap_or_default();
     let _ = nix::unistd::write(&report, &text);
@@ -212,4 +216,12 @@ fn get(path: &str, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
     let mut p = Packer { out: TarWriter::new(out), limits, report: Report::default(), shown_root };
     p.add(parent.as_fd(), &name, name.to_bytes())?;
     p.finish().map(|(_, r)| r)
+}
+
+fn list(path: &str, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
+    let root = root()?;
+    let entries = crate::copy::list::list(root.as_fd(), path, Resolve::InRoot, limits)?;
+    let text = serde_json::to_vec(&entries).map_err(|e| CopyError::Stream(e.to_string()))?;
+    std::io::Write::write_all(&mut std::fs::File::from(data), &text).map_err(CopyError::io)?;
+    Ok(Report { entries: entries.len() as u64, ..Report::default() })
 }
