@@ -51,6 +51,8 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         name: None,
         label: vec![LABEL.into()],
         concurrent: false,
+        warm: None,
+        session: None,
         json: false,
     };
     let (rec, handover) = match super::sandbox::create_inner(create, paths) {
