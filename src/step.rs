@@ -147,6 +147,8 @@ phases! {
     Image => "image",
     /// Fetching an image from a registry.
     Pull => "pull",
+    /// Claiming from a pool of `husk serve` (`husk create --pool`).
+    Pool => "pool",
 }
 
 impl Phase {

@@ -494,6 +494,23 @@ pub struct CreateArgs {
     /// Print the sandbox's record as JSON instead of its id.
     #[arg(long)]
     pub json: bool,
+
+    /// Claim a READY sandbox from this pool of the running `husk serve`
+    /// (see --server) instead of making one; the pool's spec is the
+    /// sandbox's, so only --name, --label, --ttl and --json go with it.
+    #[arg(long, value_name = "NAME")]
+    pub pool: Option<String>,
+
+    /// The husk serve that holds the pools: unix:PATH (default: the state
+    /// dir's api.sock).
+    #[arg(long, value_name = "unix:PATH", env = "HUSK_SERVER")]
+    pub server: Option<String>,
+
+    /// With --pool: when no husk serve answers or it has no such pool,
+    /// create the sandbox cold from this command's own flags instead of
+    /// failing.
+    #[arg(long, requires = "pool")]
+    pub pool_fallback: bool,
 }
 
 /// `husk exec`: the per-command flags of `run`.
@@ -591,6 +608,21 @@ pub struct ServeArgs {
     /// Requests served at once (429 beyond).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_concurrent: u32,
+    /// Keep SIZE sandboxes of this spec READY to be claimed (`husk create
+    /// --pool NAME`, POST /v1/sandboxes {"pool": NAME}); repeatable.
+    /// SOURCE is an image reference or rootfs=DIR; KEYs: memory, cpus,
+    /// pids, network, runtime, warm (docs/warm.md).
+    #[arg(long, value_name = "NAME=SOURCE[,KEY=VALUE...]:SIZE")]
+    pub pool: Vec<String>,
+    /// Pools from a JSON file: {"pools": [{"name", "image" | "rootfs",
+    /// "size", "memory", ...}]} (docs/warm.md).
+    #[arg(long, value_name = "FILE")]
+    pub pool_file: Option<PathBuf>,
+    /// Memory the pools' unclaimed members may reserve together (each
+    /// counts its memory limit); refills stop short of it. Default: half
+    /// of MemAvailable when serve starts.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub pool_memory_budget: Option<u64>,
 }
 
 #[derive(Args, Debug)]

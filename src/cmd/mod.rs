@@ -1,6 +1,7 @@
 //! One file per subcommand: arguments -> Spec -> library calls -> exit code.
 
 pub mod build;
+pub mod claim;
 pub mod cp;
 pub mod doctor;
 pub mod gc;

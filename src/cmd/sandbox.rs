@@ -37,6 +37,9 @@ fn fail(e: &SandboxError, json: bool) -> i32 {
 }
 
 pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    if args.pool.is_some() {
+        return create_from_pool(args, paths);
+    }
     let json = args.json;
     match create_inner(args, paths) {
         Ok((rec, handover)) => {
@@ -62,6 +65,34 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
             0
         }
         Err(e) => fail(&e, json),
+    }
+}
+
+/// `create --pool`: claimed through husk serve (cmd/claim.rs), or cold
+/// with --pool-fallback when there is no serve or no such pool.
+fn create_from_pool(mut args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    use super::claim::Failed;
+    match super::claim::claim(&args, paths) {
+        Ok(v) => {
+            if args.json {
+                crate::outln!("{v}");
+            } else {
+                crate::outln!("{}", v["id"].as_str().unwrap_or(""));
+            }
+            // As a cold create: a sandbox whose id reached nobody goes.
+            if !crate::print::stdout_ok()
+                && let Some(id) = v["id"].as_str()
+            {
+                let _ = store_of(paths).and_then(|s| destroy(&s, id, true));
+            }
+            0
+        }
+        Err(Failed::NoPool(e)) if args.pool_fallback => {
+            crate::errln!("husk: {e}; creating the sandbox cold (--pool-fallback)");
+            args.pool = None;
+            create(args, paths)
+        }
+        Err(Failed::NoPool(e) | Failed::Error(e)) => fail(&e, args.json),
     }
 }
 
@@ -184,7 +215,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
 
 /// The record without the bulky parts (root's passwd/group, spec), plus
 /// what is live about it.
-fn summary(rec: &Record) -> serde_json::Value {
+pub fn summary(rec: &Record) -> serde_json::Value {
     let now = now_ms();
     json!({
         "id": rec.id,

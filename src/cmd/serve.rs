@@ -31,6 +31,9 @@ use std::time::{Duration, Instant};
 
 mod body;
 mod files;
+mod claim;
+mod pool;
+mod spec;
 
 use body::{CreateBody, ExecBody, RenewBody};
 
@@ -50,6 +53,8 @@ struct Ctx {
     token: Option<Vec<u8>>,
     limits: Limits,
     address: String,
+    /// The pools, as the loop held them when this connection was accepted.
+    pools: pool::Pools,
 }
 
 impl Ctx {
@@ -143,6 +148,10 @@ enum StartError {
     Serve(#[from] server::ServeError),
     #[error("--token-file is for TCP; a unix socket is guarded by its mode (0600) and owner")]
     TokenOnUnix,
+    #[error(transparent)]
+    Pools(#[from] pool::PoolsError),
+    #[error(transparent)]
+    PoolSpec(#[from] spec::SpecError),
 }
 
 fn serve_inner(
@@ -181,18 +190,38 @@ fn serve_inner(
     };
     let store =
         paths.as_ref().map_err(|e| e.to_string()).and_then(|p| Store::open(&p.state).map_err(|e| e.to_string()));
-    let ctx = Ctx {
+    let mut specs = Vec::new();
+    if let Some(f) = &args.pool_file {
+        specs.extend(spec::parse_file(f)?);
+    }
+    for p in &args.pool {
+        specs.push(spec::parse_arg(p)?);
+    }
+    let pool_store = paths.as_ref().ok().and_then(|p| Store::open(&p.state).ok());
+    let mut ctx = Ctx {
         root,
         state_dir,
         store,
         token,
         limits: Limits { max_body: args.max_body, ..Limits::default() },
         address: shown.clone(),
+        pools: pool::Pools::new(specs, pool_store, Vec::new(), shown.clone(), args.pool_memory_budget)?,
     };
+    ctx.pools.set_base(ctx.argv(&[]));
+    ctx.pools.adopt();
     // The one line a supervisor of serve (or a test) waits for.
     crate::outln!("husk serve: listening on {shown}");
-    match server::run(listener, args.max_concurrent as usize, too_many)? {
+    let ended = server::run(listener, args.max_concurrent as usize, too_many, &mut ctx.pools);
+    let ended = match ended {
+        Ok(e) => e,
+        Err(e) => {
+            ctx.pools.shutdown();
+            return Err(e.into());
+        }
+    };
+    match ended {
         Ended::Connection(conn, _one) => {
+            ctx.pools.forked();
             serve_connection(conn, &ctx);
             crate::sys::process::exit_now(0)
         }
@@ -201,6 +230,10 @@ fn serve_inner(
                 listen::remove_unix(p, *ino);
             }
             crate::errln!("husk serve: {sig} received; stopped listening on {shown}");
+            let removed = ctx.pools.shutdown();
+            if removed > 0 {
+                crate::errln!("husk serve: removed {removed} unclaimed pool member(s)");
+            }
             if args.destroy_on_exit {
                 destroy_ours(&ctx);
             }
@@ -321,15 +354,25 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
     match (m, segs.as_slice()) {
         ("GET", ["v1", "health"]) => Ok(Reply::Json(200, json!({"version": env!("CARGO_PKG_VERSION"), "api": 1}))),
         ("POST", ["v1", "sandboxes"]) => create(ctx, &body),
+        ("GET", ["v1", "pools"]) => claim::get(ctx, None),
+        ("GET", ["v1", "pools", name]) => claim::get(ctx, Some(name)),
+        ("POST", ["v1", "pools"]) => claim::add(ctx, &body),
+        ("DELETE", ["v1", "pools", name]) => claim::delete(ctx, name),
         ("GET", ["v1", "sandboxes"]) => list(ctx, head),
         ("GET", ["v1", "sandboxes", id]) => get(ctx, id),
         ("DELETE", ["v1", "sandboxes", id]) => destroy(ctx, id),
         ("POST", ["v1", "sandboxes", id, "exec"]) => exec(ctx, head, id, &body, conn, t_start),
         ("POST", ["v1", "sandboxes", id, "renew"]) => renew(ctx, id, &body),
         ("GET" | "PUT", ["v1", "sandboxes", id, "files"]) => files_route(ctx, head, id, &body),
-        (_, ["v1", "health"] | ["v1", "sandboxes"] | ["v1", "sandboxes", _] | ["v1", "sandboxes", _, _]) => {
-            Err(ApiError::new(405, "route", format!("{m} is not allowed on {path}")).hint("see docs/api.md"))
-        }
+        (
+            _,
+            ["v1", "health"]
+            | ["v1", "sandboxes"]
+            | ["v1", "sandboxes", _]
+            | ["v1", "sandboxes", _, _]
+            | ["v1", "pools"]
+            | ["v1", "pools", _],
+        ) => Err(ApiError::new(405, "route", format!("{m} is not allowed on {path}")).hint("see docs/api.md")),
         _ => Err(ApiError::new(404, "route", format!("no endpoint {m} {path}"))
             .hint("see docs/api.md (paths start with /v1/)")),
     }
@@ -399,9 +442,17 @@ fn status_of_step(step: &str, message: &str) -> u16 {
 
 fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
     let req: CreateBody = body::parse(body)?;
+    if let Some(c) = req.claim()? {
+        return claim::claim(ctx, c);
+    }
     let (args, secrets) = req.to_args(&ctx.address)?;
     let mut argv = ctx.argv(&["create", "--json"]);
     argv.extend(args.into_iter().map(OsString::from));
+    Ok(Reply::Json(201, create_child(argv, secrets)?))
+}
+
+/// `husk create --json` as a program of its own; its record.
+fn create_child(argv: Vec<OsString>, secrets: body::Secrets) -> Result<Value, ApiError> {
     // Refused here, with clap's own words, before a program starts.
     parse_cli(argv.clone())?;
     // A program of its own (see the module text): the supervisor it forks
@@ -413,7 +464,7 @@ fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
     let out = cmd.output().map_err(|e| ApiError::new(500, "create", format!("starting husk create: {e}")))?;
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     if out.status.success() && v.get("id").is_some() {
-        return Ok(Reply::Json(201, with_api_state(v)));
+        return Ok(with_api_state(v));
     }
     Err(failure(v, &out.stderr))
 }

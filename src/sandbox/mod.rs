@@ -11,6 +11,7 @@
 //! - `supervisor`: creation and the supervisor's life
 //! - `exec`: `husk exec` (planned here, run by the sandbox's backend)
 //! - `gc`: what dead supervisors left behind
+//! - `pool`: claiming a pool's member (`husk serve --pool`)
 //! - `events`: OOM kills, pids-limit hits, renewals, execs (a bounded journal)
 //! - `tombstone`: how and when recently ended sandboxes ended
 //!
@@ -23,6 +24,7 @@ pub mod events;
 pub mod exec;
 pub mod files;
 pub mod gc;
+pub mod pool;
 pub mod proto;
 pub mod registry;
 pub mod state;

@@ -48,6 +48,18 @@ pub enum Request {
     /// after each change), ordered with every request before it, so an
     /// exec that has returned is never shown running.
     Status,
+    /// Hands an unclaimed member of pool `pool` (labelled `husk.pool=POOL`,
+    /// never exec'd) to a caller: the pool label goes, the caller's labels,
+    /// name and lease come. The supervisor answers one request at a time, so
+    /// of two claims of one member exactly one wins (see `sandbox::pool`).
+    Claim {
+        pool: String,
+        #[serde(default)]
+        labels: std::collections::BTreeMap<String, String>,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
     /// On an exec's connection, before it ends: the sandbox's events since
     /// the exec started (OOM kills and pids-limit hits anywhere in the
     /// sandbox, renewals, other execs), for its verdict.

@@ -3,6 +3,7 @@
 //! API of docs/api.md) is `cmd::serve`'s; nothing here knows sandboxes.
 //! None of it runs unless `husk serve` does.
 
+pub mod client;
 pub mod http;
 pub mod listen;
 pub mod server;

@@ -8,7 +8,9 @@
 //! exec with the same code as the CLI, and ends with its connection, so
 //! nothing a request did (a leaked fd, a stuck read) outlives it. The loop
 //! itself only accepts, counts children (`--max-concurrent`, 429 beyond)
-//! and reaps them; it holds no state about sandboxes.
+//! and reaps them; it holds no state about sandboxes. Whoever runs the loop
+//! may give it `Chores` (serve's pools): an fd and a timer to wake for, and
+//! children of its own that the reaping must not count as connections.
 
 use crate::sys::process::{Forked, SingleThreaded, ThreadsError};
 use nix::sys::signal::{SigSet, Signal};
@@ -160,12 +162,31 @@ pub enum Ended {
 /// `max_concurrent`.
 pub type Refusal = fn() -> (u16, Vec<u8>);
 
+/// Work the loop's owner does between connections, in the loop's process:
+/// woken by its own fd or its timer, and told about its own children.
+pub trait Chores {
+    /// An fd to wake for (a pipe connection processes write to).
+    fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
+    /// The longest the loop may sleep before `tend` runs again.
+    fn timeout(&self) -> Option<Duration>;
+    /// Runs after every wake-up, before connections are accepted: what a
+    /// connection's process forked after this sees includes it.
+    fn tend(&mut self);
+    /// A reaped child: true if it was one of the chores' (not a connection).
+    fn reaped(&mut self, pid: i32, status: libc::c_int) -> bool;
+}
+
 const STOP: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
 
 /// Accepts until a stop signal. In a connection's process, returns
 /// `Ended::Connection` with the listener and the signal handling gone (the
 /// signal mask cleared, as a CLI husk starts).
-pub fn run(listener: Listener, max_concurrent: usize, refusal: Refusal) -> Result<Ended, ServeError> {
+pub fn run(
+    listener: Listener,
+    max_concurrent: usize,
+    refusal: Refusal,
+    chores: &mut dyn Chores,
+) -> Result<Ended, ServeError> {
     let mut set = SigSet::empty();
     for s in STOP {
         set.add(s);
@@ -178,24 +199,32 @@ pub fn run(listener: Listener, max_concurrent: usize, refusal: Refusal) -> Resul
     let mut active = 0usize;
     loop {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-        let mut fds = [PollFd::new(listener.fd(), PollFlags::POLLIN), PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::NONE) {
+        let mut fds =
+            vec![PollFd::new(listener.fd(), PollFlags::POLLIN), PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
+        fds.extend(chores.fd().map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
+        let timeout = chores
+            .timeout()
+            .map(|d| PollTimeout::try_from(d.as_millis().min(60_000) as u64 + 1).unwrap_or(PollTimeout::MAX))
+            .unwrap_or(PollTimeout::NONE);
+        match poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(ServeError::Poll(e)),
         }
         let signals_ready = fds[1].revents().is_some_and(|r| !r.is_empty());
         let conns_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+        drop(fds);
         if signals_ready {
             while let Ok(Some(info)) = sigfd.read_signal() {
                 let sig = Signal::try_from(info.ssi_signo as i32).unwrap_or(Signal::SIGTERM);
                 if STOP.contains(&sig) {
-                    reap(&mut active);
+                    reap(&mut active, chores);
                     return Ok(Ended::Stopped(sig));
                 }
             }
-            reap(&mut active);
+            reap(&mut active, chores);
         }
+        chores.tend();
         if !conns_ready {
             continue;
         }
@@ -207,7 +236,7 @@ pub fn run(listener: Listener, max_concurrent: usize, refusal: Refusal) -> Resul
                 // running out: the listener stays, the next one may work.
                 Err(_) => break,
             };
-            reap(&mut active);
+            reap(&mut active, chores);
             if active >= max_concurrent {
                 refuse(conn, refusal);
                 continue;
@@ -229,9 +258,11 @@ pub fn run(listener: Listener, max_concurrent: usize, refusal: Refusal) -> Resul
     }
 }
 
-fn reap(active: &mut usize) {
-    while let Ok(Some(_)) = crate::sys::process::reap_any_nohang() {
-        *active = active.saturating_sub(1);
+fn reap(active: &mut usize, chores: &mut dyn Chores) {
+    while let Ok(Some((pid, status))) = crate::sys::process::reap_any_nohang() {
+        if !chores.reaped(pid.as_raw(), status) {
+            *active = active.saturating_sub(1);
+        }
     }
 }
 

@@ -89,9 +89,82 @@ pub struct CreateBody {
     warm: Option<String>,
     /// `husk create --session`: "python" or "bash".
     session: Option<String>,
+    /// Claim a member of this pool (`husk serve --pool`).
+    pool: Option<String>,
 }
 
+/// What a claim from a pool may ask: the sandbox's spec is the pool's.
+pub struct ClaimArgs {
+    pub pool: String,
+    pub name: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub ttl: std::time::Duration,
+}
+
+/// `husk create`'s default lease, for a claim that gives none.
+const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+
 impl CreateBody {
+    /// A claim, when the body names a pool: only name, labels and ttl may
+    /// come with it (anything else would silently not apply).
+    pub fn claim(&self) -> Result<Option<ClaimArgs>, ApiError> {
+        let Some(pool) = &self.pool else { return Ok(None) };
+        let given: Vec<&str> = [
+            ("image", self.image.is_some()),
+            ("rootfs", self.rootfs.is_some()),
+            ("runtime", self.runtime.is_some()),
+            ("memory", self.memory.is_some()),
+            ("cpus", self.cpus.is_some()),
+            ("pids", self.pids.is_some()),
+            ("max_lifetime", self.max_lifetime.is_some()),
+            ("network", self.network.is_some()),
+            ("env", !self.env.is_empty()),
+            ("secret_env", !self.secret_env.is_empty()),
+            ("workdir", self.workdir.is_some()),
+            ("user", self.user.is_some()),
+            ("concurrent", self.concurrent),
+            ("ready_cmd", self.ready_cmd.is_some()),
+            ("ready_timeout", self.ready_timeout.is_some()),
+            ("warm", self.warm.is_some()),
+            ("session", self.session.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect();
+        if !given.is_empty() {
+            return Err(ApiError::new(
+                400,
+                "request",
+                format!(
+                    "pool {pool:?}: {} cannot go with a pool (its members are made with the pool's spec)",
+                    given.join(", ")
+                ),
+            )
+            .hint("give only pool, name, labels and ttl; or create without pool"));
+        }
+        let bad = |m: String| ApiError::new(400, "request", m);
+        if let Some(n) = &self.name {
+            crate::sandbox::state::check_name(n).map_err(|e| bad(e.to_string()))?;
+        }
+        for k in self.labels.keys() {
+            if k.is_empty() || k.contains('=') || k.starts_with("husk.pool") || k == super::SERVE_LABEL {
+                return Err(bad(format!("labels: {k:?} is not a label a claim may set")));
+            }
+        }
+        let ttl = match &self.ttl {
+            None => DEFAULT_TTL,
+            Some(v) => {
+                let t = scalar("ttl", v)?;
+                match crate::units::parse_duration(&t) {
+                    Ok(d) if !d.is_zero() => d,
+                    Ok(_) => return Err(bad("ttl must be longer than 0 (e.g. 30s, 10m)".into())),
+                    Err(e) => return Err(bad(format!("ttl {t:?}: {e}"))),
+                }
+            }
+        };
+        Ok(Some(ClaimArgs { pool: pool.clone(), name: self.name.clone(), labels: self.labels.clone(), ttl }))
+    }
+
     /// `husk create` arguments, and the secrets as environment variables
     /// for it (never in argv).
     pub fn to_args(&self, address: &str) -> Result<(Vec<String>, Secrets), ApiError> {
@@ -131,6 +204,11 @@ impl CreateBody {
             a.push(format!("--add-host={}:{}", clean("add_hosts", name)?, clean("add_hosts", ip)?));
         }
         pairs("env", "env", &self.env, &mut a)?;
+        // Pool labels are serve's own: a sandbox labelled as a member could
+        // be adopted by a restarted serve and handed to another caller.
+        if let Some(k) = self.labels.keys().find(|k| k.starts_with(crate::sandbox::pool::POOL_LABEL)) {
+            return Err(ApiError::new(400, "request", format!("labels: {k:?} is reserved for husk serve's pools")));
+        }
         let mut labels = self.labels.clone();
         labels.insert(super::SERVE_LABEL.into(), address.into());
         pairs("label", "labels", &labels, &mut a)?;

@@ -183,11 +183,48 @@ impl Supervisor {
                 let network = init.network().map(Box::new);
                 self.answer(c, Reply { ok: true, events, network, ..self.lease() })
             }
+            Request::Claim { pool, labels, ttl_ms, name } => match self.claim(&pool, labels, ttl_ms, name, active) {
+                Ok(()) => self.answer(c, Reply { ok: true, ..self.lease() }),
+                Err(why) => self.answer(c, Reply { error: Some(why), ..self.lease() }),
+            },
             Request::Destroy => {
                 let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
                 Served::End
             }
         }
+    }
+
+    /// `Request::Claim`: only an unclaimed member of `pool` that never ran
+    /// anything is handed over (single use: the pool label goes for good,
+    /// so no second claim can match it).
+    fn claim(
+        &mut self,
+        pool: &str,
+        labels: std::collections::BTreeMap<String, String>,
+        ttl_ms: u64,
+        name: Option<String>,
+        active: usize,
+    ) -> Result<(), String> {
+        use crate::sandbox::pool::POOL_LABEL;
+        if self.rec.labels.get(POOL_LABEL).map(String::as_str) != Some(pool) {
+            return Err(format!("sandbox {} is not an unclaimed member of pool {pool:?}", self.rec.id));
+        }
+        if active > 0 || self.rec.execs > 0 {
+            return Err(format!("sandbox {} has run execs: not fresh, not handed out", self.rec.id));
+        }
+        if ttl_ms == 0 {
+            return Err("a claim's ttl must be longer than 0".into());
+        }
+        // The claimer reserved the name for this id (sandbox::pool::claim);
+        // the record names it so the sandbox's end releases it.
+        if let Some(n) = name {
+            self.rec.name = Some(n);
+        }
+        crate::sandbox::pool::relabel(&mut self.rec.labels, pool, labels);
+        self.renew(Some(ttl_ms));
+        let (ttl_ms, expires_ms) = (self.rec.ttl_ms, self.rec.expires_ms);
+        self.journal.record(EventKind::Renew { ttl_ms, expires_ms });
+        Ok(())
     }
 
     fn answer(&self, c: &Conn, r: Reply) -> Served {

@@ -1,0 +1,91 @@
+//! The pools' side of the API, in a connection's process: a claim (POST
+//! /v1/sandboxes {"pool": NAME}) and GET/POST/DELETE /v1/pools. What the
+//! process knows of the pools is the loop's state when it was forked
+//! (`pool::Pools`); what it changes it tells the loop (`pool::Note`).
+
+use super::body::{self, ClaimArgs};
+use super::pool::{MAX_NOTE, Note};
+use super::spec::PoolSpec;
+use super::{ApiError, Ctx, Reply, with_api_state};
+use crate::sandbox::pool::{CLAIMED_FROM_LABEL, ClaimError, ClaimRequest};
+use serde_json::{Value, json};
+use std::ffi::OsString;
+
+fn no_pool(name: &str) -> ApiError {
+    ApiError::new(404, "pool", format!("husk serve has no pool {name:?}"))
+        .hint("GET /v1/pools lists the pools; start husk serve with --pool NAME=IMAGE:SIZE or POST /v1/pools")
+}
+
+/// A claim: the oldest READY member that takes it, else (a miss) a cold
+/// create with the pool's spec. Never waits for a refill.
+pub fn claim(ctx: &Ctx, req: ClaimArgs) -> Result<Reply, ApiError> {
+    let pools = &ctx.pools;
+    let pool = pools.find(&req.pool).ok_or_else(|| no_pool(&req.pool))?;
+    let store = super::store(ctx)?;
+    let mut labels = req.labels.clone();
+    labels.insert(super::SERVE_LABEL.into(), ctx.address.clone());
+    let ask = ClaimRequest { pool: &req.pool, labels, ttl: req.ttl, name: req.name.as_deref() };
+    for id in &pool.members {
+        match crate::sandbox::pool::claim(store, id, &ask) {
+            Ok(rec) => {
+                pools.notify(&Note::Claimed { pool: req.pool.clone(), id: id.clone() });
+                let mut v = with_api_state(super::super::sandbox::summary(&rec));
+                v["pooled"] = json!(true);
+                return Ok(Reply::Json(201, v));
+            }
+            Err(ClaimError::Name(e)) => return Err(ApiError::of_sandbox(&e)),
+            Err(ClaimError::Dead { .. } | ClaimError::Refused { .. }) => {
+                pools.notify(&Note::Suspect { pool: req.pool.clone(), id: id.clone() });
+            }
+        }
+    }
+    pools.notify(&Note::Miss { pool: req.pool.clone() });
+    let mut argv = ctx.argv(&["create", "--json"]);
+    argv.extend(pool.args().iter().map(OsString::from));
+    argv.push(format!("--ttl={}ms", req.ttl.as_millis()).into());
+    if let Some(n) = &req.name {
+        argv.push(format!("--name={n}").into());
+    }
+    argv.push(format!("--label={CLAIMED_FROM_LABEL}={}", req.pool).into());
+    argv.push(format!("--label={}={}", super::SERVE_LABEL, ctx.address).into());
+    for (k, v) in &req.labels {
+        argv.push(format!("--label={k}={v}").into());
+    }
+    let mut v = super::create_child(argv, Vec::new())?;
+    v["pooled"] = json!(false);
+    Ok(Reply::Json(201, v))
+}
+
+/// GET /v1/pools and GET /v1/pools/NAME.
+pub fn get(ctx: &Ctx, name: Option<&str>) -> Result<Reply, ApiError> {
+    match name {
+        None => Ok(Reply::Json(200, ctx.pools.json())),
+        Some(n) => Ok(Reply::Json(200, ctx.pools.find(n).ok_or_else(|| no_pool(n))?.json())),
+    }
+}
+
+/// POST /v1/pools: a new pool, filled in the background.
+pub fn add(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
+    let spec: PoolSpec = body::parse(body)?;
+    spec.validate().map_err(|e| ApiError::new(400, "pool", e.to_string()))?;
+    if ctx.pools.find(&spec.name).is_some() {
+        return Err(ApiError::new(409, "pool", format!("pool {:?} exists", spec.name))
+            .hint("DELETE /v1/pools/NAME first to change its spec"));
+    }
+    super::store(ctx)?;
+    let note = Note::Add { spec: spec.clone() };
+    if serde_json::to_vec(&note).map(|b| b.len() + 1).unwrap_or(usize::MAX) > MAX_NOTE {
+        return Err(ApiError::new(400, "pool", format!("the pool's spec is longer than {MAX_NOTE} bytes")));
+    }
+    ctx.pools.notify(&note);
+    Ok(Reply::Json(201, json!({"name": spec.name, "spec": spec, "size": spec.size, "ready": 0})))
+}
+
+/// DELETE /v1/pools/NAME: the pool goes and its unclaimed members with it
+/// (claimed ones are their callers').
+pub fn delete(ctx: &Ctx, name: &str) -> Result<Reply, ApiError> {
+    let pool = ctx.pools.find(name).ok_or_else(|| no_pool(name))?;
+    ctx.pools.notify(&Note::Delete { pool: name.to_string() });
+    let members: Vec<Value> = pool.members.iter().map(|m| json!(m)).collect();
+    Ok(Reply::Json(200, json!({"name": name, "deleted": true, "members_removed": members})))
+}

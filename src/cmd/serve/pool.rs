@@ -1,0 +1,597 @@
+//! husk serve's pools: the one piece of state serve keeps, held by its
+//! accept loop's process (`serve::server::Chores`).
+//!
+//! A member is an ordinary sandbox made by a child `husk create` (the same
+//! code path as any create: namespaces, mounts, cgroup, seccomp done, no
+//! workload) with the labels `husk.pool=NAME`, `husk.pool.spec=DIGEST` and
+//! serve's address. Connection processes are forked from the loop, so each
+//! sees the pools as they were when it was accepted: it claims a member
+//! straight from its supervisor (`sandbox::pool::claim`, atomic there) and
+//! tells the loop what happened over a pipe (`Note`); the loop reads the
+//! pipe before it accepts the next connection, so a client's next request
+//! sees the count its last claim changed. The loop refills in the
+//! background (never while a claim waits: a claim with nothing READY is a
+//! miss and a cold create), checks members' supervisors every second,
+//! renews members' leases (so members of a serve killed outright expire on
+//! their own), and stops growing at the memory budget.
+
+use super::spec::PoolSpec;
+use crate::sandbox::pool::{POOL_LABEL, SPEC_LABEL};
+use crate::sandbox::proto::{Client, Request};
+use crate::sandbox::state::{self, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// An unclaimed member's lease; serve renews it well before it runs out,
+/// so only a serve that is gone lets it expire.
+pub const MEMBER_TTL: Duration = Duration::from_secs(600);
+/// How often members' supervisors are checked.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// `husk create`s running at once for one pool.
+const MAX_CREATING: usize = 2;
+/// A failed refill waits this long before the next (doubling to the max).
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What a connection's process tells the loop (one JSON line, shorter
+/// than PIPE_BUF, so lines from several processes never interleave).
+#[derive(Serialize, Deserialize, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum Note {
+    Claimed {
+        pool: String,
+        id: String,
+    },
+    Miss {
+        pool: String,
+    },
+    /// A member refused a claim or did not answer: check it.
+    Suspect {
+        pool: String,
+        id: String,
+    },
+    Add {
+        spec: PoolSpec,
+    },
+    Delete {
+        pool: String,
+    },
+}
+
+/// The most a `Note` line may be (PIPE_BUF).
+pub const MAX_NOTE: usize = 4096;
+
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetSource {
+    /// `--pool-memory-budget`.
+    Flag,
+    /// Half of MemAvailable when serve started.
+    HalfAvailable,
+}
+
+pub struct Pool {
+    pub spec: PoolSpec,
+    args: Vec<String>,
+    digest: String,
+    cost: u64,
+    /// READY members, oldest first (claimed first).
+    pub members: VecDeque<String>,
+    creating: Vec<i32>,
+    claims: u64,
+    misses: u64,
+    replaced: u64,
+    adopted: u64,
+    cleaned: u64,
+    failures: u64,
+    last_error: Option<String>,
+    budget_limited: bool,
+    retry_at: Option<Instant>,
+    backoff: Duration,
+}
+
+impl Pool {
+    fn new(spec: PoolSpec, args: Vec<String>, mem_total: u64) -> Pool {
+        Pool {
+            digest: spec.digest(),
+            cost: spec.cost(mem_total),
+            spec,
+            args,
+            members: VecDeque::new(),
+            creating: Vec::new(),
+            claims: 0,
+            misses: 0,
+            replaced: 0,
+            adopted: 0,
+            cleaned: 0,
+            failures: 0,
+            last_error: None,
+            budget_limited: false,
+            retry_at: None,
+            backoff: FIRST_BACKOFF,
+        }
+    }
+
+    /// The sandbox flags of its members (and of a miss's cold create).
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "name": self.spec.name,
+            "spec": self.spec,
+            "size": self.spec.size,
+            "ready": self.members.len(),
+            "creating": self.creating.len(),
+            "claims": self.claims,
+            "misses": self.misses,
+            "replaced": self.replaced,
+            "adopted": self.adopted,
+            "cleaned": self.cleaned,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "member_memory": self.cost,
+            "budget_limited": self.budget_limited,
+        })
+    }
+}
+
+/// A running refill: the `husk create` child and where its output goes.
+struct Refill {
+    pid: i32,
+    pool: String,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+pub struct Pools {
+    pools: Vec<Pool>,
+    store: Option<Store>,
+    /// `husk --root R --state-dir S`, as serve was given them.
+    base: Vec<OsString>,
+    address: String,
+    work: PathBuf,
+    budget: u64,
+    budget_source: BudgetSource,
+    mem_total: u64,
+    rx: Option<OwnedFd>,
+    tx: Option<OwnedFd>,
+    inbox: Vec<u8>,
+    refills: Vec<Refill>,
+    serial: u64,
+    next_check: Instant,
+    next_renew: Instant,
+}
+
+/// Where a pool cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolsError {
+    #[error(transparent)]
+    Spec(#[from] super::spec::SpecError),
+    #[error("pool {0:?} is given twice")]
+    Duplicate(String),
+    #[error("pools need husk's state dir: {0}")]
+    State(String),
+    #[error("pools: making the notification pipe: {0}")]
+    Pipe(nix::errno::Errno),
+}
+
+/// MemAvailable from /proc/meminfo, in bytes.
+fn mem_available() -> u64 {
+    let text = crate::files::read_text("/proc/meminfo").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+impl Pools {
+    pub fn new(
+        specs: Vec<PoolSpec>,
+        store: Option<Store>,
+        base: Vec<OsString>,
+        address: String,
+        budget: Option<u64>,
+    ) -> Result<Pools, PoolsError> {
+        let mem_total = nix::sys::sysinfo::sysinfo().map(|s| s.ram_total()).unwrap_or(0);
+        let (budget, budget_source) = match budget {
+            Some(b) => (b, BudgetSource::Flag),
+            None => (mem_available() / 2, BudgetSource::HalfAvailable),
+        };
+        let mut pools: Vec<Pool> = Vec::new();
+        for spec in specs {
+            let args = spec.validate()?;
+            if pools.iter().any(|p| p.spec.name == spec.name) {
+                return Err(PoolsError::Duplicate(spec.name));
+            }
+            pools.push(Pool::new(spec, args, mem_total));
+        }
+        let work = match &store {
+            Some(s) => s.state_dir().join("pools"),
+            None if pools.is_empty() => PathBuf::new(),
+            None => return Err(PoolsError::State("no usable state dir".into())),
+        };
+        if store.is_some() {
+            crate::paths::ensure_private_dir("pools dir", &work).map_err(|e| PoolsError::State(e.to_string()))?;
+        }
+        let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+            .map_err(PoolsError::Pipe)?;
+        // Writers (connection processes) block: a note is never dropped.
+        nix::fcntl::fcntl(&tx, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty())).map_err(PoolsError::Pipe)?;
+        let now = Instant::now();
+        Ok(Pools {
+            pools,
+            store,
+            base,
+            address,
+            work,
+            budget,
+            budget_source,
+            mem_total,
+            rx: Some(rx),
+            tx: Some(tx),
+            inbox: Vec::new(),
+            refills: Vec::new(),
+            serial: 0,
+            next_check: now,
+            next_renew: now + MEMBER_TTL / 4,
+        })
+    }
+
+    /// `husk --root R --state-dir S` for the refills' `husk create`.
+    pub fn set_base(&mut self, base: Vec<OsString>) {
+        self.base = base;
+    }
+
+    pub fn find(&self, name: &str) -> Option<&Pool> {
+        self.pools.iter().find(|p| p.spec.name == name)
+    }
+
+    fn reserved(&self) -> u64 {
+        self.pools.iter().map(|p| (p.members.len() + p.creating.len()) as u64 * p.cost).sum()
+    }
+
+    /// GET /v1/pools.
+    pub fn json(&self) -> Value {
+        json!({
+            "pools": self.pools.iter().map(Pool::json).collect::<Vec<_>>(),
+            "memory_budget": {"bytes": self.budget, "reserved": self.reserved(), "source": self.budget_source},
+        })
+    }
+
+    /// In a connection's process: tells the loop.
+    pub fn notify(&self, note: &Note) {
+        let Some(tx) = &self.tx else { return };
+        let mut line = serde_json::to_vec(note).unwrap_or_default();
+        line.push(b'\n');
+        if line.len() <= MAX_NOTE {
+            let _ = nix::unistd::write(tx, &line);
+        }
+    }
+
+    /// At start: members a previous serve on this address left. Those of a
+    /// pool with the same spec are adopted (up to its size); the rest are
+    /// removed.
+    pub fn adopt(&mut self) {
+        let Some(store) = &self.store else { return };
+        for rec in crate::sandbox::registry::records(store) {
+            let Some(pool) = rec.labels.get(POOL_LABEL) else { continue };
+            if rec.labels.get(super::SERVE_LABEL) != Some(&self.address) {
+                continue;
+            }
+            let fresh = rec.execs == 0 && rec.state == state::State::Ready;
+            match self.pools.iter_mut().find(|p| &p.spec.name == pool) {
+                Some(p)
+                    if fresh
+                        && rec.labels.get(SPEC_LABEL) == Some(&p.digest)
+                        && p.members.len() < p.spec.size as usize =>
+                {
+                    p.members.push_back(rec.id.clone());
+                    p.adopted += 1;
+                }
+                found => {
+                    let _ = super::super::sandbox::destroy(store, &rec.id, true);
+                    if let Some(p) = found {
+                        p.cleaned += 1;
+                    }
+                    crate::errln!("husk serve: removed pool member {} (of pool {pool}, not adopted)", rec.id);
+                }
+            }
+        }
+        self.renew_members();
+    }
+
+    fn handle(&mut self, note: Note) {
+        match note {
+            Note::Claimed { pool, id } => {
+                if let Some(p) = self.pools.iter_mut().find(|p| p.spec.name == pool) {
+                    p.members.retain(|m| *m != id);
+                    p.claims += 1;
+                }
+            }
+            Note::Miss { pool } => {
+                if let Some(p) = self.pools.iter_mut().find(|p| p.spec.name == pool) {
+                    p.misses += 1;
+                }
+            }
+            Note::Suspect { pool, id } => self.check_suspect(&pool, &id),
+            Note::Add { spec } => {
+                if self.find(&spec.name).is_none()
+                    && let Ok(args) = spec.validate()
+                {
+                    self.pools.push(Pool::new(spec, args, self.mem_total));
+                }
+            }
+            Note::Delete { pool } => {
+                if let Some(i) = self.pools.iter().position(|p| p.spec.name == pool) {
+                    let p = self.pools.remove(i);
+                    if let Some(store) = &self.store {
+                        for id in &p.members {
+                            destroy_soon(store, id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A member that refused a claim or did not answer: gone, claimed by
+    /// someone else, or used (not fresh: removed and replaced).
+    fn check_suspect(&mut self, pool: &str, id: &str) {
+        let Some(store) = &self.store else { return };
+        let Some(p) = self.pools.iter_mut().find(|p| p.spec.name == pool) else { return };
+        if !p.members.iter().any(|m| m == id) {
+            return;
+        }
+        let verdict = match crate::sandbox::registry::current(store, id) {
+            Err(_) => Some(false),
+            Ok(r) if r.labels.get(POOL_LABEL).map(String::as_str) != Some(pool) => Some(true),
+            Ok(r) if r.execs > 0 || r.active_execs > 0 || !state::supervised(&store.dir(id)) => {
+                destroy_soon(store, id);
+                Some(false)
+            }
+            Ok(_) => None,
+        };
+        match verdict {
+            // Claimed by another serve or by hand: not ours any more.
+            Some(true) => p.members.retain(|m| m != id),
+            Some(false) => {
+                p.members.retain(|m| m != id);
+                p.replaced += 1;
+            }
+            None => {}
+        }
+    }
+
+    /// Every second: members whose supervisor is gone are replaced.
+    fn check_members(&mut self) {
+        let Some(store) = &self.store else { return };
+        for p in &mut self.pools {
+            let before = p.members.len();
+            p.members.retain(|id| {
+                let dir = store.dir(id);
+                match state::try_lock(&dir) {
+                    Ok(None) => true,
+                    _ => {
+                        let _ = crate::sandbox::gc::sweep_one(store, id);
+                        false
+                    }
+                }
+            });
+            p.replaced += (before - p.members.len()) as u64;
+        }
+    }
+
+    fn renew_members(&mut self) {
+        let Some(store) = &self.store else { return };
+        for id in self.pools.iter().flat_map(|p| p.members.iter()) {
+            let dir = store.dir(id);
+            if let Ok(rec) = store.read(id)
+                && let Ok(c) = Client::connect(&dir, rec.supervisor)
+            {
+                let _ = c.timeout(Duration::from_secs(1)).call(&Request::Renew { ttl_ms: None });
+            }
+        }
+        self.next_renew = Instant::now() + MEMBER_TTL / 4;
+    }
+
+    /// Starts `husk create`s for pools below their size, within the budget.
+    fn refill(&mut self) {
+        let now = Instant::now();
+        let mut reserved = self.reserved();
+        for i in 0..self.pools.len() {
+            self.pools[i].budget_limited = false;
+            if self.pools[i].retry_at.is_some_and(|t| now < t) {
+                continue;
+            }
+            loop {
+                let p = &self.pools[i];
+                if p.members.len() + p.creating.len() >= p.spec.size as usize || p.creating.len() >= MAX_CREATING {
+                    break;
+                }
+                if reserved + p.cost > self.budget {
+                    self.pools[i].budget_limited = true;
+                    break;
+                }
+                self.serial += 1;
+                let spawned = spawn_create(&self.base, &self.address, &self.work, p, self.serial);
+                let p = &mut self.pools[i];
+                match spawned {
+                    Ok(r) => {
+                        p.creating.push(r.pid);
+                        reserved += p.cost;
+                        self.refills.push(r);
+                    }
+                    Err(e) => {
+                        p.failures += 1;
+                        p.last_error = Some(e);
+                        p.retry_at = Some(now + p.backoff);
+                        p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A refill ended: its member joins the pool, or its error is kept.
+    fn finished(&mut self, r: Refill, ok: bool) {
+        let out = std::fs::read(&r.out).unwrap_or_default();
+        let err = std::fs::read_to_string(&r.err).unwrap_or_default();
+        let _ = std::fs::remove_file(&r.out);
+        let _ = std::fs::remove_file(&r.err);
+        let v: Value = serde_json::from_slice(&out).unwrap_or(Value::Null);
+        let id = v["id"].as_str().filter(|id| ok && state::is_id(id)).map(str::to_string);
+        let Some(p) = self.pools.iter_mut().find(|p| p.spec.name == r.pool) else {
+            // Its pool was deleted meanwhile.
+            if let (Some(id), Some(store)) = (id, &self.store) {
+                destroy_soon(store, &id);
+            }
+            return;
+        };
+        p.creating.retain(|pid| *pid != r.pid);
+        match id {
+            Some(id) => {
+                p.members.push_back(id);
+                p.backoff = FIRST_BACKOFF;
+                p.retry_at = None;
+            }
+            None => {
+                let why = v["error"]["message"].as_str().or(v["error"].as_str()).map(str::to_string);
+                p.failures += 1;
+                p.last_error = Some(why.unwrap_or_else(|| err.trim().to_string()));
+                p.retry_at = Some(Instant::now() + p.backoff);
+                p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        let Some(rx) = &self.rx else { return };
+        let mut buf = [0u8; 8192];
+        loop {
+            match nix::unistd::read(rx, &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => self.inbox.extend_from_slice(&buf[..n]),
+            }
+        }
+        while let Some(end) = self.inbox.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.inbox.drain(..=end).collect();
+            if let Ok(note) = serde_json::from_slice::<Note>(&line) {
+                self.handle(note);
+            }
+        }
+    }
+
+    /// SIGTERM: the refills in flight are waited for, then every unclaimed
+    /// member is removed (they are the pool's, not any caller's); returns
+    /// how many were removed.
+    pub fn shutdown(&mut self) -> usize {
+        for r in std::mem::take(&mut self.refills) {
+            let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(r.pid), None);
+            let ok = matches!(status, Ok(nix::sys::wait::WaitStatus::Exited(_, 0)));
+            self.finished(r, ok);
+        }
+        let Some(store) = &self.store else { return 0 };
+        let ids: Vec<String> = self.pools.iter_mut().flat_map(|p| std::mem::take(&mut p.members)).collect();
+        // All asked first, then each waited for: they end in parallel.
+        for id in &ids {
+            destroy_soon(store, id);
+        }
+        let mut removed = 0;
+        for id in &ids {
+            match super::super::sandbox::destroy(store, id, true) {
+                Ok(()) => removed += 1,
+                Err(crate::sandbox::SandboxError::Unknown { .. }) => removed += 1,
+                Err(e) => crate::errln!("husk serve: removing pool member {id}: {e}"),
+            }
+        }
+        removed
+    }
+
+    /// The connection's process drops the loop's end of the pipe.
+    pub fn forked(&mut self) {
+        self.rx = None;
+        self.refills.clear();
+    }
+}
+
+impl crate::serve::server::Chores for Pools {
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.rx.as_ref().map(|f| f.as_fd())
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        if self.pools.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        let retry = self.pools.iter().filter_map(|p| p.retry_at).min();
+        let next = retry.map_or(self.next_check, |r| r.min(self.next_check));
+        Some(next.saturating_duration_since(now))
+    }
+
+    fn tend(&mut self) {
+        self.drain();
+        let now = Instant::now();
+        if now >= self.next_check {
+            self.check_members();
+            self.next_check = now + CHECK_EVERY;
+        }
+        if now >= self.next_renew {
+            self.renew_members();
+        }
+        self.refill();
+    }
+
+    fn reaped(&mut self, pid: i32, status: libc::c_int) -> bool {
+        let Some(i) = self.refills.iter().position(|r| r.pid == pid) else { return false };
+        let r = self.refills.remove(i);
+        let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        self.finished(r, ok);
+        true
+    }
+}
+
+/// Asks a member's supervisor to remove it and returns (the supervisor
+/// answers, then tears down); a member without one is swept.
+fn destroy_soon(store: &Store, id: &str) {
+    let asked = store
+        .read(id)
+        .and_then(|rec| Client::connect(&store.dir(id), rec.supervisor))
+        .and_then(|c| c.timeout(Duration::from_secs(1)).call(&Request::Destroy));
+    if asked.is_err() {
+        let _ = crate::sandbox::gc::sweep_one(store, id);
+    }
+}
+
+/// One member's `husk create --json`, its stdout and stderr in files the
+/// loop reads when it has been reaped.
+fn spawn_create(base: &[OsString], address: &str, work: &std::path::Path, p: &Pool, n: u64) -> Result<Refill, String> {
+    let out = work.join(format!(".refill-{}-{n}.out", std::process::id()));
+    let err = work.join(format!(".refill-{}-{n}.err", std::process::id()));
+    let file = |path: &PathBuf| std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()));
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    std::os::unix::process::CommandExt::arg0(&mut cmd, "husk");
+    cmd.args(&base[1..])
+        .arg("create")
+        .arg("--json")
+        .arg(format!("--ttl={}s", MEMBER_TTL.as_secs()))
+        .arg(format!("--label={POOL_LABEL}={}", p.spec.name))
+        .arg(format!("--label={SPEC_LABEL}={}", p.digest))
+        .arg(format!("--label={}={address}", super::SERVE_LABEL))
+        .args(&p.args)
+        .stdin(std::process::Stdio::null())
+        .stdout(file(&out)?)
+        .stderr(file(&err)?);
+    let child = cmd.spawn().map_err(|e| format!("starting husk create: {e}"))?;
+    // Reaped by the loop (waitpid(-1)), not through this handle.
+    Ok(Refill { pid: child.id() as i32, pool: p.spec.name.clone(), out, err })
+}
