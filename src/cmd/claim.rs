@@ -45,9 +45,22 @@ fn own_flags_given(args: &CreateArgs) -> bool {
         return false;
     };
     format!(
-        "{:?}{:?}{:?}{:?}{:?}{}",
-        args.sandbox, args.env, args.env_file, args.user, args.max_lifetime, args.concurrent
-    ) != format!("{:?}{:?}{:?}{:?}{:?}{}", d.sandbox, d.env, d.env_file, d.user, d.max_lifetime, d.concurrent)
+        "{:?}{:?}{:?}{:?}{:?}{:?}",
+        args.sandbox,
+        args.env,
+        args.env_file,
+        args.user,
+        args.max_lifetime,
+        (args.concurrent, &args.warm, &args.session)
+    ) != format!(
+        "{:?}{:?}{:?}{:?}{:?}{:?}",
+        d.sandbox,
+        d.env,
+        d.env_file,
+        d.user,
+        d.max_lifetime,
+        (d.concurrent, &d.warm, &d.session)
+    )
 }
 
 /// How a claim ended when it did not: a reason to fall back or an error.
