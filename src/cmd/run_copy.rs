@@ -54,6 +54,9 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         warm: None,
         session: None,
         json: false,
+        pool: None,
+        server: None,
+        pool_fallback: false,
     };
     let (rec, handover) = match super::sandbox::create_inner(create, paths) {
         Ok(r) => r,

@@ -30,8 +30,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod body;
-mod files;
 mod claim;
+mod files;
 mod pool;
 mod spec;
 
