@@ -917,6 +917,12 @@ pub struct McpArgs {
     /// Sandboxes this server keeps alive at once.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_sandboxes: usize,
+
+    /// A pool of the husk serve on this state dir that create_sandbox may
+    /// claim from (repeatable; the model names it). Only these: the
+    /// operator, not the model, decides what a sandbox may be.
+    #[arg(long, value_name = "NAME")]
+    pub pool: Vec<String>,
 }
 
 #[derive(Args, Debug)]

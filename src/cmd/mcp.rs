@@ -34,6 +34,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> i32 {
         ttl: args.ttl,
         output_limit: args.output_limit,
         max_sandboxes: args.max_sandboxes,
+        pools: args.pool,
     };
     let mut tools = Tools { config, runner: Runner { exe, globals: pass }, sandboxes: Default::default() };
     let mut input = std::io::stdin().lock();

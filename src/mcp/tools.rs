@@ -19,6 +19,8 @@ pub struct Config {
     pub ttl: Duration,
     pub output_limit: u64,
     pub max_sandboxes: usize,
+    /// Pools create_sandbox may claim from (`husk mcp --pool`).
+    pub pools: Vec<String>,
 }
 
 /// A tool call's outcome as MCP returns it: text for the model, the same
@@ -62,7 +64,9 @@ pub fn list() -> Value {
         {
             "name": "create_sandbox",
             "description": "Create a sandbox that lives across calls (files persist between exec calls). Returns its sandbox_id. Destroy it with destroy_sandbox when done.",
-            "inputSchema": {"type": "object", "properties": {}},
+            "inputSchema": {"type": "object", "properties": {
+                "pool": {"type": "string", "description": "Claim a ready sandbox from this pool of husk serve instead of making one (faster; its spec is the pool's)"},
+            }},
         },
         {
             "name": "exec",
@@ -139,7 +143,7 @@ impl Tools {
     pub fn call(&mut self, name: &str, args: &Value) -> Result<Reply, ToolError> {
         match name {
             "run_code" => self.run_code(args),
-            "create_sandbox" => self.create(),
+            "create_sandbox" => self.create(args),
             "exec" => self.exec(args),
             "write_file" => self.write_file(args),
             "read_file" => self.read_file(args),
@@ -243,7 +247,7 @@ impl Tools {
         Ok(self.verdict_reply(verdict, None))
     }
 
-    fn create(&mut self) -> Result<Reply, ToolError> {
+    fn create(&mut self, args: &Value) -> Result<Reply, ToolError> {
         if self.sandboxes.len() >= self.config.max_sandboxes {
             return Ok(Reply::err(format!(
                 "this server keeps at most {} sandboxes alive; destroy one first (live: {})",
@@ -253,7 +257,21 @@ impl Tools {
         }
         let mut a = os(&["create", "--json", "--ttl"]);
         a.push(format!("{}ms", self.config.ttl.as_millis()).into());
-        self.root_args(&mut a);
+        match str_arg(args, "pool")? {
+            // The pool's spec is the sandbox's (husk create --pool asks the
+            // husk serve of this state dir).
+            Some(pool) => {
+                if !self.config.pools.iter().any(|p| p == pool) {
+                    let offered =
+                        if self.config.pools.is_empty() { "none".into() } else { self.config.pools.join(", ") };
+                    return Err(ToolError::BadArgs(format!(
+                        "pool {pool:?} is not offered by this server (offered: {offered}; the operator lists them with husk mcp --pool)"
+                    )));
+                }
+                a.extend([OsString::from("--pool"), pool.into()]);
+            }
+            None => self.root_args(&mut a),
+        }
         let ran = self.runner.run(&a, None)?;
         let stderr = ran.stderr.clone();
         let rec = ran.json("create")?;

@@ -110,6 +110,7 @@ class CliTransport(ExecFiles):
             ("user", "--user"),
             ("name", "--name"),
             ("ready_timeout", "--ready-timeout"),
+            ("pool", "--pool"),
         ):
             if params.get(key) is not None:
                 args += [flag, str(params[key])]

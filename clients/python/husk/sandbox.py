@@ -102,6 +102,7 @@ class Sandbox:
         concurrent: bool = False,
         ready_cmd: Optional[Argv] = None,
         ready_timeout: Union[str, float, None] = None,
+        pool: Optional[str] = None,
         heartbeat: Union[bool, float] = True,
         retries: int = 3,
         backoff: float = 0.2,
@@ -109,6 +110,13 @@ class Sandbox:
         **connect_kw: Any,
     ) -> "Sandbox":
         """Creates a sandbox and returns once it is READY.
+
+        ``pool``: claim a READY sandbox from this pool of ``husk serve``
+        (``serve --pool NAME=...``) instead: the pool's spec is the
+        sandbox's, so only ``name``, ``labels`` and ``ttl`` may go with it.
+        It is this caller's alone and destroyed on ``close()``, never reused;
+        ``info.pooled`` says whether a READY one was claimed (True) or the
+        pool was empty and serve created it cold (False).
 
         ``heartbeat``: renew the lease in the background (every third of
         ``ttl``, or every N seconds when a number) until ``close()``, so an
@@ -139,6 +147,7 @@ class Sandbox:
             concurrent=concurrent or None,
             ready_cmd=shlex.split(ready_cmd) if isinstance(ready_cmd, str) else ready_cmd,
             ready_timeout=ready_timeout,
+            pool=pool,
         )
         params = {k: v for k, v in params.items() if v is not None}
         record = _retry(lambda: t.create(params), retries, backoff)

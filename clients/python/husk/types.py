@@ -130,6 +130,9 @@ class SandboxInfo:
     workdir: Optional[str]
     labels: Dict[str, str]
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # A claim from a pool: True when a READY member was handed over, False
+    # when the pool was empty and the sandbox was created cold; None otherwise.
+    pooled: Optional[bool] = None
 
     @classmethod
     def from_json(cls, r: Dict[str, Any]) -> "SandboxInfo":
@@ -143,6 +146,7 @@ class SandboxInfo:
             workdir=r.get("workdir"),
             labels=dict(r.get("labels") or {}),
             raw=r,
+            pooled=r.get("pooled"),
         )
 
 
