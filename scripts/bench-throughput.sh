@@ -53,6 +53,7 @@ cleanup() {
     if have crun; then
         for id in $(crun --root "$CRUN_ROOT" list -q 2>/dev/null); do crun --root "$CRUN_ROOT" delete -f "$id"; done
     fi
+    stop_serve
     rm -rf --one-file-system "${T:?}"
     exit "$rc"
 }
@@ -94,33 +95,88 @@ if have crun; then
 else
     SKIPPED+=("crun run: crun is not installed (apt-get install crun)")
 fi
-# The slot for a pooled husk: a claim from `husk serve --pool` instead of
-# a cold run. Measured here once husk has pools (issue 21).
-if "$HUSK" create --help 2>/dev/null | grep -q -- '--pool'; then
-    SKIPPED+=("husk pooled: this husk has \`create --pool\`; its measurement is still to be added to scripts/bench-throughput.sh")
+# Pooled husk: a sandbox claimed from `husk serve --pool` (made ahead with
+# the same limits), /bin/true exec'd in it, then released (destroyed, never
+# reused): three husk commands per sandbox, while serve refills the pool in
+# the background. serve and everything it starts are counted in the CPU.
+POOL_SIZE=${THROUGHPUT_POOL_SIZE:-$CLIENTS}
+SERVE_PID=""
+CREATE_HELP=$("$HUSK" create --help 2>/dev/null || true)
+if grep -q -- '--pool' <<<"$CREATE_HELP"; then
+    add "husk pooled (claim + exec + rm; pool of $POOL_SIZE, same limits)" "$HUSK create --pool tp
+$HUSK exec {id} -- /bin/true
+$HUSK rm {id}" pool
 else
-    SKIPPED+=("husk pooled: this husk has no sandbox pools yet (issue 21); the row comes when \`create --pool\` lands")
+    SKIPPED+=("husk pooled: this husk has no sandbox pools (\`create --pool\`, issue 21)")
 fi
+start_serve() {
+    "$HUSK" serve --pool "tp=busybox,memory=$MEMORY,pids=$PIDS:$POOL_SIZE" >"$T/serve.log" 2>&1 &
+    SERVE_PID=$!
+    python3 - "$HUSK_STATE_DIR/api.sock" "$POOL_SIZE" <<'PY' || { cat "$T/serve.log" >&2; exit 1; }
+import sys, time
+sock, size = sys.argv[1], int(sys.argv[2])
+exec(open(__import__("os").environ["TP_POOLS_PY"]).read())
+for _ in range(600):
+    try:
+        p = pool(sock)
+        if p and p["ready"] >= size:
+            sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.1)
+sys.exit("bench-throughput: the pool did not fill in 60 s")
+PY
+}
+stop_serve() {
+    [ -n "$SERVE_PID" ] || return 0
+    kill -TERM "$SERVE_PID" 2>/dev/null || true
+    wait "$SERVE_PID" 2>/dev/null || true
+    SERVE_PID=""
+}
+# GET /v1/pools over serve's unix socket: the tp pool's counts.
+export TP_POOLS_PY=$T/pools.py
+cat >"$TP_POOLS_PY" <<'PY'
+import json, socket
+def pool(sock_path):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock_path)
+    s.sendall(b"GET /v1/pools HTTP/1.1\r\nHost: husk\r\nConnection: close\r\n\r\n")
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    body = json.loads(data.split(b"\r\n\r\n", 1)[1])
+    pools = body["pools"] if isinstance(body, dict) else body
+    return next((p for p in pools if p.get("name") == "tp"), None)
+PY
 
 cat >"$T/driver.py" <<'EOF'
 import json, os, shlex, sys, threading, time, statistics as st
 out, name, clients, per, cmd = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-argv = shlex.split(cmd)
+# One line per step; {id} is the first step's stdout (a sandbox id).
+steps = [shlex.split(line) for line in cmd.splitlines() if line.strip()]
 null = os.open("/dev/null", os.O_RDWR)
 errors = []
-def run(n, c=0):
-    a = [w.replace("{n}", str(n)) for w in argv]
+def step(a, c):
     errf = f"{out}.stderr.{c}"
     err = os.open(errf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    t0 = time.perf_counter()
+    r, w = os.pipe()
     pid = os.posix_spawn(a[0], a, os.environ, file_actions=[
-        (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, err, 2)])
+        (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, w, 1), (os.POSIX_SPAWN_DUP2, err, 2)])
     os.close(err)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        text = f.read().decode().strip()
     _, status = os.waitpid(pid, 0)
-    t1 = time.perf_counter()
     if status != 0:
         errors.append(f"{a}: wait status {status}: {open(errf).read()[-500:]}")
-    return t1 - t0
+    return text
+def run(n, c=0):
+    t0 = time.perf_counter()
+    first = None
+    for argv in steps:
+        text = step([w.replace("{n}", str(n)).replace("{id}", first or "") for w in argv], c)
+        first = text if first is None else first
+    return time.perf_counter() - t0
 ACCT = "/sys/fs/cgroup/cpuacct"
 acct = None
 if os.path.exists(ACCT + "/cpuacct.usage"):
@@ -133,7 +189,29 @@ def enter(d):
 for i in range(3):
     run(1_000_000 + i)
 if errors: sys.exit("\n".join(errors))
-if acct: enter(acct)
+def tree(root):
+    kids = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                ppid = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(p))
+    todo, seen = [root], []
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo += kids.get(p, [])
+    return seen
+if acct:
+    enter(acct)
+    # A server the runs talk to (husk serve: its pool's refills) counts too.
+    for p in tree(int(os.environ.get("TP_ACCOUNT_TREE", "0") or 0)) if os.environ.get("TP_ACCOUNT_TREE") else []:
+        try:
+            with open(acct + "/cgroup.procs", "w") as f: f.write(str(p))
+        except OSError:
+            pass
 lat = [[] for _ in range(clients)]
 def client(c):
     for i in range(per):
@@ -145,9 +223,14 @@ for t in threads: t.join()
 wall = time.perf_counter() - t0
 cpu = None
 if acct:
-    enter(ACCT + home)
     time.sleep(1)  # what outlived its runtime's process ends
     cpu = int(open(acct + "/cpuacct.usage").read()) / 1e9
+    # Everything still in the group (a server) goes back with the driver.
+    for p in open(acct + "/cgroup.procs").read().split():
+        try:
+            with open(ACCT + home + "/cgroup.procs", "w") as f: f.write(p)
+        except OSError:
+            pass
     os.rmdir(acct)
 if errors: sys.exit(f"{len(errors)} runs failed; first: {errors[0]}")
 all_lat = sorted(x for l in lat for x in l)
@@ -163,7 +246,14 @@ EOF
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$T/throughput.jsonl"
 for i in "${!NAMES[@]}"; do
-    if [ "${WRAPS[$i]}" = private-cgroup-controllers ]; then
+    if [ "${WRAPS[$i]}" = pool ]; then
+        start_serve
+        TP_ACCOUNT_TREE=$SERVE_PID python3 "$T/driver.py" "$T/throughput.jsonl" "${NAMES[$i]}" "$CLIENTS" "$PER" "${CMDS[$i]}"
+        python3 -c 'import json, os, sys; exec(open(os.environ["TP_POOLS_PY"]).read()); p = pool(sys.argv[1]); print(json.dumps({k: p.get(k) for k in ("claims", "misses", "replaced", "failures")}))' \
+            "$HUSK_STATE_DIR/api.sock" >"$T/pool-counts.json"
+        echo "pool counts: $(cat "$T/pool-counts.json")"
+        stop_serve
+    elif [ "${WRAPS[$i]}" = private-cgroup-controllers ]; then
         # shellcheck disable=SC2016 # $@ expands in the inner shell
         unshare -m --propagation private sh -c \
             'mount --bind /dev/null /sys/fs/cgroup/unified/cgroup.controllers && exec "$@"' sh \
@@ -180,9 +270,12 @@ export LOAD_BEFORE LOAD_AFTER CLIENTS PER MEMORY PIDS
 export HUSK_VERSION="$("$HUSK" --version) ($(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 export CRUN_VERSION="$(crun --version 2>/dev/null | head -1 || true)" BWRAP_VERSION="$(bwrap --version | head -1)"
 printf '%s\n' "${SKIPPED[@]}" >"$T/skipped.txt"
-python3 - "$T/throughput.jsonl" "$T/skipped.txt" "$MD" <<'EOF'
+[ -f "$T/pool-counts.json" ] || echo null >"$T/pool-counts.json"
+python3 - "$T/throughput.jsonl" "$T/skipped.txt" "$MD" "$T/pool-counts.json" <<'EOF'
 import json, os, platform, sys, time
 rows = [json.loads(l) for l in open(sys.argv[1])]
+counts = json.load(open(sys.argv[4]))
+pooled = next((r for r in rows if r["name"].startswith("husk pooled")), None)
 skipped = [l.strip() for l in open(sys.argv[2]) if l.strip()]
 e = os.environ
 crun = next((r for r in rows if r["name"].startswith("crun")), None)
@@ -217,11 +310,20 @@ if husk and bwrap:
     s.append(f"husk cold vs bwrap: {husk['per_s'] / bwrap['per_s']:.2f}× the sandboxes/s"
              + (f", {husk['cpu_ms_per_run'] / bwrap['cpu_ms_per_run']:.2f}× the CPU per sandbox"
                 if husk["cpu_ms_per_run"] and bwrap["cpu_ms_per_run"] else "") + ".")
+if pooled and counts:
+    s.append(f"The pool over the pooled run: {counts['claims']} claims, {counts['misses']} misses (claims that found "
+             "no READY member and created the sandbox cold), "
+             f"{counts['replaced']} replaced, {counts['failures']} refill failures. A pooled sandbox is three husk "
+             "commands (claim, exec, rm) and serve's refill makes a new one behind it; its CPU per sandbox includes "
+             "serve and the refills.")
+if pooled and husk:
+    s.append(f"husk pooled vs husk cold: {pooled['per_s'] / husk['per_s']:.2f}× the sandboxes/s, "
+             f"median latency {pooled['median_ms']:.2f} vs {husk['median_ms']:.2f} ms.")
 s.append("")
 s.append("Commands:")
 s.append("")
 for r in rows:
-    s.append(f"- {r['name']}: `{r['command']}`")
+    s.append(f"- {r['name']}: `{' && '.join(r['command'].splitlines())}`")
 open(sys.argv[3], "w").write("\n".join(s) + "\n")
 print(f"wrote {sys.argv[3]}")
 EOF
