@@ -27,6 +27,8 @@
 #    docker loads the same image (skopeo -> docker-archive); husk imports it.
 #    throughput  8 concurrent clients: scripts/bench-throughput.sh writes
 #             docs/throughput.md (BENCH_NO_THROUGHPUT=1 skips it)
+#    warm   scripts/bench-warm.sh: pool claims vs cold creates through husk
+#             serve (BENCH_NO_WARM=1 skips it); numbers in docs/warm.md
 # 5. writes docs/benchmarks.md, docs/benchmarks.svg and the README's
 #    Benchmarks block (benches/report), and keeps the raw hyperfine JSON in
 #    build/bench/results.
@@ -519,6 +521,16 @@ if [ -z "${BENCH_NO_THROUGHPUT:-}" ]; then
     HUSK=$HUSK HUSK_IMAGES=$IMAGES BENCH_WORK=$WORK scripts/bench-throughput.sh
 else
     echo "BENCH_NO_THROUGHPUT is set: docs/throughput.md is left as it is"
+fi
+
+# ------------------------------------------------------------- warm starts --
+# Pools (claims vs cold creates through husk serve) and the other warm
+# mechanisms: scripts/bench-warm.sh, its sections' numbers in docs/warm.md.
+say "warm starts"
+if [ -z "${BENCH_NO_WARM:-}" ]; then
+    HUSK=$HUSK HUSK_IMAGES=$IMAGES BENCH_WORK=$WORK scripts/bench-warm.sh
+else
+    echo "BENCH_NO_WARM is set: scripts/bench-warm.sh is left out"
 fi
 
 # ------------------------------------------------------------------ report --

@@ -25,12 +25,17 @@ pub fn claim(ctx: &Ctx, req: ClaimArgs) -> Result<Reply, ApiError> {
     let mut labels = req.labels.clone();
     labels.insert(super::SERVE_LABEL.into(), ctx.address.clone());
     let ask = ClaimRequest { pool: &req.pool, labels, ttl: req.ttl, name: req.name.as_deref() };
+    let started = std::time::Instant::now();
     for id in &pool.members {
         match crate::sandbox::pool::claim(store, id, &ask) {
             Ok(rec) => {
+                // The claim itself: from the first member asked to the
+                // supervisor's answer (what serve adds is the connection).
+                let claim_ms = started.elapsed().as_secs_f64() * 1e3;
                 pools.notify(&Note::Claimed { pool: req.pool.clone(), id: id.clone() });
                 let mut v = with_api_state(super::super::sandbox::summary(&rec));
                 v["pooled"] = json!(true);
+                v["claim_ms"] = json!(claim_ms);
                 return Ok(Reply::Json(201, v));
             }
             Err(ClaimError::Name(e)) => return Err(ApiError::of_sandbox(&e)),
