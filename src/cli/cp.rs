@@ -9,8 +9,12 @@ pub struct CpArgs {
     #[arg(value_name = "SRC")]
     pub src: String,
     /// `SANDBOX:PATH`, a host path, or `-` (a tar stream on stdout).
-    #[arg(value_name = "DST")]
-    pub dst: String,
+    #[arg(value_name = "DST", required_unless_present = "list")]
+    pub dst: Option<String>,
+    /// Print the entries of the directory SRC (`SANDBOX:PATH`) as JSON
+    /// (name, type, size, mode) instead of copying.
+    #[arg(long, conflicts_with = "dst")]
+    pub list: bool,
     #[command(flatten)]
     pub copy: CopyArgs,
     /// Read and write the sandbox's files as this user (name or uid[:gid];

@@ -66,7 +66,6 @@ fn usage(m: String) -> FilesError {
 }
 
 fn cp_inner(args: &CpArgs, paths: &Result<Paths, PathsError>) -> Result<Report, FilesError> {
-    let (src, dst) = (side(&args.src), side(&args.dst));
     let store = || -> Result<Store, FilesError> {
         let paths = paths.as_ref().map_err(|e| SandboxError::State(e.to_string()))?;
         Ok(Store::open(&paths.state)?)
@@ -77,13 +76,23 @@ fn cp_inner(args: &CpArgs, paths: &Result<Paths, PathsError>) -> Result<Report, 
         wait: args.wait,
         limits: args.copy.limits(),
     };
+    let dst_text = args.dst.as_deref().unwrap_or("-");
+    if args.list {
+        let Side::Sandbox { target, path } = side(&args.src) else {
+            return Err(usage(format!("--list names a directory in a sandbox: SANDBOX:PATH, not {:?}", args.src)));
+        };
+        let entries = files::list(&store()?, &files(target), path)?;
+        crate::outln!("{}", serde_json::to_string(&entries).unwrap_or_default());
+        return Ok(Report { entries: entries.len() as u64, ..Report::default() });
+    }
+    let (src, dst) = (side(&args.src), side(dst_text));
     match (src, dst) {
         (Side::Sandbox { .. }, Side::Sandbox { .. }) => {
             Err(usage("both sides name a sandbox; copy through the host (husk cp A:PATH - | husk cp - B:DIR)".into()))
         }
         (Side::Sandbox { .. }, _) | (_, Side::Sandbox { .. }) => {
             let store = store()?;
-            match (side(&args.src), side(&args.dst)) {
+            match (side(&args.src), side(dst_text)) {
                 (Side::Host(h), Side::Sandbox { target, path }) => copy_in(&store, &files(target), h, path),
                 (Side::Stream, Side::Sandbox { target, path }) => {
                     let mut stdin = std::io::stdin().lock();
@@ -101,7 +110,7 @@ fn cp_inner(args: &CpArgs, paths: &Result<Paths, PathsError>) -> Result<Report, 
         }
         _ => Err(usage(format!(
             "neither {:?} nor {:?} names a sandbox; one side must be SANDBOX:PATH (e.g. husk cp notes.txt task-42:/workspace/)",
-            args.src, args.dst
+            args.src, dst_text
         ))),
     }
 }

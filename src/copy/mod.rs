@@ -103,7 +103,7 @@ pub enum CopyError {
     ReplacesDir { path: String, what: String },
     #[error("{path} is not a directory")]
     NotDir { path: String },
-    #[error("{path} is not a regular file ({what}); copy it as a tar instead")]
+    #[error("{path} is {what}, not a regular file; copy it as a tar instead")]
     NotFile { path: String, what: String },
     #[error("{path} is a symlink, and husk cp never writes through one (ELOOP)")]
     Symlink { path: String },
@@ -292,7 +292,12 @@ pub fn file_of(input: &mut dyn std::io::Read, out: &mut dyn std::io::Write, path
     let mut tar = TarReader::new(Stream(input));
     let Some(h) = tar.next_member().map_err(|e| CopyError::Tar(e.to_string()))? else { return Err(CopyError::Empty) };
     if h.kind != Kind::File {
-        return Err(CopyError::NotFile { path: path.to_string(), what: format!("{:?}", h.kind).to_lowercase() });
+        let what = match h.kind {
+            Kind::Dir => "a directory",
+            Kind::Symlink => "a symlink",
+            _ => "a special file",
+        };
+        return Err(CopyError::NotFile { path: path.to_string(), what: what.into() });
     }
     let mut buf = vec![0u8; 64 << 10];
     loop {

@@ -9,8 +9,10 @@
 //! four methods over newline-delimited JSON; and husk's process model is
 //! synchronous (the forks of `run`/`exec` want a single-threaded process).
 //! Sandboxes are made by husk's own subcommands in child processes
-//! (runner.rs), so this server never forks a sandbox itself.
+//! (runner.rs), so this server never forks a sandbox itself; the file
+//! tools run `husk cp` (files.rs), so files go through the sandbox's copier.
 
+pub mod files;
 pub mod rpc;
 pub mod runner;
 pub mod summary;

@@ -32,10 +32,10 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn ok(text: String, structured: Value) -> Reply {
+    pub(super) fn ok(text: String, structured: Value) -> Reply {
         Reply { text, structured, is_error: false }
     }
-    fn err(text: String) -> Reply {
+    pub(super) fn err(text: String) -> Reply {
         Reply { structured: json!({"error": text}), text, is_error: true }
     }
 }
@@ -119,15 +119,11 @@ pub struct Tools {
     pub sandboxes: BTreeSet<String>,
 }
 
-const READ_SCRIPT: &str = r#"if [ -d "$1" ]; then echo "$1: is a directory" >&2; exit 1; fi; exec cat -- "$1""#;
-const WRITE_SCRIPT: &str = r#"cat > "$1" || exit 1; [ -z "$2" ] || chmod "$2" "$1""#;
-const LIST_SCRIPT: &str = "cd \"$1\" || exit 1\nfor f in * .[!.]* ..?*; do\n  [ -e \"$f\" ] || [ -L \"$f\" ] || continue\n  stat -c '%A %s %n' -- \"$f\" || exit 1\ndone\n";
-
-fn os(v: &[&str]) -> Vec<OsString> {
+pub(super) fn os(v: &[&str]) -> Vec<OsString> {
     v.iter().map(OsString::from).collect()
 }
 
-fn str_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
+pub(super) fn str_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
     match &args[key] {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s)),
@@ -135,7 +131,7 @@ fn str_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError>
     }
 }
 
-fn required<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
+pub(super) fn required<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
     str_arg(args, key)?.ok_or_else(|| ToolError::BadArgs(format!("{key} is required")))
 }
 
@@ -179,7 +175,7 @@ impl Tools {
         }
     }
 
-    fn sandbox<'a>(&self, args: &'a Value) -> Result<&'a str, ToolError> {
+    pub(super) fn sandbox<'a>(&self, args: &'a Value) -> Result<&'a str, ToolError> {
         let id = required(args, "sandbox_id")?;
         if !self.sandboxes.contains(id) {
             let known: Vec<&str> = self.sandboxes.iter().map(String::as_str).collect();
@@ -193,7 +189,7 @@ impl Tools {
 
     /// A verdict as the tool's reply; a sandbox husk reports gone is
     /// forgotten (its lease ran out, say).
-    fn verdict_reply(&mut self, verdict: Value, sandbox: Option<&str>) -> Reply {
+    pub(super) fn verdict_reply(&mut self, verdict: Value, sandbox: Option<&str>) -> Reply {
         let failed = verdict["termination"] == "setup_failed";
         if failed
             && let Some(id) = sandbox
@@ -297,95 +293,6 @@ impl Tools {
         let timeout = self.timeout(args)?;
         let v = self.exec_in(&id, &timeout, self.config.output_limit, &["sh", "-c", command], stdin)?;
         Ok(self.verdict_reply(v, Some(&id)))
-    }
-
-    /// A file operation's verdict: Ok(verdict) when it exited 0, else the
-    /// error reply naming what the command said.
-    fn file_op(&mut self, id: &str, what: &str, path: &str, v: Value) -> Result<Value, Reply> {
-        if v["termination"] == "exited" && v["exit_code"] == 0 {
-            return Ok(v);
-        }
-        if v["termination"] == "setup_failed" {
-            return Err(self.verdict_reply(v, Some(id)));
-        }
-        let why = v["stderr"]["text"].as_str().unwrap_or("").trim().to_string();
-        Err(Reply::err(format!("{what} {path} failed: {}", if why.is_empty() { summary::ending(&v) } else { why })))
-    }
-
-    fn write_file(&mut self, args: &Value) -> Result<Reply, ToolError> {
-        let id = self.sandbox(args)?.to_string();
-        let path = required(args, "path")?;
-        let content = required(args, "content")?;
-        let data = match str_arg(args, "encoding")?.unwrap_or("utf-8") {
-            "utf-8" => content.as_bytes().to_vec(),
-            "base64" => {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD
-                    .decode(content)
-                    .map_err(|e| ToolError::BadArgs(format!("content is not base64: {e}")))?
-            }
-            other => return Err(ToolError::BadArgs(format!("encoding {other:?}: use utf-8 or base64"))),
-        };
-        let mode = str_arg(args, "mode")?.unwrap_or("");
-        if !mode.is_empty() && (mode.len() > 4 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b))) {
-            return Err(ToolError::BadArgs(format!("mode {mode:?}: give octal permissions like 644 or 755")));
-        }
-        let t = self.timeout(&Value::Null)?;
-        let v = self.exec_in(&id, &t, 4096, &["sh", "-c", WRITE_SCRIPT, "sh", path, mode], Some(&data))?;
-        Ok(match self.file_op(&id, "writing", path, v) {
-            Ok(_) => {
-                Reply::ok(format!("wrote {} bytes to {path}", data.len()), json!({"path": path, "bytes": data.len()}))
-            }
-            Err(r) => r,
-        })
-    }
-
-    fn read_file(&mut self, args: &Value) -> Result<Reply, ToolError> {
-        let id = self.sandbox(args)?.to_string();
-        let path = required(args, "path")?;
-        let t = self.timeout(&Value::Null)?;
-        let v = self.exec_in(&id, &t, self.config.output_limit, &["sh", "-c", READ_SCRIPT, "sh", path], None)?;
-        let v = match self.file_op(&id, "reading", path, v) {
-            Ok(v) => v,
-            Err(r) => return Ok(r),
-        };
-        let out = &v["stdout"];
-        let bytes = out["bytes"].as_u64().unwrap_or(0);
-        let truncated = out["truncated"].as_bool().unwrap_or(false);
-        let binary = !out["base64"].is_null();
-        let mut text = String::new();
-        if truncated {
-            text.push_str(&format!(
-                "[TRUNCATED: {path} is {bytes} bytes; only its beginning and end are shown, the cut is marked [husk: N bytes truncated]]\n"
-            ));
-        }
-        if binary {
-            text.push_str(&format!("[{path} is not valid UTF-8; undecodable bytes are shown as \u{fffd}]\n"));
-        }
-        text.push_str(out["text"].as_str().unwrap_or(""));
-        Ok(Reply::ok(text, json!({"path": path, "bytes": bytes, "truncated": truncated, "binary": binary})))
-    }
-
-    fn list_files(&mut self, args: &Value) -> Result<Reply, ToolError> {
-        let id = self.sandbox(args)?.to_string();
-        let path = str_arg(args, "path")?.unwrap_or(".");
-        let t = self.timeout(&Value::Null)?;
-        let v = self.exec_in(&id, &t, self.config.output_limit, &["sh", "-c", LIST_SCRIPT, "sh", path], None)?;
-        let v = match self.file_op(&id, "listing", path, v) {
-            Ok(v) => v,
-            Err(r) => return Ok(r),
-        };
-        let listing = v["stdout"]["text"].as_str().unwrap_or("").to_string();
-        let entries: Vec<Value> = listing
-            .lines()
-            .filter_map(|l| {
-                let mut it = l.splitn(3, ' ');
-                let (perm, size, name) = (it.next()?, it.next()?, it.next()?);
-                Some(json!({"name": name, "permissions": perm, "size": size.parse::<u64>().ok()}))
-            })
-            .collect();
-        let text = if listing.is_empty() { format!("{path} is empty") } else { listing };
-        Ok(Reply::ok(text, json!({"path": path, "entries": entries})))
     }
 
     fn destroy(&mut self, args: &Value) -> Result<Reply, ToolError> {

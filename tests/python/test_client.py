@@ -150,6 +150,19 @@ def test_file_errors_name_the_path(sandbox):
         sandbox.write_file("/etc/husk-test", b"x")
 
 
+def test_files_go_through_the_copier_past_the_old_16mib_cap(sandbox):
+    # husk cp / the files endpoint, not exec + cat with a capped capture:
+    # 20 MiB come back whole, and the file belongs to the sandbox's user.
+    blob = os.urandom(20 << 20)
+    assert sandbox.write_file("/tmp/big.bin", blob, mode=0o600) == len(blob)
+    assert sandbox.read_file("/tmp/big.bin") == blob
+    r = sandbox.exec("stat -c '%a %u' /tmp/big.bin; id -u")
+    mode_uid, uid = r.stdout.text.splitlines()
+    assert mode_uid == f"600 {uid}"
+    entries = {e.name: e for e in sandbox.list_files("/tmp")}
+    assert (entries["big.bin"].type, entries["big.bin"].size, entries["big.bin"].mode) == ("file", len(blob), 0o600)
+
+
 def test_upload_and_download_a_tree_with_modes(sandbox, tmp_path):
     src = tmp_path / "src"
     (src / "pkg" / "deep").mkdir(parents=True)

@@ -13,11 +13,10 @@ import tempfile
 from typing import Any, Dict, Iterator, List, Optional
 
 from .errors import HuskError, from_error_json
-from ._common import CODE_ARGV, ExecFiles, duration_arg
+from ._common import CODE_ARGV, TarFiles, checked, duration_arg, file_op, ndjson_events
 
 
-
-class CliTransport(ExecFiles):
+class CliTransport(TarFiles):
     name = "cli"
 
     def __init__(
@@ -211,9 +210,30 @@ class CliTransport(ExecFiles):
         if not isinstance(verdict, dict):
             msg = p.stderr.decode("utf-8", errors="replace").strip() or f"husk exec exited {p.returncode} without a verdict"
             raise HuskError(msg)
-        if verdict.get("termination") == "setup_failed":
-            raise from_error_json(verdict)
-        return verdict
+        return checked(verdict)
+
+    # --------------------------------------------------------------- files --
+    def _cp(self, args: List[str], stdin: Optional[bytes] = None) -> bytes:
+        """``husk cp`` (the sandbox's copier: paths resolved within its
+        root, its user, bounds); a failure as the exception its words say."""
+        p = self._run(["cp"] + args, stdin=stdin)
+        if p.returncode == 0:
+            return p.stdout
+        said = [ln.removeprefix("husk: ").removeprefix("cp: ") for ln in p.stderr.decode(errors="replace").splitlines()]
+        hint = next((ln.removeprefix("hint: ") for ln in said if ln.startswith("hint: ")), None)
+        text = "; ".join(ln for ln in said if ln and not ln.startswith("hint: ")) or f"husk cp exited {p.returncode}"
+        gone = any(w in text for w in ("no sandbox", " expired at ", " was removed at "))
+        step = "busy" if " is busy" in text else "sandbox" if gone else "copy"
+        raise from_error_json({"error": {"step": step, "message": text, "hint": hint}})
+
+    def _put_tar(self, sid: str, path: str, tar: bytes) -> None:
+        self._cp(["-", f"{sid}:{path}"], stdin=tar)
+
+    def _get_tar(self, sid: str, path: str) -> bytes:
+        return self._cp([f"{sid}:{path}", "-"])
+
+    def list_files(self, sid: str, path: str) -> List[Dict[str, Any]]:
+        return json.loads(file_op("list", path, lambda: self._cp(["--list", f"{sid}:{path}"])))
 
     def exec_stream(self, sid: str, opts: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
         """Events as ``husk exec --json-stream`` prints them: output chunks,
@@ -256,27 +276,24 @@ class CliTransport(ExecFiles):
     def _stream_ndjson(self, sid, argv, stdin, opts) -> Iterator[Dict[str, Any]]:
         p = self._popen(self._exec_args(sid, argv, opts, "--json-stream"), stdin)
         assert p.stdout is not None and p.stderr is not None
-        final = None
-        try:
-            for line in p.stdout:
-                line = line.strip()
-                if not line:
-                    continue
-                ev = json.loads(line)
-                if "verdict" in ev:
-                    final = ev["verdict"]
-                    if final.get("termination") == "setup_failed":
-                        raise from_error_json(final)
-                yield ev
-        finally:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            err = p.stderr.read()
-            p.stdout.close()
-            p.stderr.close()
-        if final is None:
-            raise HuskError(err.decode(errors="replace").strip() or "husk exec --json-stream ended without a verdict")
+        err = b""
+
+        def no_verdict() -> str:
+            return err.decode(errors="replace").strip() or "husk exec --json-stream ended without a verdict"
+
+        def lines() -> Iterator[bytes]:
+            nonlocal err
+            try:
+                yield from p.stdout  # type: ignore[misc]
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+                err = p.stderr.read()  # type: ignore[union-attr]
+                p.stdout.close()  # type: ignore[union-attr]
+                p.stderr.close()  # type: ignore[union-attr]
+
+        yield from ndjson_events(lines(), no_verdict)
 
     def _stream_passthrough(self, sid, argv, stdin, opts) -> Iterator[Dict[str, Any]]:
         from ._common import Capture
@@ -312,8 +329,7 @@ class CliTransport(ExecFiles):
                     verdict = json.load(f)
             except (OSError, ValueError):
                 raise HuskError(f"husk exec exited {p.returncode} without a verdict") from None
-            if verdict.get("termination") == "setup_failed":
-                raise from_error_json(verdict)
+            checked(verdict)
             verdict["stdout"] = caps["stdout"].to_json()
             verdict["stderr"] = caps["stderr"].to_json()
             yield {"verdict": verdict}

@@ -1,14 +1,15 @@
 """Small pieces both transports share: durations, the code-by-stdin argv,
-bounded capture, directory listings."""
+bounded capture, the NDJSON exec stream, and file operations over tar."""
 
 from __future__ import annotations
 
 import base64
+import json
+import posixpath
 import re
-import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .errors import FileError
+from .errors import FileError, HuskError, SandboxBusy, SandboxNotFound, TransientError, from_error_json
 
 # Code goes on stdin, never in argv: argv is bounded (E2BIG at ~256 KB) and
 # visible to every process on the host through ps.
@@ -90,41 +91,6 @@ class Capture:
             return {"text": text, "base64": base64.b64encode(data).decode(), "bytes": self.total, "truncated": truncated}
 
 
-def list_script() -> str:
-    """sh that lists "$1" one entry a line: size/mode/type/name ('/' cannot
-    occur in a name). Works with GNU and busybox stat."""
-    return (
-        'cd "$1" || exit 1\n'
-        "for f in * .[!.]* ..?*; do\n"
-        '  [ -e "$f" ] || [ -L "$f" ] || continue\n'
-        "  stat -c '%s/%a/%F/%n' -- \"$f\" || exit 1\n"
-        "done\n"
-    )
-
-
-def _kind(stat_type: str) -> str:
-    if stat_type.startswith("regular"):
-        return "file"
-    return {"directory": "dir", "symbolic link": "symlink"}.get(stat_type, "other")
-
-
-def parse_listing(out: bytes) -> List[Dict[str, Any]]:
-    entries = []
-    for line in out.decode("utf-8", errors="surrogateescape").splitlines():
-        size, mode, kind, name = line.split("/", 3)
-        entries.append({"name": name, "type": _kind(kind), "size": int(size), "mode": int(mode, 8)})
-    return sorted(entries, key=lambda e: e["name"])
-
-
-def file_error_from(v: Dict[str, Any], what: str, path: str) -> FileError:
-    from .types import Output
-
-    msg = Output.from_json(v.get("stderr")).text.strip()
-    if not msg:
-        msg = "no such file" if what == "read" else f"exit {v.get('exit_code')}"
-    return FileError(f"{what} {path}: {msg}", verdict=v, step=what)
-
-
 def one_file_tar(name: str, data: bytes, mode: Any) -> bytes:
     """A tar holding one regular file."""
     import io
@@ -176,56 +142,87 @@ def safe_extract(tar_bytes: bytes, dest: str) -> None:
             t.extractall(root, members=members)
 
 
-# What a captured file read may hold (husk's ceiling for --output-limit).
-MAX_CAPTURE = 16 * 1024 * 1024
-READ_SCRIPT = 'if [ -d "$1" ]; then echo "$1: is a directory" >&2; exit 1; fi; exec cat -- "$1"'
+def ndjson_events(lines: Iterable[bytes], no_verdict: Callable[[], str]) -> Iterator[Dict[str, Any]]:
+    """The events of ``husk exec --json-stream`` (or serve's streamed
+    exec), one JSON object a line; a failed start raises with its verdict,
+    and a stream without a verdict raises with ``no_verdict()``."""
+    final = None
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        ev = json.loads(line)
+        if "verdict" in ev:
+            final = ev["verdict"]
+            checked(final)
+        yield ev
+    if final is None:
+        raise HuskError(no_verdict())
 
 
-class ExecFiles:
-    """File operations as execs of sh, cat, stat and tar inside the
-    sandbox, for a transport that has ``exec(sid, opts)``: the CLI, and
-    husk serve while its files endpoint is not served."""
+def checked(verdict: Dict[str, Any]) -> Dict[str, Any]:
+    """A verdict, or the exception it carries when husk could not run it."""
+    if verdict.get("termination") == "setup_failed":
+        raise from_error_json(verdict)
+    return verdict
 
-    def _sh(self, sid: str, script: str, args: List[str], stdin: Optional[bytes] = None, limit: Optional[int] = None):
-        opts: Dict[str, Any] = {"output_limit": limit} if limit else {}
-        return self.exec(sid, dict(opts, argv=["sh", "-c", script, "sh"] + args, stdin=stdin))
 
-    def _checked(self, v: Dict[str, Any], what: str, path: str) -> Dict[str, Any]:
-        if v.get("termination") != "exited" or v.get("exit_code") != 0:
-            raise file_error_from(v, what, path)
-        return v
+def split_remote(path: str) -> Tuple[str, str]:
+    """A sandbox path's directory and last name ("/a/b" -> "/a", "b")."""
+    d, base = posixpath.split(path.rstrip("/") or "/")
+    if not base or base in (".", ".."):
+        raise FileError(f"{path}: name a file or directory, not {base or '/'!r}")
+    return d or "/", base
+
+
+def file_op(what: str, path: str, op: Callable[[], Any]) -> Any:
+    """Runs a file operation; its failure as a FileError naming the path
+    (a sandbox that is gone or busy keeps its own exception)."""
+    try:
+        return op()
+    except (SandboxNotFound, SandboxBusy, TransientError):
+        raise
+    except FileError as e:
+        if path in str(e):
+            raise
+        raise FileError(f"{what} {path}: {e}", verdict=e.verdict, step=e.step, errno=e.errno, hint=e.hint) from None
+    except HuskError as e:
+        raise FileError(f"{what} {path}: {e}", verdict=e.verdict, step=e.step, errno=e.errno, hint=e.hint) from None
+
+
+def single_file_of(tar_bytes: bytes, path: str) -> bytes:
+    """The one regular file a tar stream of ``path`` holds."""
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as t:
+        m = t.next()
+        if m is None:
+            raise FileError(f"read {path}: the sandbox sent nothing")
+        if m.isdir():
+            raise FileError(f"read {path}: is a directory; use download() for a tree")
+        if not m.isfile():
+            raise FileError(f"read {path}: not a regular file")
+        f = t.extractfile(m)
+        assert f is not None
+        return f.read()
+
+
+class TarFiles:
+    """write_file / read_file / put_tar / get_tar for a transport whose
+    primitives are ``_put_tar(sid, dir, tar)`` (unpacked into the existing
+    directory ``dir``) and ``_get_tar(sid, path)`` (``path`` as a tar)."""
 
     def write_file(self, sid: str, path: str, data: bytes, mode: Optional[int] = None) -> int:
-        script = 'cat > "$1" || exit 1; [ -z "$2" ] || chmod "$2" "$1"'
-        self._checked(self._sh(sid, script, [path, "%o" % mode if mode is not None else ""], stdin=data), "write", path)
+        d, base = split_remote(path)
+        file_op("write", path, lambda: self._put_tar(sid, d, one_file_tar(base, data, mode)))
         return len(data)
 
     def read_file(self, sid: str, path: str) -> bytes:
-        v = self._checked(self._sh(sid, READ_SCRIPT, [path], limit=MAX_CAPTURE), "read", path)
-        from .types import Output
-
-        out = Output.from_json(v.get("stdout"))
-        if out.truncated:
-            raise FileError(f"{path} is larger than {MAX_CAPTURE} bytes; use download() for large files")
-        return out.data
-
-    def list_files(self, sid: str, path: str) -> List[Dict[str, Any]]:
-        v = self._checked(self._sh(sid, list_script(), [path], limit=MAX_CAPTURE), "list", path)
-        from .types import Output
-
-        return parse_listing(Output.from_json(v.get("stdout")).data)
+        return single_file_of(file_op("read", path, lambda: self._get_tar(sid, path)), path)
 
     def put_tar(self, sid: str, path: str, tar: bytes) -> None:
-        self._checked(self._sh(sid, 'mkdir -p "$1" && tar -x -f - -C "$1"', [path], stdin=tar), "upload", path)
+        file_op("upload", path, lambda: self._put_tar(sid, path, tar))
 
     def get_tar(self, sid: str, path: str) -> bytes:
-        d, base = os.path.split(path.rstrip("/") or "/")
-        v = self._checked(
-            self._sh(sid, 'tar -c -f - -C "$1" "$2"', [d or "/", base or "."], limit=MAX_CAPTURE), "download", path
-        )
-        from .types import Output
-
-        out = Output.from_json(v.get("stdout"))
-        if out.truncated:
-            raise FileError(f"{path} is larger than {MAX_CAPTURE} bytes as a tar")
-        return out.data
+        return file_op("download", path, lambda: self._get_tar(sid, path))

@@ -10,7 +10,7 @@ import socket
 import urllib.parse
 from typing import Any, Dict, Iterator, List, Optional
 
-from ._common import ExecFiles
+from ._common import TarFiles, checked, file_op, ndjson_events
 from .errors import HuskError, TransientError, from_error_json
 
 
@@ -44,7 +44,7 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = s
 
 
-class HttpTransport(ExecFiles):
+class HttpTransport(TarFiles):
     name = "serve"
 
     def __init__(
@@ -178,9 +178,7 @@ class HttpTransport(ExecFiles):
         v = self._json(
             "POST", f"/v1/sandboxes/{self._q(sid)}/exec", self._exec_body(opts), timeout=self._exec_timeout(opts)
         )
-        if v.get("termination") == "setup_failed":
-            raise from_error_json(v)
-        return v
+        return checked(v)
 
     def exec_stream(self, sid: str, opts: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
         conn, resp = self._request(
@@ -191,22 +189,31 @@ class HttpTransport(ExecFiles):
             timeout=self._exec_timeout(opts),
             stream=True,
         )
-        final = None
         try:
-            while True:
-                line = resp.readline()
-                if not line:
-                    break
-                line = line.strip()
-                if not line:
-                    continue
-                ev = json.loads(line)
-                if "verdict" in ev:
-                    final = ev["verdict"]
-                    if final.get("termination") == "setup_failed":
-                        raise from_error_json(final)
-                yield ev
+            yield from ndjson_events(iter(resp.readline, b""), lambda: "husk serve's exec stream ended without a verdict")
         finally:
             conn.close()
-        if final is None:
-            raise HuskError("husk serve's exec stream ended without a verdict")
+
+    # --------------------------------------------------------------- files --
+    # The files endpoint: husk cp's copier in the sandbox (docs/api.md).
+    def _files(self, sid: str, path: str, **query: str) -> str:
+        q = urllib.parse.urlencode(dict(path=path, **query))
+        return f"/v1/sandboxes/{self._q(sid)}/files?{q}"
+
+    def write_file(self, sid: str, path: str, data: bytes, mode: Optional[int] = None) -> int:
+        q = {"mode": "%o" % mode} if mode is not None else {}
+        octets = {"Content-Type": "application/octet-stream"}
+        file_op("write", path, lambda: self._request("PUT", self._files(sid, path, **q), bytes(data), headers=octets))
+        return len(data)
+
+    def read_file(self, sid: str, path: str) -> bytes:
+        return file_op("read", path, lambda: self._request("GET", self._files(sid, path))[1])
+
+    def list_files(self, sid: str, path: str) -> List[Dict[str, Any]]:
+        return file_op("list", path, lambda: self._json("GET", self._files(sid, path, list="1")))["entries"]
+
+    def _put_tar(self, sid: str, path: str, tar: bytes) -> None:
+        self._request("PUT", self._files(sid, path), tar, headers={"Content-Type": "application/x-tar"})
+
+    def _get_tar(self, sid: str, path: str) -> bytes:
+        return self._request("GET", self._files(sid, path, format="tar"))[1]

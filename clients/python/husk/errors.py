@@ -85,6 +85,8 @@ def from_error_json(obj: Dict[str, Any], status: Optional[int] = None) -> HuskEr
     kw = dict(verdict=obj, step=step, errno=errno, hint=hint, status=status)
     if step == "busy" or status == 409:
         return SandboxBusy(message, **kw)
+    if step == "copy":
+        return FileError(message, **kw)
     gone = any(w in message for w in ("no sandbox", " expired at ", " was removed at "))
     if status == 404 or step == "lookup" or (step == "sandbox" and gone):
         return SandboxNotFound(message, **kw)

@@ -13,7 +13,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Union
 
 from ._cli import CliTransport
-from ._common import safe_extract, seconds
+from ._common import safe_extract, seconds, split_remote
 from ._http import HttpTransport, default_socket
 from .errors import CommandError, CommandTimeout, HuskError, TransientError
 from .types import Argv, ExecResult, FileEntry, OutputChunk, SandboxInfo, StreamEvent
@@ -274,11 +274,13 @@ class Sandbox:
         """Copies a host file or directory tree into the sandbox at ``remote``."""
         remote = self._abs(remote)
         if os.path.isdir(local):
+            # The tree under remote's own name, unpacked into its parent
+            # (which must exist); an existing remote directory is merged.
+            parent, base = split_remote(remote)
             buf = io.BytesIO()
             with tarfile.open(fileobj=buf, mode="w") as t:
-                for entry in sorted(os.listdir(local)):
-                    t.add(os.path.join(local, entry), arcname=entry)
-            self._t.put_tar(self.id, remote, buf.getvalue())
+                t.add(local, arcname=base)
+            self._t.put_tar(self.id, parent, buf.getvalue())
         else:
             with open(local, "rb") as f:
                 data = f.read()
