@@ -183,7 +183,6 @@ if os.path.exists(ACCT + "/cpuacct.usage"):
     home = next(l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup")
                 if "cpuacct" in l.split(":")[1].split(","))
     acct = f"{ACCT}/husk-throughput-{os.getpid()}"
-    os.mkdir(acct)
 def enter(d):
     with open(d + "/cgroup.procs", "w") as f: f.write(str(os.getpid()))
 for i in range(3):
@@ -205,6 +204,8 @@ def tree(root):
         todo += kids.get(p, [])
     return seen
 if acct:
+    # Made only now: the warm-up's failure above must leave nothing behind.
+    os.mkdir(acct)
     enter(acct)
     # A server the runs talk to (husk serve: its pool's refills) counts too.
     for p in tree(int(os.environ.get("TP_ACCOUNT_TREE", "0") or 0)) if os.environ.get("TP_ACCOUNT_TREE") else []:

@@ -38,6 +38,15 @@ if os.geteuid() == 0 and os.path.exists(CPUACCT + "/cpuacct.usage"):
     for d in acct: os.makedirs(d)
 def enter(d):
     with open(d + "/cgroup.procs", "w") as f: f.write(str(os.getpid()))
+def remove_groups():  # also when a command failed
+    if not acct: return
+    enter(CPUACCT + home)
+    for d in acct + [base_dir]:
+        try: os.rmdir(d)
+        except OSError: pass
+if acct:
+    import atexit
+    atexit.register(remove_groups)
 devnull = os.open("/dev/null", os.O_WRONLY)
 def split_env(c):
     env = dict(os.environ)
@@ -63,8 +72,6 @@ if acct:
     enter(CPUACCT + home)
     time.sleep(1)  # what outlived its command ends
     for j, d in enumerate(acct): cpu[j] = int(open(d + "/cpuacct.usage").read()) / 1e6
-    for d in acct: os.rmdir(d)
-    os.rmdir(base_dir)
 cpu = [c / n for c in cpu]
 base = st.median(res[0])
 print("wall ms: median, quartiles, median / the first's; cpu ms per run: %s, / the first's"
