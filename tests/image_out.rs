@@ -180,3 +180,103 @@ fn push_needs_and_uses_login_credentials() {
     let inspect: Value = serde_json::from_str(&husk_ok(&store, &["image", "inspect", &target])).unwrap();
     assert_eq!(inspect["id"], pushed["manifest"]);
 }
+
+/// husk with a private store and state dir; live sandboxes made through
+/// it are removed on drop.
+struct Live {
+    store: PathBuf,
+    state: PathBuf,
+    ids: std::cell::RefCell<Vec<String>>,
+}
+
+impl Live {
+    fn new(t: &TempDir, store: PathBuf) -> Live {
+        Live { store, state: t.join("state"), ids: Default::default() }
+    }
+
+    fn husk(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(husk_bin())
+            .args(args)
+            .env("HUSK_ROOT", &self.store)
+            .env("HUSK_STATE_DIR", &self.state)
+            .env_remove("HUSK_ID_RANGE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.husk(args);
+        assert!(o.status.success(), "husk {args:?}: {}{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    }
+
+    fn create(&self, args: &[&str]) -> String {
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        let id = self.ok(&all).trim().to_string();
+        self.ids.borrow_mut().push(id.clone());
+        id
+    }
+
+    fn sh(&self, id: &str, script: &str) -> String {
+        self.ok(&["exec", id, "--", "sh", "-c", script])
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for id in self.ids.borrow().iter() {
+            let _ = self.husk(&["rm", id]);
+        }
+    }
+}
+
+#[test]
+fn commit_captures_workdir_and_upper() {
+    let t = TempDir::new("commit");
+    let live = Live::new(&t, base(&t));
+    let id = live.create(&["--image", "bb", "--writable", "-e", "STAGE=prepared", "--workdir", "/work"]);
+    live.sh(
+        &id,
+        "rm /data/a && echo changed > /data/b && chmod 600 /data/b && mkdir -p /opt/tool && echo v1 > /opt/tool/bin \
+         && ln -s /opt/tool/bin /opt/link && echo result > /work/out.txt && echo scratch > /tmp/t",
+    );
+    let r: Value = serde_json::from_str(&live.ok(&["commit", &id, "snap:1", "--json"])).unwrap();
+    assert_eq!(r["base"], "bb:latest", "{r}");
+    assert_eq!(r["changes"]["whiteouts"], 1, "one removed file: {r}");
+    // The sandbox goes on (thawed) and its later changes are not in the image.
+    live.sh(&id, "echo later > /data/later");
+
+    // The committed image, run on another workdir so the layer's /work is
+    // not hidden by the run's fresh workdir tmpfs.
+    let script = "ls /data | tr '\\n' ' '; cat /data/b /opt/tool/bin /work/out.txt; stat -c '%a' /data/b; \
+                  readlink /opt/link; ls /tmp; echo STAGE=$STAGE; pwd";
+    let o = live.husk(&["run", "--image", "snap:1", "--workdir", "/elsewhere", "--", "sh", "-c", script]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "b changed\nv1\nresult\n600\n/opt/tool/bin\nSTAGE=prepared\n/elsewhere\n",
+        "upper + workdir, not /tmp"
+    );
+    let inspect: Value = serde_json::from_str(&live.ok(&["image", "inspect", "snap:1"])).unwrap();
+    assert_eq!(inspect["config"]["WorkingDir"], "/work");
+    assert!(inspect["config"]["Env"].as_array().unwrap().contains(&json!("STAGE=prepared")), "{inspect}");
+    // Nothing of husk's own /etc (hosts, resolv.conf, skeleton) in the layer.
+    let top = inspect["layers"].as_array().unwrap().last().unwrap()["path"].as_str().unwrap().to_string();
+    let files = tree(Path::new(&top));
+    assert!(!files.iter().any(|f| f.starts_with("etc/")), "{files:?}");
+}
+
+#[test]
+fn commit_refuses_unknown_sandbox_and_host_root() {
+    let t = TempDir::new("commit-bad");
+    let live = Live::new(&t, base(&t));
+    let o = live.husk(&["commit", "nosuchsandbox", "x:1"]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    let id = live.create(&["--rootfs", t.join("bb").to_str().unwrap()]);
+    let o = live.husk(&["commit", &id, "x:1"]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only an image's sandbox can be committed"), "{}", stderr(&o));
+    assert!(live.husk(&["image", "inspect", "x:1"]).status.code() != Some(0));
+}

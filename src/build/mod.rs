@@ -12,11 +12,14 @@
 //! config        the image config, manifest and history
 //! export        a stored image as OCI blobs again (export, push)
 //! push          those blobs and the manifest to a registry
+//! snapshot      a live sandbox's changes against its image, as a layer
+//! commit        that layer as a new image (husk commit)
 //! cache         RUN step keys -> layers
 //! ```
 
 pub mod add;
 pub mod cache;
+pub mod commit;
 pub mod config;
 pub mod copy;
 pub mod diff;
@@ -27,5 +30,6 @@ pub mod ignore;
 pub mod layer;
 pub mod push;
 pub mod run;
+pub mod snapshot;
 pub mod tarw;
 pub mod words;

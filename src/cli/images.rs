@@ -47,3 +47,15 @@ pub struct PushArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// `husk commit SANDBOX NAME[:TAG]`.
+#[derive(Args, Debug)]
+pub struct CommitArgs {
+    /// The live sandbox (id or name).
+    pub sandbox: String,
+    /// Name of the new image.
+    pub name: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -84,6 +84,9 @@ pub enum Command {
     /// Build an image from a Dockerfile (no Docker): each RUN in a husk
     /// sandbox, each step cached (docs/build.md).
     Build(BuildArgs),
+    /// Store a live sandbox's filesystem changes as a new image (its image
+    /// plus one layer; the sandbox is frozen while it is read).
+    Commit(images::CommitArgs),
     /// Push a stored image to a registry (blobs it has are skipped).
     Push(images::PushArgs),
     /// Store credentials for a registry (used by pull).

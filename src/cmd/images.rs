@@ -2,7 +2,7 @@
 //! out of the store and out of live sandboxes (docs/build.md).
 
 use crate::build::export::{Format, export as run_export};
-use crate::cli::images::{ExportFormat, ImageExportArgs, PushArgs};
+use crate::cli::images::{CommitArgs, ExportFormat, ImageExportArgs, PushArgs};
 use crate::host::HostFacts;
 use crate::image::registry::ClientOptions;
 use crate::image::root::owners_for;
@@ -71,6 +71,40 @@ pub fn push(a: PushArgs, paths: &Result<Paths, PathsError>) -> i32 {
                     r.manifest,
                     r.blobs_uploaded,
                     r.blobs_skipped
+                );
+            }
+            0
+        }
+        Err(e) => fail(a.json, &e),
+    }
+}
+
+pub fn commit(a: CommitArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let paths = match paths {
+        Ok(p) => p,
+        Err(e) => return fail(a.json, e),
+    };
+    let opened = Store::open(&paths.root)
+        .map_err(|e| e.to_string())
+        .and_then(|s| crate::sandbox::state::Store::open(&paths.state).map(|b| (s, b)).map_err(|e| e.to_string()));
+    let (store, sandboxes) = match opened {
+        Ok(p) => p,
+        Err(e) => return fail(a.json, &e),
+    };
+    match crate::build::commit::commit(&store, &sandboxes, &a.sandbox, &a.name) {
+        Ok(r) => {
+            if a.json {
+                crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());
+            } else {
+                crate::outln!(
+                    "{} {} (sandbox {} on {}: {} changed, {} removed, {} bytes)",
+                    r.name,
+                    r.id,
+                    r.sandbox,
+                    r.base,
+                    r.changes.changed,
+                    r.changes.whiteouts,
+                    r.changes.bytes
                 );
             }
             0

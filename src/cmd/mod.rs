@@ -32,6 +32,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Pull(args) => pull::pull_cmd(args, &paths),
         Command::Build(args) => build::build(args, &paths),
         Command::Push(args) => images::push(args, &paths),
+        Command::Commit(args) => images::commit(args, &paths),
         Command::Login(args) => pull::login_cmd(args, &paths),
         Command::Logout(args) => pull::logout_cmd(args, &paths),
         Command::Create(args) => sandbox::create(*args, &paths),

@@ -74,6 +74,9 @@ pub fn refetch_hint(source: &str, name: &str) -> String {
     if let Some(ctx) = source.strip_prefix(BUILT_PREFIX) {
         return format!("husk build -t {name} {ctx}");
     }
+    if let Some(sbx) = source.strip_prefix(COMMITTED_PREFIX) {
+        return format!("husk commit {sbx} {name} (while that sandbox lives)");
+    }
     match source.strip_prefix(PULLED_PREFIX) {
         Some(r) => format!("husk pull {r}"),
         None => format!("husk image import {source} --name {name}"),
@@ -82,6 +85,9 @@ pub fn refetch_hint(source: &str, name: &str) -> String {
 
 /// `Record::source` of a pulled image starts with this.
 pub const PULLED_PREFIX: &str = "docker://";
+
+/// `Record::source` of an image `husk commit` made (then the sandbox's id).
+pub const COMMITTED_PREFIX: &str = "commit:";
 
 /// `Record::source` of an image `husk build` made (then its context).
 pub const BUILT_PREFIX: &str = "build:";

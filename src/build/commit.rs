@@ -1,0 +1,152 @@
+//! `husk commit SANDBOX NAME[:TAG]`: a live sandbox's filesystem changes
+//! (snapshot.rs says precisely which) as one new layer on its image, with
+//! the sandbox's environment, workdir and user as the image's config. The
+//! sandbox's cgroup is frozen while its root is read, so the layer is the
+//! filesystem at one instant: no process of it writes meanwhile (a write
+//! in flight when the freeze lands completes before, or after the thaw).
+
+use super::config::State;
+use super::diff::Unshift;
+use super::export::RemoveOnDrop;
+use super::layer::{self, LayerTar};
+use super::snapshot::{SnapshotError, SnapshotReport, write_changes};
+use crate::cgroup::freeze::{FreezeError, freeze};
+use crate::host::HostFacts;
+use crate::image::digest::Digest;
+use crate::image::reference::Reference;
+use crate::image::root::owners_for;
+use crate::image::store::{COMMITTED_PREFIX, LayerRef, Record, now_secs};
+use crate::image::view::LayeredView;
+use crate::image::{ImageError, Owners, Store, normalize_name};
+use crate::sandbox::registry::live_record;
+use crate::sandbox::state::{Record as Sandbox, Store as Sandboxes};
+use crate::spec::RootSpec;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error("sandbox {id}: {why}")]
+    Unsupported { id: String, why: String },
+    #[error("sandbox {id}: {err}")]
+    Freeze { id: String, err: FreezeError },
+    #[error("sandbox {id}: reading its root: {err}")]
+    Snapshot { id: String, err: SnapshotError },
+    #[error("{}: {source}", path.display())]
+    Io { path: std::path::PathBuf, source: std::io::Error },
+}
+
+/// What a commit stored.
+#[derive(Debug, serde::Serialize)]
+pub struct Committed {
+    pub name: String,
+    pub id: Digest,
+    pub sandbox: String,
+    pub base: String,
+    pub layer: Digest,
+    pub changes: SnapshotReport,
+}
+
+/// The stored image a sandbox runs on (its `--image` reference as given,
+/// else the reference's canonical stored name).
+fn image_of(store: &Store, sbx: &Sandbox) -> Result<Record, CommitError> {
+    let RootSpec::Image(reference) = &sbx.spec.root else {
+        return Err(CommitError::Unsupported {
+            id: sbx.id.clone(),
+            why: "it does not run on an image (--image); only an image's sandbox can be committed".into(),
+        });
+    };
+    match store.find(reference) {
+        Ok(r) => Ok(r),
+        Err(first) => match Reference::parse(reference).map(|r| r.store_name()) {
+            Ok(name) => store.find(&name).map_err(|_| first.into()),
+            Err(_) => Err(first.into()),
+        },
+    }
+}
+
+/// Reads the frozen sandbox `target`'s changes into a layer tar at `out`;
+/// the base image's record and the owners its layers were unpacked for.
+pub fn snapshot(
+    store: &Store,
+    sandboxes: &Sandboxes,
+    target: &str,
+    out: &std::path::Path,
+) -> Result<(Sandbox, Record, Owners, LayerTar, SnapshotReport), CommitError> {
+    let sbx = live_record(sandboxes, target)?;
+    let unsupported = |why: &str| CommitError::Unsupported { id: sbx.id.clone(), why: why.into() };
+    if sbx.backend != "native" {
+        return Err(unsupported("only native sandboxes can be read (runsc keeps its root inside gVisor)"));
+    }
+    let base = image_of(store, &sbx)?;
+    let owners = owners_for(&HostFacts::probe(), sbx.spec.id_range);
+    let (_, dirs, _lease) = store.lease(&base.name, &owners)?;
+    let view = LayeredView::open(&dirs).map_err(|source| CommitError::Io { path: dirs[0].clone(), source })?;
+    let init = sbx.init.ok_or_else(|| unsupported("its init is not running"))?;
+    let tree = sbx.cgroup.as_ref().ok_or_else(|| {
+        unsupported("it has no cgroup (HUSK_NO_CGROUP / rootless), so it cannot be frozen for a consistent read")
+    })?;
+    let frozen = freeze(&tree.dirs).map_err(|err| CommitError::Freeze { id: sbx.id.clone(), err })?;
+    // After the freeze: the pid is still the sandbox's init (not reused).
+    if !init.alive() {
+        return Err(unsupported("its init ended"));
+    }
+    let root = std::path::PathBuf::from(format!("/proc/{}/root", init.pid));
+    let info = format!("/proc/{}/mountinfo", init.pid);
+    let mounts = crate::files::read_text(&info).map_err(|source| CommitError::Io { path: info.into(), source })?;
+    let mounts = super::snapshot::mount_points(&mounts);
+    let mut tar = layer::create(out).map_err(|source| CommitError::Io { path: out.to_path_buf(), source })?;
+    let report = write_changes(&root, &sbx.workdir, mounts, &view, Unshift::new(owners), &mut tar)
+        .map_err(|err| CommitError::Snapshot { id: sbx.id.clone(), err })?;
+    drop(frozen);
+    let t = layer::finish(tar, out).map_err(|source| CommitError::Io { path: out.to_path_buf(), source })?;
+    Ok((sbx, base, owners, t, report))
+}
+
+/// `husk commit SANDBOX NAME[:TAG]`.
+pub fn commit(store: &Store, sandboxes: &Sandboxes, target: &str, name: &str) -> Result<Committed, CommitError> {
+    let name = normalize_name(name)?;
+    let _lock = store.lock_store(false)?;
+    let out = store.root().join("tmp").join(format!("commit-{}-{}.tar", std::process::id(), crate::ids::new_id()));
+    let _cleanup = RemoveOnDrop(out.clone());
+    let (sbx, base, owners, tar, changes) = snapshot(store, sandboxes, target, &out)?;
+    layer::publish(store, &tar, &owners, &name)?;
+    let config = store.get_blob(&base.config)?;
+    let mut state = State::from_image(&config, base.layers.clone())
+        .map_err(|e| ImageError::Config(format!("image {}: {e}", base.name)))?;
+    state.layers.push(LayerRef {
+        diff_id: tar.diff_id.clone(),
+        blob: Some(tar.diff_id.clone()),
+        size: tar.size,
+        media_type: layer::MEDIA_TAR.into(),
+    });
+    // The sandbox's environment as it ran: the image's, then its own.
+    for (k, v) in &sbx.spec.env {
+        state.set_env(k, v);
+    }
+    state.workdir = sbx.workdir.clone();
+    if let Some(u) = &sbx.spec.user {
+        state.user = u.clone();
+    }
+    state.add_history(&format!("husk commit {}", sbx.id), false);
+    let config = state.config_json();
+    let config_digest = Digest::of(&config);
+    let manifest = state.manifest_json(&config);
+    let id = Digest::of(&manifest);
+    store.put_blob(&config_digest, &config)?;
+    store.put_blob(&id, &manifest)?;
+    let rec = Record {
+        name: name.clone(),
+        manifest: Some(id.clone()),
+        config: config_digest,
+        platform: base.platform.clone(),
+        source: format!("{COMMITTED_PREFIX}{}", sbx.id),
+        pulled: None,
+        layers: state.layers.clone(),
+        imported_at: now_secs(),
+    };
+    store.write_record(&rec)?;
+    Ok(Committed { name, id, sandbox: sbx.id, base: base.name, layer: tar.diff_id, changes })
+}
