@@ -83,6 +83,8 @@ pub struct Outcome {
     pub seccomp: Option<SeccompReport>,
     /// The egress allowlist's accounting (`--network allow=`).
     pub network: Option<crate::net::account::NetworkReport>,
+    /// `--publish`: the host addresses bound (the port a HOSTPORT of 0 got).
+    pub published: Vec<crate::net::publish::Published>,
 }
 
 impl Outcome {
@@ -106,6 +108,7 @@ impl Outcome {
             resources: None,
             seccomp: None,
             network: None,
+            published: Vec::new(),
         }
     }
 
@@ -204,6 +207,9 @@ pub struct Verdict<'a> {
     pub seccomp: Option<&'a SeccompReport>,
     /// What went through the egress proxy; null without --network allow=.
     pub network: Option<&'a crate::net::account::NetworkReport>,
+    /// `--publish`: host address -> port inside; absent without it.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub published: &'a [crate::net::publish::Published],
     pub error: Option<&'a ErrorReport>,
     pub stdout: Option<StreamReport<'a>>,
     pub stderr: Option<StreamReport<'a>>,
@@ -244,6 +250,7 @@ impl<'a> Verdict<'a> {
             resources: outcome.resources.as_ref(),
             seccomp: outcome.seccomp.as_ref(),
             network: outcome.network.as_ref(),
+            published: &outcome.published,
             error: outcome.error.as_ref(),
             stdout: stream(&outcome.stdout),
             stderr: stream(&outcome.stderr),

@@ -177,6 +177,9 @@ pub struct Spec {
     /// private, `network` is `None`).
     #[serde(default)]
     pub egress: Option<crate::net::EgressSpec>,
+    /// `--publish`: host ports forwarded to ports inside the sandbox.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<crate::net::publish::PublishSpec>,
     pub hostname: String,
     /// `UID[:GID]` or a user name resolved inside the root.
     pub user: Option<String>,
@@ -229,6 +232,7 @@ impl Spec {
             tmpfs: Vec::new(),
             network: NetworkMode::None,
             egress: None,
+            publish: Vec::new(),
             hostname: DEFAULT_HOSTNAME.into(),
             user: None,
             cap_add: Vec::new(),

@@ -58,6 +58,7 @@ steps! {
     JoinCgroup = 30 => "join_cgroup",
     JoinNamespaces = 31 => "join_namespaces",
     EgressListeners = 34 => "egress_listeners",
+    PublishFactory = 35 => "publish_factory",
     ExecRunsc = 40 => "exec_runsc",
 }
 
@@ -129,6 +130,8 @@ phases! {
     StateDir => "state_dir",
     /// Starting the egress allowlist's proxy (`--network allow=`).
     EgressProxy => "egress_proxy",
+    /// Binding `--publish`'s host ports and starting their forwarder.
+    Publish => "publish",
     /// Finding a sandbox (unknown, gone, name taken).
     Sandbox => "sandbox",
     /// A sandbox that runs one exec at a time is running one.

@@ -401,7 +401,8 @@ fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, 
             | Msg::Joined
             | Msg::CgroupReady
             | Msg::PtyMaster
-            | Msg::EgressListeners,
+            | Msg::EgressListeners
+            | Msg::PublishFactory,
             _,
         ))) => {}
         Ok(None) | Err(_) => return false,

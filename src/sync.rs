@@ -51,6 +51,9 @@ pub enum Msg {
     /// Init -> parent (`--network allow=`): the egress proxy's listeners
     /// (HTTP, then SOCKS), made inside the sandbox's network namespace.
     EgressListeners,
+    /// Init -> parent (`--publish`): the host's end of the socket factory
+    /// inside the sandbox's network namespace.
+    PublishFactory,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -76,6 +79,7 @@ impl Msg {
             Msg::CgroupReady => (10, 0, [0; MAX_TIMES]),
             Msg::PtyMaster => (11, 0, [0; MAX_TIMES]),
             Msg::EgressListeners => (12, 0, [0; MAX_TIMES]),
+            Msg::PublishFactory => (13, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -112,6 +116,7 @@ impl Msg {
             10 => Msg::CgroupReady,
             11 => Msg::PtyMaster,
             12 => Msg::EgressListeners,
+            13 => Msg::PublishFactory,
             _ => return None,
         })
     }
@@ -244,6 +249,7 @@ mod tests {
             Msg::CgroupReady,
             Msg::PtyMaster,
             Msg::EgressListeners,
+            Msg::PublishFactory,
         ];
         for m in msgs {
             a.send(m).unwrap();

@@ -155,6 +155,18 @@ fn create_refuses_bad_allow_rules_and_runsc() {
 mod rootless {
     use super::*;
 
+    /// Rootless: the factory is forked by the init inside the namespace,
+    /// so no privilege over the namespace is needed.
+    #[test]
+    fn rootless_publish_reaches_server_inside() {
+        let s = Sbx::new();
+        let id = s.create(&["--publish", "0:8080"]);
+        let port = s.inspect(&id)["published"][0]["host_port"].as_u64().unwrap() as u16;
+        serve_inside(&s, &id, "rootless-inside");
+        assert!(get_published(port).ends_with("rootless-inside\n"));
+        s.rm(&id);
+    }
+
     #[test]
     fn created_sandbox_reaches_only_the_allowed_name() {
         let port = web(3);
@@ -170,5 +182,99 @@ mod rootless {
         let proxy = proxy_of(&rec);
         s.rm(&id);
         assert!(wait_until(Duration::from_secs(30), || gone(proxy)), "egress-proxy {proxy} outlived husk rm");
+    }
+}
+
+/// `husk exec` leaves a small HTTP server running inside (python3 from the
+/// host root, bound to the sandbox's own 127.0.0.1:8080) serving `body`.
+fn serve_inside(s: &Sbx, id: &str, body: &str) {
+    let script = format!(
+        "mkdir -p /tmp/w && echo {body} > /tmp/w/index.html && cd /tmp/w && \
+         (python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 &)"
+    );
+    let (out, code) = s.sh(id, &script);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// GET / on the host's 127.0.0.1:`port`, retried until the server inside
+/// answers (it starts in the background).
+fn get_published(port: u16) -> String {
+    let mut body = String::new();
+    let ok = wait_until(Duration::from_secs(30), || {
+        let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+        if c.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").is_err() {
+            return false;
+        }
+        body.clear();
+        c.read_to_string(&mut body).is_ok() && body.starts_with("HTTP/1.0 200")
+    });
+    assert!(ok, "nothing answered on the published port {port}: {body:?}");
+    body
+}
+
+#[test]
+fn publish_reaches_server_inside() {
+    let s = Sbx::new();
+    let id = s.create(&["--publish", "0:8080"]);
+    let rec = s.inspect(&id);
+    let p = &rec["published"][0];
+    assert_eq!((p["host_ip"].as_str(), p["port"].as_u64()), (Some("127.0.0.1"), Some(8080)), "{rec:#}");
+    let port = p["host_port"].as_u64().unwrap() as u16;
+    assert_ne!(port, 0);
+    serve_inside(&s, &id, "hello-inside");
+    assert!(get_published(port).ends_with("hello-inside\n"));
+    s.rm(&id);
+    assert!(
+        wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()),
+        "the published port {port} still listens after husk rm"
+    );
+}
+
+#[test]
+fn publish_on_run_forwards_while_the_run_lives() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let publish = format!("127.0.0.1:{port}:9000");
+    // One request served, then the run ends.
+    let child = common::husk(&[
+        "run",
+        "--json",
+        "--publish",
+        &publish,
+        "--",
+        "python3",
+        "-c",
+        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 9000)); s.listen(); c, _ = s.accept(); c.recv(100); c.sendall(b'HTTP/1.0 200 OK\\r\\n\\r\\nfrom-run\\n'); c.close()",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(get_published(port).ends_with("from-run\n"));
+    let out = child.wait_with_output().unwrap();
+    let v = common::verdict_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    assert_eq!(v["published"][0]["host_port"], port, "{v:#}");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "port {port} listens after the run");
+}
+
+#[test]
+fn bad_publish_is_refused_before_anything_runs() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = format!("{}:80", taken.local_addr().unwrap().port());
+    for (args, want) in [
+        (vec!["--publish", "80"], "expected [HOSTIP:]HOSTPORT:PORT"),
+        (vec!["--publish", "8080:0"], "expected [HOSTIP:]HOSTPORT:PORT"),
+        (vec!["--publish", "8080:80", "--network", "host"], "already uses the host's network"),
+        (vec!["--publish", "0:80", "--runtime", "runsc"], "--publish needs the native backend"),
+        (vec!["--publish", &taken_port], "cannot listen on"),
+    ] {
+        let mut a = vec!["run", "--json"];
+        a.extend(args.iter().copied());
+        a.extend(["--", "true"]);
+        let o = common::husk(&a).output().unwrap();
+        let v = common::verdict_of(&o);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {v:#}");
+        let msg = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(want), "{args:?}: {msg}");
     }
 }

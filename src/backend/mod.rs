@@ -102,6 +102,10 @@ pub trait Live {
     /// without a word (SIGKILL): its command must not run on. Natively the
     /// command's PDEATHSIG already took it.
     fn exec_abandoned(&self, _exec_id: &str) {}
+    /// `--publish`: the host addresses bound.
+    fn published(&self) -> Vec<crate::net::publish::Published> {
+        Vec::new()
+    }
     /// `--network allow=`: the egress proxy's accounting so far.
     fn network(&self) -> Option<crate::net::account::NetworkReport> {
         None
@@ -267,7 +271,13 @@ pub enum SelectError {
     AutoReport { note: RuntimeChoiceNote },
     #[error("{EGRESS_NATIVE_ONLY}")]
     EgressNeedsNative,
+    #[error("{PUBLISH_NATIVE_ONLY}")]
+    PublishNeedsNative,
 }
+
+/// `--publish` connects through a socket factory husk's init forks inside
+/// the sandbox's network namespace; under runsc there is no such init.
+const PUBLISH_NATIVE_ONLY: &str = "--publish needs the native backend: its connections are made by husk's own init inside the sandbox's network namespace, and under runsc that namespace is gVisor's netstack; use --runtime native";
 
 /// The egress proxy's listeners are made by husk's own init inside the
 /// sandbox's network namespace; under runsc that namespace is gVisor's
@@ -323,6 +333,9 @@ fn choose_runsc(
             if spec.egress.is_some() {
                 return Err(SelectError::EgressNeedsNative);
             }
+            if !spec.publish.is_empty() {
+                return Err(SelectError::PublishNeedsNative);
+            }
             let cfg = runsc_cfg().map_err(SelectError::Runsc)?;
             let blockers = crate::host::blockers::runsc(host.view(), &cfg.platform);
             if !blockers.is_empty() {
@@ -336,6 +349,7 @@ fn choose_runsc(
                 auto::Pick::Native => Ok((None, Some(note))),
                 auto::Pick::Runsc(_) if spec.seccomp_report => Err(SelectError::AutoReport { note }),
                 auto::Pick::Runsc(_) if spec.egress.is_some() => Err(SelectError::EgressNeedsNative),
+                auto::Pick::Runsc(_) if !spec.publish.is_empty() => Err(SelectError::PublishNeedsNative),
                 auto::Pick::Runsc(cfg) => Ok((Some(cfg), Some(note))),
             }
         }

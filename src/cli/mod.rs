@@ -130,6 +130,9 @@ pub enum Command {
     /// The egress allowlist's proxy of one sandbox (not for users).
     #[command(name = "egress-proxy", hide = true)]
     EgressProxy,
+    /// The `--publish` forwarder of one sandbox (not for users).
+    #[command(name = "publish-forwarder", hide = true)]
+    PublishForwarder,
 }
 
 /// `gvisor-helper hold` | `gvisor-helper reap -- CMD...` (src/backend/runsc/helper.rs).
@@ -282,6 +285,13 @@ pub struct SandboxArgs {
     /// directions, all connections) went through it.
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub egress_bytes: Option<u64>,
+
+    /// Reach a server inside the sandbox: the host listens on
+    /// [HOSTIP:]HOSTPORT (127.0.0.1 unless given; HOSTPORT 0 picks one, see
+    /// the verdict's or `husk inspect`'s `published`) and forwards each
+    /// connection to 127.0.0.1:PORT inside. Repeatable.
+    #[arg(long, value_name = "[HOSTIP:]HOSTPORT:PORT")]
+    pub publish: Vec<String>,
 
     /// Hostname inside the sandbox.
     #[arg(long, default_value = "husk")]

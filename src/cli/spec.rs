@@ -40,6 +40,12 @@ pub enum ArgsError {
     #[error(transparent)]
     Egress(#[from] crate::net::EgressError),
     #[error(transparent)]
+    Publish(#[from] crate::net::publish::PublishError),
+    #[error(
+        "--publish with --network host: the sandbox already uses the host's network, so its servers are reachable directly; use --network none (or allow=) to publish"
+    )]
+    PublishHost,
+    #[error(transparent)]
     EnvFile(#[from] crate::userfile::UserFileError),
     #[error("--env-file {} line {line}: expected KEY=VALUE, got {text:?}", path.display())]
     EnvLine { path: PathBuf, line: usize, text: String },
@@ -107,6 +113,10 @@ pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), ArgsEr
     spec.binds = a.bind.iter().map(|b| parse_bind(b)).collect::<Result<_, _>>()?;
     spec.tmpfs = a.tmpfs.iter().map(|t| parse_tmpfs(t)).collect::<Result<_, _>>()?;
     (spec.network, spec.egress) = network_args(a)?;
+    spec.publish = a.publish.iter().map(|p| crate::net::publish::PublishSpec::parse(p)).collect::<Result<_, _>>()?;
+    if !spec.publish.is_empty() && spec.network == NetworkMode::Host {
+        return Err(ArgsError::PublishHost);
+    }
     spec.hostname = a.hostname.clone();
     spec.cap_add = a.cap_add.clone();
     spec.rlimits = a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r)).collect::<Result<_, _>>()?;

@@ -47,5 +47,6 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Mcp(args) => mcp::mcp(args, &cli.globals),
         Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),
         Command::EgressProxy => crate::net::proxy::main(),
+        Command::PublishForwarder => crate::net::publish::main(),
     }
 }

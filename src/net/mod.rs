@@ -14,6 +14,7 @@
 pub mod account;
 pub mod http;
 pub mod proxy;
+pub mod publish;
 pub mod rules;
 pub mod socks;
 pub mod tls;

@@ -123,6 +123,9 @@ pub struct Record {
     /// last said (`husk inspect`; never written to state.json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::net::account::NetworkReport>,
+    /// `--publish`: the host addresses bound, and the ports inside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<crate::net::publish::Published>,
 }
 
 pub fn now_ms() -> u64 {

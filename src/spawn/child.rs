@@ -95,6 +95,9 @@ fn setup(
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
     }
     times[phase::PIVOT] = now_ns();
+    if !plan.spec.publish.is_empty() {
+        super::factory::start(plan, chan, &one)?;
+    }
 
     redirect_stdio(stdio)?;
     // Shrink the bounding set once, here, for both processes, to what

@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod command;
+pub mod factory;
 pub mod init;
 #[cfg(test)]
 mod tests;

@@ -74,3 +74,24 @@ pub fn keep_across_exec(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<()> {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
     fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).map(|_| ())
 }
+
+/// Takes ownership of a socket inherited at `fd` (the publish forwarder's
+/// end of the sandbox's socket factory), after checking that `fd` is open
+/// and a socket.
+pub fn inherited_socket(fd: std::os::fd::RawFd) -> SysResult<std::os::fd::OwnedFd> {
+    if fd < 3 {
+        return Err(Errno::EBADF);
+    }
+    // SAFETY: stat is plain old data; zeroed is valid for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on an integer fd writes only into `st`.
+    if unsafe { libc::fstat(fd, &mut st) } < 0 {
+        return Err(Errno::last());
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(Errno::ENOTSOCK);
+    }
+    // SAFETY: F_SETFD on an open fd (checked above).
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    Ok(super::fd::owned(fd as libc::c_long))
+}

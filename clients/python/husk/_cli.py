@@ -120,6 +120,8 @@ class CliTransport(TarFiles):
             args += ["--allow-host", str(rule)]
         for name, ip in (params.get("add_hosts") or {}).items():
             args += ["--add-host", f"{name}:{ip}"]
+        for p in params.get("publish") or []:
+            args += ["--publish", str(p)]
         if params.get("egress_bytes") is not None:
             args += ["--egress-bytes", str(params["egress_bytes"])]
         for k, v in (params.get("env") or {}).items():

@@ -26,6 +26,8 @@ pub struct NativeLive {
     namespaces: Vec<(&'static str, OwnedFd)>,
     /// `--network allow=`: the egress proxy, for the sandbox's whole life.
     egress: Option<crate::net::EgressProxy>,
+    /// `--publish`: the forwarder of its ports, for the sandbox's whole life.
+    forwarder: Option<crate::net::publish::Forwarder>,
 }
 
 /// Clones the init (born in `cgroup`) and waits until it holds.
@@ -34,7 +36,7 @@ pub fn create(plan: &Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Li
     let stdio = ChildStdio { stdin: None, stdout: None, stderr: None };
     let init = crate::spawn::spawn(plan, stdio, cgroup).map_err(spawn_error)?;
     match await_init(plan, &init) {
-        Ok((namespaces, egress)) => Ok(Box::new(NativeLive { init, namespaces, egress })),
+        Ok((namespaces, egress, forwarder)) => Ok(Box::new(NativeLive { init, namespaces, egress, forwarder })),
         Err(e) => {
             let _ = pidfd_send_signal(init.pidfd.as_fd(), libc::SIGKILL);
             let _ = wait_pidfd(init.pidfd.as_fd());
@@ -44,13 +46,15 @@ pub fn create(plan: &Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Li
 }
 
 type Namespaces = Vec<(&'static str, OwnedFd)>;
+type Held = (Namespaces, Option<crate::net::EgressProxy>, Option<crate::net::publish::Forwarder>);
 
 /// Waits for the init's namespaces (its last word after setup); under
 /// `--network allow=` starts the egress proxy on the listeners it handed
 /// over before them (fail closed: no proxy, no sandbox).
-fn await_init(plan: &Plan, s: &Spawned) -> Result<(Namespaces, Option<crate::net::EgressProxy>), ErrorReport> {
+fn await_init(plan: &Plan, s: &Spawned) -> Result<Held, ErrorReport> {
     let deadline = Instant::now() + SETUP_LIMIT;
     let mut egress = None;
+    let mut forwarder = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut fds = [PollFd::new(s.chan.fd(), PollFlags::POLLIN)];
@@ -68,8 +72,14 @@ fn await_init(plan: &Plan, s: &Spawned) -> Result<(Namespaces, Option<crate::net
                         "the sandbox's init did not hand over the egress proxy's listeners",
                     ));
                 }
+                if !plan.spec.publish.is_empty() && forwarder.is_none() {
+                    return Err(ErrorReport::new(
+                        Phase::Publish,
+                        "the sandbox's init did not hand over the publish socket factory",
+                    ));
+                }
                 let kinds = crate::spawn::child::namespaces_of(plan.network).map(|(_, _, k)| *k);
-                return Ok((kinds.zip(fds).collect(), egress));
+                return Ok((kinds.zip(fds).collect(), egress, forwarder));
             }
             Ok(Some((Msg::EgressListeners, fds))) if fds.len() == 2 => {
                 let Some(spec) = &plan.spec.egress else { continue };
@@ -78,6 +88,12 @@ fn await_init(plan: &Plan, s: &Spawned) -> Result<(Namespaces, Option<crate::net
                 let proxy = crate::net::EgressProxy::start(spec, http, socks)
                     .map_err(|e| ErrorReport::new(Phase::EgressProxy, e.to_string()))?;
                 egress = Some(proxy);
+            }
+            Ok(Some((Msg::PublishFactory, fds))) if fds.len() == 1 => {
+                let Some(factory) = fds.into_iter().next() else { continue };
+                let f = crate::net::publish::Forwarder::start(&plan.spec.publish, factory)
+                    .map_err(|e| ErrorReport::new(Phase::Publish, e.to_string()))?;
+                forwarder = Some(f);
             }
             Ok(Some((Msg::Failed(e), _))) => {
                 let (message, hint) = describe(plan, &e);
@@ -102,6 +118,10 @@ impl Live for NativeLive {
         &self.namespaces
     }
 
+    fn published(&self) -> Vec<crate::net::publish::Published> {
+        self.forwarder.as_ref().map(|f| f.published.clone()).unwrap_or_default()
+    }
+
     fn network(&self) -> Option<crate::net::account::NetworkReport> {
         let proxy = self.egress.as_ref()?;
         Some(proxy.snapshot().unwrap_or_else(|| proxy.unanswered()))
@@ -119,5 +139,6 @@ impl Live for NativeLive {
         if let Some(p) = self.egress {
             p.finish();
         }
+        drop(self.forwarder);
     }
 }

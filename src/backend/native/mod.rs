@@ -40,10 +40,11 @@ impl Backend for Native {
 
     fn run(&self, mut plan: Plan, io: RunIo<'_>) -> Outcome {
         let mut outcome = match run_native(&mut plan, io) {
-            Ok((w, t_clone, cgroup, network)) => {
+            Ok((w, t_clone, cgroup, network, published)) => {
                 let mut o = run_outcome(&plan, w, t_clone, io);
                 add_cgroup(&mut o, cgroup);
                 o.network = network;
+                o.published = published;
                 o
             }
             Err(e) => Outcome::setup_failed(e),
@@ -80,8 +81,9 @@ fn cgroup_error(e: CgroupError) -> ErrorReport {
 pub(crate) type CgroupRun = Option<(CgroupReport, f64, f64)>;
 
 type NetworkRun = Option<crate::net::account::NetworkReport>;
+type Ran = (Watched, u64, CgroupRun, NetworkRun, Vec<crate::net::publish::Published>);
 
-fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun, NetworkRun), ErrorReport> {
+fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<Ran, ErrorReport> {
     // Forwarded signals are blocked from here on, so a Ctrl-C during setup
     // is delivered to the sandbox later instead of killing husk with its
     // cgroup half made.
@@ -116,6 +118,7 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun
     let cgroup = complete_cgroup(pending, &spawned)?;
     let setup_ms = ms(0, begin_ns + (now_ns() - t_cg));
     let egress = start_egress(plan, &spawned)?;
+    let forwarder = start_publish(plan, &spawned)?;
     // Our copies of the write ends must go, or the reads never see EOF.
     let limit = io.capture.unwrap_or(0);
     let stdout = out.map(|(r, _w)| (r, limit));
@@ -138,7 +141,50 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<(Watched, u64, CgroupRun
     let t_end = now_ns();
     let report = cgroup.map(|c| (c.finish(), setup_ms, ms(t_end, now_ns())));
     let network = egress.map(crate::net::EgressProxy::finish);
-    Ok((watched, spawned.t_clone, report, network))
+    let published = forwarder.map(|f| f.published.clone()).unwrap_or_default();
+    Ok((watched, spawned.t_clone, report, network, published))
+}
+
+/// `--publish`: binds the host ports and starts their forwarder on the
+/// socket factory the sandbox's init forked inside its network namespace.
+/// Fails closed like the egress proxy: the sandbox is killed (it has run
+/// nothing of its own).
+pub(crate) fn start_publish(
+    plan: &Plan,
+    spawned: &crate::spawn::Spawned,
+) -> Result<Option<crate::net::publish::Forwarder>, ErrorReport> {
+    use std::os::fd::AsFd;
+    if plan.spec.publish.is_empty() {
+        return Ok(None);
+    }
+    let kill = || {
+        let _ = crate::sys::process::pidfd_send_signal(spawned.pidfd.as_fd(), libc::SIGKILL);
+        let _ = crate::sys::process::wait_pidfd(spawned.pidfd.as_fd());
+    };
+    match spawned.chan.recv_with_fds() {
+        Ok(Some((crate::sync::Msg::PublishFactory, fds))) if fds.len() == 1 => {
+            let factory = fds.into_iter().next().expect("one fd");
+            crate::net::publish::Forwarder::start(&plan.spec.publish, factory).map(Some).map_err(|e| {
+                kill();
+                ErrorReport::new(Phase::Publish, e.to_string())
+            })
+        }
+        Ok(Some((crate::sync::Msg::Failed(e), _))) => {
+            kill();
+            let (message, hint) = describe(plan, &e);
+            Err(ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint))
+        }
+        other => {
+            kill();
+            Err(ErrorReport::new(
+                Phase::Publish,
+                format!(
+                    "the sandbox's init did not hand over the publish socket factory (got {:?})",
+                    other.map(|o| o.map(|(m, _)| m))
+                ),
+            ))
+        }
+    }
 }
 
 /// `--network allow=`: takes the listeners the sandbox's init made inside

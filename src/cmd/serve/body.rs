@@ -72,6 +72,9 @@ pub struct CreateBody {
     #[serde(default)]
     add_hosts: BTreeMap<String, String>,
     egress_bytes: Option<Value>,
+    /// `--publish [HOSTIP:]HOSTPORT:PORT` each.
+    #[serde(default)]
+    publish: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -199,6 +202,9 @@ impl CreateBody {
         }
         for rule in &self.allow_hosts {
             a.push(format!("--allow-host={}", clean("allow_hosts", rule)?));
+        }
+        for p in &self.publish {
+            a.push(format!("--publish={}", clean("publish", p)?));
         }
         for (name, ip) in &self.add_hosts {
             a.push(format!("--add-host={}:{}", clean("add_hosts", name)?, clean("add_hosts", ip)?));
@@ -361,13 +367,17 @@ mod tests {
     #[test]
     fn egress_keys_become_the_create_flags() {
         let b: CreateBody = parse(
-            br#"{"network": "allow=a.test", "allow_hosts": ["b.test:443"], "add_hosts": {"a.test": "127.0.0.5"}, "egress_bytes": "10M"}"#,
+            br#"{"network": "allow=a.test", "allow_hosts": ["b.test:443"], "add_hosts": {"a.test": "127.0.0.5"}, "egress_bytes": "10M", "publish": ["0:8080"]}"#,
         )
         .unwrap();
         let (a, _) = b.to_args("unix:/s").unwrap();
-        for want in
-            ["--network=allow=a.test", "--allow-host=b.test:443", "--add-host=a.test:127.0.0.5", "--egress-bytes=10M"]
-        {
+        for want in [
+            "--network=allow=a.test",
+            "--allow-host=b.test:443",
+            "--add-host=a.test:127.0.0.5",
+            "--egress-bytes=10M",
+            "--publish=0:8080",
+        ] {
             assert!(a.contains(&want.to_string()), "{want}: {a:?}");
         }
     }

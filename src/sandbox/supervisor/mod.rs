@@ -219,6 +219,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         error: None,
         events: Vec::new(),
         network: None,
+        published: Vec::new(),
     }
 }
 
@@ -403,6 +404,7 @@ impl Supervisor {
         let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
         let init = self.backend.create(&mut self.plan, join)?;
         self.rec.init = ProcRef::of(init.pid());
+        self.rec.published = init.published();
         for (kind, fd) in init.namespaces() {
             if let Ok(st) = nix::sys::stat::fstat(fd) {
                 self.rec.namespaces.insert(kind.to_string(), st.st_ino);
