@@ -48,3 +48,4 @@ pub mod units;
 pub mod userfile;
 pub mod userns;
 pub mod users;
+pub mod warm;

@@ -59,6 +59,7 @@ steps! {
     JoinNamespaces = 31 => "join_namespaces",
     EgressListeners = 34 => "egress_listeners",
     PublishFactory = 35 => "publish_factory",
+    UnsharePidNs = 36 => "unshare_pid_ns",
     ExecRunsc = 40 => "exec_runsc",
 }
 
@@ -152,6 +153,9 @@ phases! {
     Pull => "pull",
     /// Claiming from a pool of `husk serve` (`husk create --pool`).
     Pool => "pool",
+    /// A warm interpreter or session (`create --warm` / `--session`,
+    /// `exec --code`): starting it, or handing it a call.
+    Warm => "warm",
 }
 
 impl Phase {

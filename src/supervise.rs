@@ -71,6 +71,20 @@ pub struct Watch<'a> {
     /// `-t`: the command sends its pty's master over the channel; the
     /// watch relays it (`tty::relay`) and its output goes here.
     pub tty: Option<TtyOutput>,
+    /// Where the command's status comes from.
+    pub status: StatusFrom,
+}
+
+/// How a watch learns that the command ended and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusFrom {
+    /// `pidfd` is a child of ours (the init, or an exec's command): waited
+    /// for; the command's own status may also come over the channel.
+    Wait,
+    /// `pidfd` is not ours to wait for (a warm interpreter's child, reaped
+    /// by its parent inside the sandbox): the status comes over the
+    /// channel, and the channel's end without one means that parent died.
+    Channel,
 }
 
 /// What the watch saw.
@@ -93,6 +107,9 @@ pub struct Watched {
     pub t_reaped: u64,
     /// Syscalls the seccomp filter denied (explain mode only).
     pub seccomp_denied: crate::seccomp::notify::Denials,
+    /// A warm session's call that ran past its timeout: how the session
+    /// took it (`Msg::Interrupted`).
+    pub call_interrupted: Option<i32>,
 }
 
 struct Stream {
@@ -227,7 +244,7 @@ impl Watch<'_> {
 
             let mut fds: Vec<(u8, BorrowedFd<'_>, PollFlags)> = Vec::new();
             let pollin = PollFlags::POLLIN;
-            if out.init.is_none() {
+            if out.init.is_none() && self.status == StatusFrom::Wait {
                 fds.push((0, self.pidfd.as_fd(), pollin));
             }
             if chan_open {
@@ -285,7 +302,23 @@ impl Watch<'_> {
                             chan_open = read_chan(self.chan, &mut out, &mut listener, &mut wanted);
                         }
                     }
-                    1 => chan_open = read_chan(self.chan, &mut out, &mut listener, &mut wanted),
+                    1 => {
+                        chan_open = read_chan(self.chan, &mut out, &mut listener, &mut wanted);
+                        if self.status == StatusFrom::Channel && out.init.is_none() {
+                            // Its status, or the end of whoever would have
+                            // sent it: either way the command is over.
+                            let status = match out.command {
+                                Some(s) => Some(s),
+                                None if !chan_open => Some(ExitStatus::Signaled(libc::SIGKILL)),
+                                None => None,
+                            };
+                            if status.is_some() {
+                                out.init = status;
+                                out.t_exit = crate::spawn::now_ns();
+                                drain_until = Some(Instant::now() + DRAIN_LIMIT);
+                            }
+                        }
+                    }
                     2 => {
                         while let Ok(Some(info)) = self.signals.read_signal() {
                             let sig = info.ssi_signo as i32;
@@ -394,6 +427,11 @@ fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, 
         Ok(Some((Msg::Signaled { signal }, _))) => out.command = Some(ExitStatus::Signaled(signal)),
         Ok(Some((Msg::SeccompListener, fd))) if want_listener => *listener = fd,
         Ok(Some((Msg::Reaped { at }, _))) => out.t_reaped = at,
+        Ok(Some((Msg::Interrupted { restarted }, _))) => {
+            out.call_interrupted = Some(restarted);
+            // 2: the interpreter ended on its own (`exit`), no timeout.
+            out.timed_out |= restarted != 2;
+        }
         Ok(Some((
             Msg::Release
             | Msg::SeccompListener

@@ -54,6 +54,13 @@ pub enum Msg {
     /// Init -> parent (`--publish`): the host's end of the socket factory
     /// inside the sandbox's network namespace.
     PublishFactory,
+    /// Warm session -> husk exec: the call ran past its timeout and was
+    /// interrupted; `restarted` 1 when the session had to be started
+    /// afresh (its state is gone), 2 when it ended on its own (`exit`) and
+    /// was restarted, 0 when it lives on.
+    Interrupted {
+        restarted: i32,
+    },
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -80,6 +87,7 @@ impl Msg {
             Msg::PtyMaster => (11, 0, [0; MAX_TIMES]),
             Msg::EgressListeners => (12, 0, [0; MAX_TIMES]),
             Msg::PublishFactory => (13, 0, [0; MAX_TIMES]),
+            Msg::Interrupted { restarted } => (14, restarted, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -117,6 +125,7 @@ impl Msg {
             11 => Msg::PtyMaster,
             12 => Msg::EgressListeners,
             13 => Msg::PublishFactory,
+            14 => Msg::Interrupted { restarted: a },
             _ => return None,
         })
     }

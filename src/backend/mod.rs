@@ -221,6 +221,35 @@ pub fn start_copy(
     Ok(native::copy::start(j)?)
 }
 
+/// Starts a warm interpreter or session (docs/warm.md) in a live sandbox
+/// of `backend`, confined by `plan`, in the cgroup leaf `leaf`.
+pub fn start_warm(
+    backend: &str,
+    plan: &ExecPlan,
+    namespaces: &[(&'static str, OwnedFd)],
+    leaf: Option<&crate::cgroup::nested::Leaf>,
+    mode: crate::spec::WarmMode,
+) -> Result<native::warm::WarmProc, ErrorReport> {
+    match backend {
+        "runsc" => Err(ErrorReport::new(
+            crate::step::Phase::Warm,
+            "--warm and --session need the native backend for now (--runtime native); under gVisor run code with husk exec ID -- python3 -".to_string(),
+        )),
+        _ => native::warm::start(plan, namespaces, leaf, mode),
+    }
+}
+
+/// One `husk exec --code` call through a warm interpreter's control socket.
+pub fn warm_call(
+    plan: &ExecPlan,
+    at: Attached<'_>,
+    ctl: OwnedFd,
+    mode: crate::spec::WarmMode,
+    code: &[u8],
+) -> Result<(Executed, serde_json::Value), ErrorReport> {
+    native::warm::call(plan, at, ctl, mode, code)
+}
+
 /// The id an exec of `backend` announces to the supervisor before it
 /// starts, if it needs one: a gVisor exec has no cgroup leaf to be named
 /// by, so this id is how the supervisor finds its files when husk exec

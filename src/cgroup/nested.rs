@@ -275,6 +275,24 @@ impl CgroupJoin for Leaf {
     }
 }
 
+impl Leaf {
+    /// Moves a running process that is not husk's child into this leaf, in
+    /// every hierarchy (a child of husk's joins the v1 ones itself,
+    /// `join_self`): a warm interpreter's fresh child, placed before it
+    /// may run anything of its call (docs/warm.md). Its charges made so
+    /// far stay where they were (v1 memory does not move them); what it
+    /// allocates from now on is this leaf's.
+    pub fn adopt(&self, pid: Pid) -> Result<(), CgroupError> {
+        if let Some((d, _)) = &self.unified {
+            super::v2::attach(d, pid, false)?;
+        }
+        for (dir, _) in self.dirs.iter().filter(|(d, _)| self.unified.as_ref().is_none_or(|(u, _)| u != d)) {
+            fs::write(dir, "cgroup.procs", &pid.as_raw().to_string())?;
+        }
+        Ok(())
+    }
+}
+
 impl GroupKill for Leaf {
     fn kill_all(&self) {
         self.killed.set(true);

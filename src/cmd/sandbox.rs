@@ -120,8 +120,10 @@ pub(crate) fn create_inner(
         (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),
         (None, None) => None,
     };
-    if spec.warm.is_some() {
-        return Err(usage("--warm and --session are not available in this build yet".into()));
+    if spec.warm.as_ref().is_some_and(|w| w.mode == crate::spec::WarmMode::Session) && args.concurrent {
+        return Err(usage(
+            "--session runs one call at a time: drop --concurrent, or use --warm for fresh parallel calls".into(),
+        ));
     }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
@@ -176,9 +178,6 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         let o = Outcome::setup_failed(e.report());
         crate::cli::report::report(&o, "", "native", None, &p)
     };
-    if args.code.is_some() {
-        return early(SandboxError::Usage("husk exec --code is not available in this build yet".into()));
-    }
     let mut spec = Spec::new(Vec::new());
     if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process) {
         return early(SandboxError::Setup(e.into()));
@@ -205,12 +204,37 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         Ok(t) => t,
         Err(e) => return early(SandboxError::Setup(e)),
     };
-    let result = crate::sandbox::exec::exec_to(&store, &req, t_start, tap.as_ref());
+    let result = match &args.code {
+        Some(path) => read_code(path).and_then(|code| {
+            crate::sandbox::exec::exec_code(&store, &req, &code, args.language.as_deref(), t_start, tap.as_ref())
+        }),
+        None => crate::sandbox::exec::exec_to(&store, &req, t_start, tap.as_ref()),
+    };
     crate::cli::report::stream_done(tap);
     match result {
         Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, Some(&r.isolation), &p, &r.extra),
         Err(e) => early(e),
     }
+}
+
+/// Most code `--code` takes (the interpreter gets it whole, in memory).
+const MAX_CODE: u64 = 64 << 20;
+
+/// The code of `--code FILE|-`: stdin is read to its end.
+fn read_code(path: &std::path::Path) -> Result<Vec<u8>, SandboxError> {
+    use std::io::Read;
+    let mut code = Vec::new();
+    let read = if path.as_os_str() == "-" {
+        std::io::stdin().lock().take(MAX_CODE + 1).read_to_end(&mut code)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(MAX_CODE + 1).read_to_end(&mut code))
+    };
+    let what = if path.as_os_str() == "-" { "stdin".to_string() } else { path.display().to_string() };
+    read.map_err(|e| SandboxError::Usage(format!("--code: reading {what}: {e}")))?;
+    if code.len() as u64 > MAX_CODE {
+        return Err(SandboxError::Usage(format!("--code: {what} holds more than {} MiB of code", MAX_CODE >> 20)));
+    }
+    Ok(code)
 }
 
 /// The record without the bulky parts (root's passwd/group, spec), plus

@@ -5,12 +5,13 @@
 //! reported with `run`'s verdict plus the sandbox's id and lease.
 
 use super::SandboxError;
+use super::held::plan_in;
 use super::proto::{Client, Reply, Request};
 use super::state::{Record, Store};
 use crate::backend::Attached;
 use crate::isolation::{Isolation, UserIds};
 use crate::outcome::Outcome;
-use crate::plan::{ExecPlan, ExecPlanError, HeldSandbox, ProcessPlan};
+use crate::plan::ProcessPlan;
 use crate::spec::ExecSpec;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -39,12 +40,7 @@ pub struct ExecResult {
 }
 
 fn seccomp_of(rec: &Record, store: &Store) -> Result<Option<crate::seccomp::Program>, SandboxError> {
-    let Some(s) = &rec.seccomp else { return Ok(None) };
-    let path = store.dir(&rec.id).join("seccomp.bpf");
-    let bytes = std::fs::read(&path).map_err(|e| SandboxError::State(format!("reading {}: {e}", path.display())))?;
-    crate::seccomp::Program::from_bytes(&s.name, s.shipped, &s.sha256, s.report, &bytes)
-        .map(Some)
-        .ok_or_else(|| SandboxError::State(format!("{} is not a compiled seccomp program", path.display())))
+    super::held::seccomp_in(rec, &store.dir(&rec.id))
 }
 
 /// Runs the exec. `Err` only when nothing was started; everything after
@@ -68,7 +64,8 @@ pub fn exec_to(
 
     let client = Client::connect(&dir, rec.supervisor)?;
     let exec_id = crate::backend::announced_exec_id(&rec.backend);
-    let (reply, fds) = admit(&client, &rec, req.wait, exec_id.clone(), "exec")?;
+    let (reply, fds) =
+        admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: exec_id.clone(), warm: false }, "exec")?;
     let state_dir = store.state_dir();
     let at = attached(&rec, &state_dir, &reply, fds, exec_id.as_deref(), tap);
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
@@ -88,23 +85,80 @@ pub fn exec_to(
     Ok(r)
 }
 
-/// The plan of one command in the sandbox `rec` (what `husk exec` runs and
-/// what `husk cp`'s copier is confined by).
-pub(crate) fn plan_in(rec: &Record, x: &ExecSpec, t_start: u64) -> Result<ExecPlan, SandboxError> {
-    let held = HeldSandbox {
-        id: &rec.id,
-        spec: &rec.spec,
-        image: &rec.image,
-        passwd: rec.passwd.as_deref(),
-        group: rec.group.as_deref(),
-        ids: &rec.ids,
-        last_cap: rec.last_cap,
-        workdir: &rec.workdir,
+/// `husk exec --code`: the code through the sandbox's warm interpreter or
+/// session (`create --warm` / `--session`, docs/warm.md) when it has one;
+/// in a sandbox without, as `python3 -` or `bash -s` would run it (a cold
+/// exec, the same verdict). `language`: what the caller says the code is.
+pub fn exec_code(
+    store: &Store,
+    req: &ExecRequest,
+    code: &[u8],
+    language: Option<&str>,
+    t_start: u64,
+    tap: Option<&crate::stream::Tap>,
+) -> Result<ExecResult, SandboxError> {
+    let rec = super::registry::live_record(store, &req.target)?;
+    let Some(w) = rec.spec.warm.clone() else { return cold_code(store, req, code, language, t_start, tap) };
+    crate::warm::language_fits(&w, language).map_err(SandboxError::Usage)?;
+    if req.exec.user.is_some() || req.exec.tty {
+        return Err(SandboxError::Usage(
+            "--user and -t do not go with --code in a warm sandbox: its interpreter runs as the sandbox's user, without a terminal; run a command instead (husk exec ID -- python3 -)".into(),
+        ));
+    }
+    let mut x = req.exec.clone();
+    // The plan's command is the interpreter's: what the call runs is the
+    // code, in a process that inherits the interpreter's confinement.
+    x.argv = vec![crate::warm::INTERPRETER.into()];
+    let plan = plan_in(&rec, &x, t_start)?;
+    let dir = store.dir(&rec.id);
+    let client = Client::connect(&dir, rec.supervisor)?;
+    let (reply, mut fds) = admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: None, warm: true }, "exec")?;
+    let ctl = match (reply.warm, fds.len() > reply.namespaces.len()) {
+        (true, true) => fds.pop().expect("checked above"),
+        _ => {
+            let why = reply.error.clone().unwrap_or_else(|| "it is not running".into());
+            return Err(SandboxError::Supervisor(format!(
+                "the sandbox's warm interpreter cannot take the call: {why}"
+            )));
+        }
     };
-    ExecPlan::build(&held, x, t_start).map_err(|e| match e {
-        ExecPlanError::Usage(m) => SandboxError::Usage(m),
-        ExecPlanError::Plan(e) => SandboxError::Setup(e.report()),
-    })
+    let state_dir = store.state_dir();
+    let at = attached(&rec, &state_dir, &reply, fds, None, tap);
+    let (x, warm) = crate::backend::warm_call(&plan, at, ctl, w.mode, code)?;
+    let events = client.call(&Request::Events).map(|(r, _)| r.events).unwrap_or_default();
+    drop(client);
+    let mut r = result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend);
+    r.extra.insert(VERDICT_KEYS[3], serde_json::json!(events));
+    r.extra.insert(VERDICT_KEYS[4], warm);
+    Ok(r)
+}
+
+/// `--code` in a sandbox without a warm interpreter: the interpreter reads
+/// the code from its stdin, which becomes a sealed memfd holding it.
+fn cold_code(
+    store: &Store,
+    req: &ExecRequest,
+    code: &[u8],
+    language: Option<&str>,
+    t_start: u64,
+    tap: Option<&crate::stream::Tap>,
+) -> Result<ExecResult, SandboxError> {
+    let argv: &[&str] = match language.unwrap_or("python") {
+        "python" | "python3" => &["python3", "-"],
+        "bash" => &["bash", "-s"],
+        "sh" => &["sh", "-s"],
+        other => return Err(SandboxError::Usage(format!("--language {other}: one of python, bash, sh"))),
+    };
+    let fd = crate::warm::sealed(&[code]).map_err(|e| SandboxError::State(format!("holding the code: {e}")))?;
+    use std::os::fd::AsRawFd;
+    nix::unistd::lseek(&fd, 0, nix::unistd::Whence::SeekSet)
+        .and_then(|_| crate::sys::fd::dup_onto(fd.as_raw_fd(), 0))
+        .map_err(|e| SandboxError::State(format!("the code as stdin: {e}")))?;
+    let mut r = req.clone();
+    r.exec.argv = argv.iter().map(|s| s.to_string()).collect();
+    let mut res = exec_to(store, &r, t_start, tap)?;
+    res.extra.insert(VERDICT_KEYS[4], serde_json::json!({"mode": "cold", "interrupted": false, "restarted": false}));
+    Ok(res)
 }
 
 /// Asks the supervisor to admit one exec (or copy, `what`): its answer and
@@ -112,11 +166,10 @@ pub(crate) fn plan_in(rec: &Record, x: &ExecSpec, t_start: u64) -> Result<ExecPl
 pub(crate) fn admit(
     client: &Client,
     rec: &Record,
-    wait: bool,
-    exec_id: Option<String>,
+    req: Request,
     what: &str,
 ) -> Result<(Reply, Vec<OwnedFd>), SandboxError> {
-    let (reply, fds) = client.call(&Request::Exec { wait, exec_id })?;
+    let (reply, fds) = client.call(&req)?;
     if reply.busy {
         return Err(SandboxError::Busy { id: rec.id.clone() });
     }
@@ -157,7 +210,7 @@ fn result(
     exec_id: String,
     backend: &'static str,
 ) -> ExecResult {
-    let [sid, seq, left, _events] = VERDICT_KEYS;
+    let [sid, seq, left, _events, _warm] = VERDICT_KEYS;
     let mut extra = BTreeMap::new();
     extra.insert(sid, serde_json::json!(rec.id));
     extra.insert(seq, serde_json::json!(reply.exec));
@@ -168,7 +221,7 @@ fn result(
 }
 
 /// The verdict keys an exec adds to `run`'s (docs/verdict.schema.json).
-pub const VERDICT_KEYS: [&str; 4] = ["sandbox_id", "sandbox_exec", "lease_remaining_ms", "events"];
+pub const VERDICT_KEYS: [&str; 5] = ["sandbox_id", "sandbox_exec", "lease_remaining_ms", "events", "warm"];
 
 #[cfg(test)]
 mod tests {

@@ -89,9 +89,10 @@ fn admit(store: &Store, f: &Files, op: impl FnOnce(&Record) -> Inside) -> Result
     let rec = super::registry::live_record(store, &f.target)?;
     crate::backend::copy_supported(&rec.backend).map_err(|e| FilesError::Start(e.to_string(), None))?;
     let x = ExecSpec { argv: vec!["husk-cp".into()], user: f.user.clone(), ..Default::default() };
-    let plan = super::exec::plan_in(&rec, &x, crate::spawn::now_ns())?;
+    let plan = super::held::plan_in(&rec, &x, crate::spawn::now_ns())?;
     let client = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
-    let (reply, fds) = super::exec::admit(&client, &rec, f.wait, None, "copy")?;
+    let req = super::proto::Request::Exec { wait: f.wait, exec_id: None, warm: false };
+    let (reply, fds) = super::exec::admit(&client, &rec, req, "copy")?;
     let state_dir = store.state_dir();
     let at = super::exec::attached(&rec, &state_dir, &reply, fds, None, None);
     let copier = crate::backend::start_copy(&rec.backend, &plan, at, op(&rec), f.limits).map_err(|e| {

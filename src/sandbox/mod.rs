@@ -10,6 +10,7 @@
 //! - `registry`: lookup and liveness (asks the record, then the supervisor)
 //! - `supervisor`: creation and the supervisor's life
 //! - `exec`: `husk exec` (planned here, run by the sandbox's backend)
+//! - `held`: the plan and seccomp filter of a process started in a sandbox
 //! - `gc`: what dead supervisors left behind
 //! - `pool`: claiming a pool's member (`husk serve --pool`)
 //! - `events`: OOM kills, pids-limit hits, renewals, execs (a bounded journal)
@@ -25,6 +26,7 @@ pub mod exec;
 pub mod files;
 pub mod gc;
 pub mod pool;
+pub mod held;
 pub mod proto;
 pub mod registry;
 pub mod state;

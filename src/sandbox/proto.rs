@@ -38,6 +38,10 @@ pub enum Request {
         /// husk exec of the previous version may talk to this supervisor.
         #[serde(default, alias = "runsc_exec", skip_serializing_if = "Option::is_none")]
         exec_id: Option<String>,
+        /// `husk exec --code`: also hand over the warm interpreter's
+        /// control socket (the last fd attached; `Reply::warm`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        warm: bool,
     },
     /// Extends the lease to now + `ttl_ms` (default: the sandbox's ttl),
     /// which also becomes the sandbox's ttl.
@@ -81,6 +85,10 @@ pub struct Reply {
     /// The exec's cgroup leaf (`exec-<id>`), made ahead by the supervisor,
     /// which also removes it when the exec ends; `None` without cgroups.
     pub leaf: Option<String>,
+    /// `exec` with `warm`: the warm interpreter's control socket is the
+    /// last fd attached.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warm: bool,
     /// `status`: the live part of the record (the rest is in state.json).
     pub state: Option<super::state::State>,
     pub active_execs: u32,
@@ -252,8 +260,9 @@ mod tests {
     #[test]
     fn exec_id_is_read_under_its_former_name() {
         let old: Request = serde_json::from_str(r#"{"op":"exec","wait":false,"runsc_exec":"abc"}"#).unwrap();
-        assert_eq!(old, Request::Exec { wait: false, exec_id: Some("abc".into()) });
-        let sent = serde_json::to_string(&Request::Exec { wait: false, exec_id: Some("abc".into()) }).unwrap();
+        assert_eq!(old, Request::Exec { wait: false, exec_id: Some("abc".into()), warm: false });
+        let sent =
+            serde_json::to_string(&Request::Exec { wait: false, exec_id: Some("abc".into()), warm: false }).unwrap();
         assert_eq!(sent, r#"{"op":"exec","wait":false,"exec_id":"abc"}"#);
     }
 
@@ -264,9 +273,9 @@ mod tests {
         let l = listen_at(&t).unwrap();
         let c = Client::connect(&t, ProcRef::of(std::process::id() as i32)).unwrap();
         let s = accept(l.as_fd()).unwrap().unwrap();
-        c.send(&Request::Exec { wait: true, exec_id: None }).unwrap();
+        c.send(&Request::Exec { wait: true, exec_id: None, warm: false }).unwrap();
         let (req, fds) = recv::<Request>(s.as_fd()).unwrap().unwrap();
-        assert_eq!((req, fds.len()), (Request::Exec { wait: true, exec_id: None }, 0));
+        assert_eq!((req, fds.len()), (Request::Exec { wait: true, exec_id: None, warm: false }, 0));
         let (r, w) = nix::unistd::pipe().unwrap();
         let reply = Reply { ok: true, exec: 3, namespaces: vec!["user".into()], ..Default::default() };
         send(s.as_fd(), &reply, &[w.as_raw_fd()]).unwrap();

@@ -64,7 +64,7 @@ pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> 
     Ok(Executed { exec_id, outcome, backend: "native" })
 }
 
-fn ms(from: u64, to: u64) -> f64 {
+pub(super) fn ms(from: u64, to: u64) -> f64 {
     crate::outcome::round3(to.saturating_sub(from) as f64 / 1e6)
 }
 
@@ -112,8 +112,14 @@ impl Run<'_> {
         };
         let confinement =
             Confinement { process, deny_setgroups: self.plan.deny_setgroups, last_cap: self.plan.last_cap, seccomp };
-        let join =
-            Join { namespaces, confinement, workdir, stdio, cgroup: leaf.as_ref().map(|l| l as &dyn CgroupJoin) };
+        let join = Join {
+            namespaces,
+            confinement,
+            workdir,
+            stdio,
+            cgroup: leaf.as_ref().map(|l| l as &dyn CgroupJoin),
+            pid_ns: join::PidNs::Sandbox,
+        };
         let joined = match join::spawn(join) {
             Ok(j) => j,
             Err(e) => {
@@ -149,6 +155,7 @@ impl Run<'_> {
             stop: None,
             tap: self.tap,
             tty: crate::tty::relay::TtyOutput::of(tty, self.plan.capture),
+            status: crate::supervise::StatusFrom::Wait,
         }
         .run();
         let t_end = now_ns();
@@ -205,7 +212,7 @@ fn step_of(e: &JoinError) -> Phase {
 }
 
 /// A failed step of the command, in the words `run` uses.
-fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
+pub(super) fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
     let (message, hint) = match (e.step, e.errno) {
         (Step::Exec, errno) => (super::exec_failure(process, errno), None),
         (Step::Chdir, errno) => (
@@ -217,7 +224,7 @@ fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> ErrorReport {
     ErrorReport::new(e.step, message).with_errno(e.errno).with_hint(hint)
 }
 
-fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
+pub(super) fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
     let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
     text.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok())
 }
@@ -225,9 +232,9 @@ fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
 /// The group kill without a cgroup: SIGKILL to every process in the
 /// command's session (it is a session leader: sid = its host pid, which the
 /// kernel does not reuse while the session has members).
-struct SessionKill<'a> {
-    sid: i32,
-    pidfd: &'a OwnedFd,
+pub(super) struct SessionKill<'a> {
+    pub(super) sid: i32,
+    pub(super) pidfd: &'a OwnedFd,
 }
 
 impl GroupKill for SessionKill<'_> {

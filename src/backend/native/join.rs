@@ -52,6 +52,21 @@ pub struct Join<'a> {
     pub workdir: &'a CStr,
     pub stdio: ChildStdio,
     pub cgroup: Option<&'a dyn CgroupJoin>,
+    pub pid_ns: PidNs,
+}
+
+/// Which pid namespace the command lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PidNs {
+    /// The sandbox's, as every exec's command.
+    Sandbox,
+    /// A new one nested in the sandbox's, whose init the command is (a warm
+    /// interpreter, docs/warm.md): what it forks can neither name it nor
+    /// kill it (the kernel drops SIGKILL and SIGSTOP sent to a pid
+    /// namespace's init from inside it). A small waiter stays between it
+    /// and husk: the kernel makes a new pid namespace only for the
+    /// children of whoever unshared it.
+    Own,
 }
 
 /// The command, started and released.
@@ -254,9 +269,9 @@ fn start_command(
 ) -> ! {
     match clone_sibling(one) {
         Err(e) => fail(chan, StepError::new(Step::ForkCommand, e)),
-        Ok(Forked::Child(_)) => {
+        Ok(Forked::Child(alone)) => {
             drop(gate_w);
-            command(j, chan, gate_r, times)
+            command(j, chan, gate_r, times, alone)
         }
         Ok(Forked::Parent { pidfd, .. }) => {
             drop(gate_r);
@@ -273,7 +288,7 @@ fn start_command(
 
 /// The command, in the sandbox's namespaces: `run`'s confinement, then the
 /// workdir, then the filter and execve.
-fn command(j: &Join<'_>, chan: &Channel, gate: OwnedFd, times: &mut [u64; MAX_TIMES]) -> ! {
+fn command(j: &Join<'_>, chan: &Channel, gate: OwnedFd, times: &mut [u64; MAX_TIMES], one: SingleThreaded) -> ! {
     crate::spawn::command::wait_gate(gate);
     // Our parent is husk exec now (CLONE_PARENT); PDEATHSIG is not inherited.
     if let Err(e) = prctl::set_pdeathsig(Signal::SIGKILL).at(Step::Setsid) {
@@ -281,6 +296,9 @@ fn command(j: &Join<'_>, chan: &Channel, gate: OwnedFd, times: &mut [u64; MAX_TI
     }
     if chan.peer_gone() {
         exit_now(125);
+    }
+    if j.pid_ns == PidNs::Own {
+        own_pid_ns(chan, one, j.confinement.last_cap);
     }
     if let Err(e) = confine(&j.confinement, chan) {
         fail(chan, e);
@@ -296,4 +314,42 @@ fn command(j: &Join<'_>, chan: &Channel, gate: OwnedFd, times: &mut [u64; MAX_TI
     }
     times[phase::CONFINED] = now_ns();
     finish(&j.confinement, chan, times)
+}
+
+/// Makes the rest of the command the init of a new pid namespace (see
+/// `PidNs::Own`); returns in that init. This process stays behind as its
+/// waiter: no capabilities, never dumpable (the joiner's setting), exiting
+/// with the init's status, so husk's pidfd of it still says when and how
+/// the command ended.
+fn own_pid_ns(chan: &Channel, one: SingleThreaded, last_cap: u32) {
+    if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID).at(Step::UnsharePidNs) {
+        fail(chan, e);
+    }
+    match crate::sys::process::fork(&one) {
+        Err(e) => fail(chan, StepError::new(Step::UnsharePidNs, e)),
+        Ok(Forked::Child(_)) => {
+            // The init dies with its waiter, and its namespace with it.
+            if let Err(e) = prctl::set_pdeathsig(Signal::SIGKILL).at(Step::UnsharePidNs) {
+                fail(chan, e);
+            }
+            if chan.peer_gone() {
+                exit_now(125);
+            }
+        }
+        Ok(Forked::Parent { pid, .. }) => {
+            let _ = crate::sys::caps::set_process_caps(0, last_cap);
+            // The init reports its own steps; this waiter holds nothing of
+            // the channel's (its peer sees EOF once the init execs).
+            let _ = nix::unistd::close(chan.fd().as_raw_fd());
+            let code = loop {
+                match nix::sys::wait::waitpid(pid, None) {
+                    Ok(nix::sys::wait::WaitStatus::Exited(_, c)) => break c,
+                    Ok(nix::sys::wait::WaitStatus::Signaled(_, s, _)) => break 128 + s as i32,
+                    Err(Errno::EINTR) | Ok(_) => continue,
+                    Err(_) => break 125,
+                }
+            };
+            exit_now(code)
+        }
+    }
 }

@@ -6,6 +6,7 @@ pub mod copy;
 pub mod exec;
 pub mod join;
 pub mod live;
+pub mod warm;
 
 use super::{Backend, Live, RunIo};
 use crate::cgroup::CgroupJoin;
@@ -136,6 +137,7 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<Ran, ErrorReport> {
         stop: None,
         tap: io.tap,
         tty: crate::tty::relay::TtyOutput::of(tty, io.capture),
+        status: crate::supervise::StatusFrom::Wait,
     }
     .run();
     let t_end = now_ns();

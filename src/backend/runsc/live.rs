@@ -396,6 +396,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         stop: Some(&stop),
         tap: at.tap,
         tty: None,
+        status: crate::supervise::StatusFrom::Wait,
     }
     .run();
     drop(child);

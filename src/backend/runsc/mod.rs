@@ -377,6 +377,7 @@ impl Runsc {
             stop: Some(&ctl),
             tap: io.tap,
             tty: None,
+            status: crate::supervise::StatusFrom::Wait,
         }
         .run();
 

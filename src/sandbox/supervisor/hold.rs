@@ -28,6 +28,8 @@ struct Conn {
     /// The journal's sequence number of this exec's start: `events`
     /// answers with what came after it.
     since: u64,
+    /// `exec --code`: it asked for the warm interpreter's control socket.
+    warm: bool,
 }
 
 impl Supervisor {
@@ -63,7 +65,14 @@ impl Supervisor {
                 PollFd::new(signals.as_fd(), PollFlags::POLLIN),
                 PollFd::new(listener.as_fd(), PollFlags::POLLIN),
             ];
-            fds.extend(handover.as_ref().map(|h| PollFd::new(h.as_fd(), PollFlags::POLLIN)));
+            let handover_at = handover.as_ref().map(|h| {
+                fds.push(PollFd::new(h.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
+            let warm_at = self.warm.as_ref().map(|w| {
+                fds.push(PollFd::new(w.pidfd.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
             let base = fds.len();
             fds.extend(conns.iter().map(|c| PollFd::new(c.fd.as_fd(), PollFlags::POLLIN)));
             if let Err(e) = poll(&mut fds, timeout)
@@ -74,6 +83,10 @@ impl Supervisor {
             let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
             drop(fds);
             if ready[0] {
+                // The init's end waits for every process of its pid
+                // namespace to be reaped: the warm interpreter's waiter is
+                // ours to reap.
+                self.stop_warm();
                 let status = wait_pidfd(init.pidfd().as_fd());
                 return End::InitDied(format!("the sandbox's init ended on its own ({status:?})"));
             }
@@ -82,7 +95,7 @@ impl Supervisor {
             {
                 return End::Signal(info.ssi_signo as i32);
             }
-            if base > 3 && ready[3] {
+            if handover_at.is_some_and(|i| ready[i]) {
                 let mut byte = [0u8; 1];
                 match handover.as_ref().map(|h| nix::unistd::read(h, &mut byte)) {
                     Some(Ok(1)) => handover = None,
@@ -90,9 +103,20 @@ impl Supervisor {
                     _ => return End::Unclaimed,
                 }
             }
+            if warm_at.is_some_and(|i| ready[i]) {
+                self.restart_warm(init.as_ref());
+            }
             if ready[2] {
                 while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
-                    conns.push(Conn { fd, exec: None, leaf: None, waiting: false, exec_id: None, since: 0 });
+                    conns.push(Conn {
+                        fd,
+                        exec: None,
+                        leaf: None,
+                        waiting: false,
+                        exec_id: None,
+                        since: 0,
+                        warm: false,
+                    });
                 }
             }
             let mut changed = false;
@@ -140,7 +164,8 @@ impl Supervisor {
             }
         };
         match req {
-            Request::Exec { wait, exec_id } => {
+            Request::Exec { wait, exec_id, warm } => {
+                c.warm = warm;
                 if c.exec.is_some() || c.waiting {
                     return self.answer(
                         c,
@@ -238,6 +263,14 @@ impl Supervisor {
     /// and the exec's cgroup leaf, then makes the next one. False if the
     /// exec cannot start (the client is gone, no leaf).
     fn start_exec(&mut self, c: &mut Conn, init: &dyn Live) -> bool {
+        let warm_fd = match c.warm.then(|| self.warm_socket()) {
+            None => None,
+            Some(Ok(fd)) => Some(fd),
+            Some(Err(why)) => {
+                let _ = proto::send(c.fd.as_fd(), &Reply { error: Some(why), ..self.lease() }, &[]);
+                return false;
+            }
+        };
         let leaf = match &self.rec.cgroup {
             None => None,
             Some(_) if !self.backend.exec_leaves() => None,
@@ -253,12 +286,14 @@ impl Supervisor {
         self.rec.execs += 1;
         self.renew(None);
         c.since = self.journal.record(EventKind::Exec { exec: self.rec.execs });
-        let fds: Vec<RawFd> = init.namespaces().iter().map(|(_, fd)| fd.as_raw_fd()).collect();
+        let mut fds: Vec<RawFd> = init.namespaces().iter().map(|(_, fd)| fd.as_raw_fd()).collect();
+        fds.extend(warm_fd);
         let reply = Reply {
             ok: true,
             exec: self.rec.execs,
             namespaces: init.namespaces().iter().map(|(k, _)| k.to_string()).collect(),
             leaf: leaf.clone(),
+            warm: warm_fd.is_some(),
             ..self.lease()
         };
         let sent = proto::send(c.fd.as_fd(), &reply, &fds).is_ok();

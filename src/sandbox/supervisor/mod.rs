@@ -16,6 +16,7 @@
 //! next husk command know to remove what remains.
 
 mod hold;
+mod warm;
 
 use super::SandboxError;
 use super::events::Journal;
@@ -160,6 +161,9 @@ pub fn create(
                 kept: Vec::new(),
                 journal: Journal::default(),
                 backend: req.backend,
+                warm: None,
+                warm_leaf: None,
+                warm_error: None,
             };
             sup.run(ready_w)
         }
@@ -306,6 +310,12 @@ struct Supervisor {
     kept: Vec<String>,
     journal: Journal,
     backend: Box<dyn Backend>,
+    /// The warm interpreter or session (`--warm` / `--session`), while it runs.
+    warm: Option<crate::backend::native::warm::WarmProc>,
+    /// Its cgroup leaf (`warm`), kept across restarts.
+    warm_leaf: Option<Leaf>,
+    /// Why the warm interpreter is not running, when it is not.
+    warm_error: Option<String>,
 }
 
 /// The sandbox, held.
@@ -405,6 +415,17 @@ impl Supervisor {
         let init = self.backend.create(&mut self.plan, join)?;
         self.rec.init = ProcRef::of(init.pid());
         self.rec.published = init.published();
+        // Ready means warm: an interpreter that cannot start (python3
+        // missing, a module that does not import) fails the create.
+        if let Err(e) = self.start_warm(init.as_ref()) {
+            let tree = self.rec.cgroup.clone();
+            init.stop(&|| {
+                if let Some(t) = &tree {
+                    let _ = t.kill_all();
+                }
+            });
+            return Err(e);
+        }
         for (kind, fd) in init.namespaces() {
             if let Ok(st) = nix::sys::stat::fstat(fd) {
                 self.rec.namespaces.insert(kind.to_string(), st.st_ino);
@@ -479,6 +500,7 @@ impl Supervisor {
             self.rec.error = error;
         }
         let _ = state::write_record(&self.dir, &self.rec);
+        self.stop_warm();
         let kill_group = || {
             if let Some(tree) = &self.rec.cgroup {
                 let _ = tree.kill_all();

@@ -1,0 +1,313 @@
+//! Warm interpreters in a native sandbox (docs/warm.md).
+//!
+//! `start`: the supervisor runs the shim (`crate::warm`) as an exec of its
+//! own: joined like every exec (`super::join`), confined by the sandbox's
+//! default exec plan (identity, capabilities, rlimits, no_new_privs, the
+//! seccomp filter), in a cgroup leaf `warm`, and, in fork mode, as the init
+//! of a pid namespace nested in the sandbox's (`join::PidNs::Own`).
+//!
+//! `call`: `husk exec --code` hands the shim one call over the control
+//! socket the supervisor passed it, and watches the process that runs it
+//! as it watches an exec's command (`supervise::Watch`, the status coming
+//! over the status channel since that process is not husk exec's child).
+//! In fork mode that process is a fresh child of the zygote, moved into the
+//! exec's own cgroup leaf by husk exec before it may run anything (it waits
+//! for `Release`): its own accounting, OOM and timeout kill, exactly as a
+//! command's. A session call runs in the session itself (its leaf is the
+//! session's), which interrupts it at its timeout; husk exec's own
+//! deadline, a little later, kills the session if that did not work.
+
+use super::exec::{SessionKill, describe, ms, pid_of};
+use super::join::{self, Join, PidNs};
+use super::{Ended, add_cgroup};
+use crate::backend::{Attached, Executed};
+use crate::cgroup::nested::Leaf;
+use crate::cgroup::report::{AppliedLimits, CgroupReport};
+use crate::cgroup::{CgroupJoin, GroupKill};
+use crate::outcome::{ErrorReport, Outcome};
+use crate::plan::ExecPlan;
+use crate::spawn::command::Confinement;
+use crate::spawn::{ChildStdio, now_ns};
+use crate::spec::WarmMode;
+use crate::step::Phase;
+use crate::supervise::{StatusFrom, Watch, signal_fd};
+use crate::sync::{Channel, Msg};
+use crate::sys::process::{pidfd_send_signal, wait_pidfd};
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+/// How much longer than a session call's own timeout husk exec waits
+/// before it kills the session (which then restarts).
+pub const SESSION_BACKSTOP: Duration = Duration::from_secs(2);
+
+/// How long the shim may take to answer a call with its pidfd.
+const ANSWER_LIMIT: Duration = Duration::from_secs(10);
+
+/// A started shim: its waiter's pidfd (ends when the shim does) and the
+/// supervisor's end of the control socket.
+pub struct WarmProc {
+    pub pidfd: OwnedFd,
+    pub ctl: OwnedFd,
+}
+
+fn warm_err(message: impl std::fmt::Display) -> ErrorReport {
+    ErrorReport::new(Phase::Warm, message.to_string())
+}
+
+/// Starts the shim in the sandbox whose namespaces are `namespaces`, and
+/// waits until it has imported its modules.
+pub fn start(
+    plan: &ExecPlan,
+    namespaces: &[(&'static str, OwnedFd)],
+    leaf: Option<&Leaf>,
+    mode: WarmMode,
+) -> Result<WarmProc, ErrorReport> {
+    let flag_of = |kind: &str| {
+        crate::spawn::child::NAMESPACES.iter().find(|(_, _, k)| *k == kind).map(|(_, f, _)| *f).unwrap_or(0)
+    };
+    let mut ns = Vec::new();
+    for (kind, fd) in namespaces {
+        let dup = fd.try_clone().map_err(|e| warm_err(format!("duplicating the {kind} namespace: {e}")))?;
+        ns.push((flag_of(kind), dup));
+    }
+    let (mine, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
+        .map_err(|e| warm_err(format!("control socket: {e}")).with_errno(Some(e)))?;
+    let null = nix::fcntl::open(
+        c"/dev/null",
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| warm_err(format!("/dev/null: {e}")).with_errno(Some(e)))?;
+    let stdio =
+        ChildStdio { stdin: Some(theirs.as_raw_fd()), stdout: Some(null.as_raw_fd()), stderr: Some(null.as_raw_fd()) };
+    let confinement = Confinement {
+        process: &plan.process,
+        deny_setgroups: plan.deny_setgroups,
+        last_cap: plan.last_cap,
+        seccomp: plan.seccomp.as_ref(),
+    };
+    let pid_ns = match mode {
+        WarmMode::Fork => PidNs::Own,
+        WarmMode::Session => PidNs::Sandbox,
+    };
+    let j = Join {
+        namespaces: ns,
+        confinement,
+        workdir: plan.workdir_c.as_c_str(),
+        stdio,
+        cgroup: leaf.map(|l| l as &dyn CgroupJoin),
+        pid_ns,
+    };
+    let joined = join::spawn(j).map_err(|e| warm_err(format!("starting the warm interpreter: {e}")))?;
+    drop(theirs);
+    drop(null);
+    let sent = nix::sys::socket::send(
+        mine.as_raw_fd(),
+        crate::warm::SHIM.as_bytes(),
+        nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+    )
+    .map(|_| ())
+    .map_err(crate::warm::WarmError::Socket);
+    match sent.and_then(|()| crate::warm::await_ready(mine.as_fd(), mode)) {
+        Ok(()) => Ok(WarmProc { pidfd: joined.pidfd, ctl: mine }),
+        Err(e) => {
+            // A setup step of the shim's process may have said more.
+            let step = step_failure(&joined.chan, &plan.process);
+            let _ = pidfd_send_signal(joined.pidfd.as_fd(), libc::SIGKILL);
+            let _ = wait_pidfd(joined.pidfd.as_fd());
+            Err(step.unwrap_or_else(|| warm_err(e)))
+        }
+    }
+}
+
+/// A failed step the shim's process reported before it ended, if any.
+fn step_failure(chan: &Channel, process: &crate::plan::ProcessPlan) -> Option<ErrorReport> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    loop {
+        let mut fds = [PollFd::new(chan.fd(), PollFlags::POLLIN)];
+        if !matches!(poll(&mut fds, PollTimeout::from(100u8)), Ok(n) if n > 0) {
+            return None;
+        }
+        match chan.recv() {
+            Ok(Some(Msg::Failed(e))) => return Some(describe(process, &e)),
+            Ok(Some(_)) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// One `husk exec --code` call through the shim's control socket `ctl`;
+/// with the verdict's `warm` (how the interpreter took it).
+pub fn call(
+    plan: &ExecPlan,
+    at: Attached<'_>,
+    ctl: OwnedFd,
+    mode: WarmMode,
+    code: &[u8],
+) -> Result<(Executed, serde_json::Value), ErrorReport> {
+    let Attached { cgroup, limits, leaf, tap, .. } = at;
+    let t_cg = now_ns();
+    let (exec_id, leaf) = match (cgroup, leaf) {
+        (Some(tree), Some(name)) => {
+            let leaf = tree
+                .open_leaf(name)
+                .map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()))?;
+            (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
+        }
+        (Some(_), None) => return Err(warm_err("the supervisor sent no cgroup leaf")),
+        (None, _) => (crate::ids::new_id(), None),
+    };
+    let cgroup_setup = ms(t_cg, now_ns());
+    let failed = |e: ErrorReport| {
+        let mut o = Outcome::setup_failed(e);
+        o.duration_ms = ms(plan.t_start, now_ns());
+        o
+    };
+    let mut warm = serde_json::Value::Null;
+    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap };
+    let outcome = match call.run(leaf.as_ref()) {
+        Ok((mut o, t_end, w)) => {
+            warm = w;
+            let has_leaf = leaf.is_some();
+            let report = leaf.map(|l| {
+                let r = CgroupReport { limits: Default::default(), usage: l.usage(), cleanup: None };
+                (r, cgroup_setup, ms(t_end, now_ns()))
+            });
+            add_cgroup(&mut o, report);
+            if has_leaf {
+                let mut limits = limits.cloned();
+                if let (Some(AppliedLimits::Cgroup(l)), Some(tree)) = (&mut limits, cgroup) {
+                    let name = format!("exec-{exec_id}");
+                    l.cgroup.paths = tree.dirs.iter().map(|d| d.path.join(&name).display().to_string()).collect();
+                }
+                o.limits = limits;
+            }
+            o.duration_ms = ms(plan.t_start, now_ns());
+            o
+        }
+        Err(e) => failed(e),
+    };
+    Ok((Executed { exec_id, outcome, backend: "native" }, warm))
+}
+
+struct Call<'a> {
+    plan: &'a ExecPlan,
+    ctl: BorrowedFd<'a>,
+    mode: WarmMode,
+    code: &'a [u8],
+    tap: Option<&'a crate::stream::Tap>,
+}
+
+impl Call<'_> {
+    /// The call, watched; the outcome and when the watch ended.
+    fn run(&self, leaf: Option<&Leaf>) -> Result<(Outcome, u64, serde_json::Value), ErrorReport> {
+        let errno_err = |what: &str, e: nix::errno::Errno| warm_err(format!("{what}: {e}")).with_errno(Some(e));
+        let signals = signal_fd(false).map_err(|e| errno_err("signals", e))?;
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+        let (out, err) = match self.plan.capture {
+            Some(_) => match (pipe(), pipe()) {
+                (Ok(o), Ok(e)) => (Some(o), Some(e)),
+                (Err(e), _) | (_, Err(e)) => return Err(errno_err("stdio pipes", e)),
+            },
+            None => (None, None),
+        };
+        let null = nix::fcntl::open(
+            c"/dev/null",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| errno_err("/dev/null", e))?;
+        // Without capture the call writes where husk exec does.
+        let (own_out, own_err) = (std::io::stdout(), std::io::stderr());
+        let stdout = out.as_ref().map(|(_, w)| w.as_fd()).unwrap_or_else(|| own_out.as_fd());
+        let stderr = err.as_ref().map(|(_, w)| w.as_fd()).unwrap_or_else(|| own_err.as_fd());
+        let (status, theirs) = Channel::pair().map_err(|e| errno_err("status channel", e))?;
+        let timeout = self.plan.timeout;
+        let session = self.mode == WarmMode::Session;
+        let head =
+            crate::warm::CallHead::new(self.plan.process.envp.iter(), &self.plan.workdir, timeout.filter(|_| session));
+        let req = crate::warm::request(&head, self.code).map_err(|e| errno_err("the call's request", e))?;
+        let t_send = now_ns();
+        crate::warm::send_call(self.ctl, &req, [null.as_fd(), stdout, stderr], theirs.fd()).map_err(|e| {
+            warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
+                .with_errno(Some(e))
+        })?;
+        drop((theirs, req, null));
+        let pidfd = self.answer(&status)?;
+        if !session {
+            // Into the exec's cgroup before it runs anything of the call.
+            if let Some(l) = leaf {
+                let pid = pid_of(&pidfd).ok_or_else(|| warm_err("the call's process is gone"))?;
+                if let Err(e) = l.adopt(nix::unistd::Pid::from_raw(pid)) {
+                    let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                    return Err(ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()));
+                }
+            }
+            status.send(Msg::Release).map_err(|e| errno_err("releasing the call", e))?;
+        }
+        let limit = self.plan.capture.unwrap_or(0);
+        let stdout = out.map(|(r, _w)| (r, limit));
+        let stderr = err.map(|(r, _w)| (r, limit));
+        let session_kill = SessionKill { sid: pid_of(&pidfd).unwrap_or(0), pidfd: &pidfd };
+        let group: Option<&dyn GroupKill> = match (session, leaf) {
+            (true, _) => None,
+            (false, Some(l)) => Some(l),
+            (false, None) => Some(&session_kill),
+        };
+        let watched = Watch {
+            pidfd: &pidfd,
+            chan: &status,
+            signals: &signals,
+            stdout,
+            stderr,
+            timeout: if session { timeout.map(|t| t + SESSION_BACKSTOP) } else { timeout },
+            kill_grace: self.plan.kill_grace,
+            group,
+            seccomp: None,
+            stop: None,
+            tap: self.tap,
+            tty: None,
+            status: StatusFrom::Channel,
+        }
+        .run();
+        let t_end = now_ns();
+        let mut phases = BTreeMap::new();
+        phases.insert("plan", ms(self.plan.t_start, t_send));
+        phases.insert("run", ms(t_send, watched.t_exit.max(t_send)));
+        let status_of = watched.init.ok_or_else(|| ErrorReport::new(Phase::Wait, "the call's status is unknown"));
+        let interrupted = watched.call_interrupted;
+        let killed = watched.timed_out && interrupted.is_none();
+        let ended = Ended { command: watched.init, status: status_of, seccomp: None };
+        let o = ended.outcome(watched, phases, |e| describe(&self.plan.process, e));
+        // How the interpreter took the call, for the verdict's `warm`.
+        let restarted = match interrupted {
+            Some(r) => r != 0,
+            None => session && killed,
+        };
+        let warm = serde_json::json!({
+            "mode": if session { "session" } else { "fork" },
+            "interrupted": interrupted.is_some_and(|r| r != 2) || (session && killed),
+            "restarted": restarted,
+        });
+        Ok((o, t_end, warm))
+    }
+
+    /// The shim's first answer: the pidfd of the process that runs the call.
+    fn answer(&self, status: &Channel) -> Result<OwnedFd, ErrorReport> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(status.fd(), PollFlags::POLLIN)];
+        let t = PollTimeout::try_from(ANSWER_LIMIT.as_millis() as u64).unwrap_or(PollTimeout::MAX);
+        if !matches!(poll(&mut fds, t), Ok(n) if n > 0) {
+            return Err(warm_err(format!(
+                "the warm interpreter did not take the call within {}s",
+                ANSWER_LIMIT.as_secs()
+            )));
+        }
+        match status.recv_with_fd() {
+            Ok(Some((Msg::Joined, Some(pidfd)))) => Ok(pidfd),
+            _ => Err(warm_err("the warm interpreter ended the call before it started")),
+        }
+    }
+}

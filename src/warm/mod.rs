@@ -1,0 +1,236 @@
+//! Warm interpreters and sessions (docs/warm.md): the shim husk starts
+//! inside a live sandbox (`shim.py`, embedded in the binary and passed as
+//! `python3 -c`, so nothing of it sits in the sandbox's filesystem) and the
+//! wire between husk and it.
+//!
+//! The control socket is a SOCK_SEQPACKET pair made by the supervisor: the
+//! shim's end is its stdin, the other end stays with the supervisor, which
+//! hands a copy to each admitted `husk exec --code` (like the namespace
+//! fds). Nothing inside the sandbox can connect to it: it has no name.
+//!
+//! One call: husk exec sends the word `call` with five fds: the request (a
+//! sealed memfd: one JSON header line, then the code), the call's stdin,
+//! stdout, stderr, and one end of a fresh status channel
+//! (`sync::Channel`), on which the shim answers in husk's own records:
+//! `Joined` with the pidfd of the process that runs the call, `Release`
+//! back from husk once that process is in the exec's cgroup (fork mode),
+//! then `Exited`/`Signaled` (and `Interrupted` before it for a session call
+//! past its timeout).
+
+use crate::spec::{Language, WarmMode, WarmSpec};
+use nix::errno::Errno;
+use std::ffi::CStr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+/// The shim's source: the supervisor sends it as the first message on the
+/// control socket.
+pub const SHIM: &str = include_str!("shim.py");
+
+/// What `python3 -c` runs: reads the shim from the control socket (fd 0)
+/// and runs it, so the process's command line stays short.
+pub const BOOT: &str =
+    "import socket as s;c=s.socket(fileno=0);b=c.recv(1<<20);c.detach();exec(compile(b,'<husk-warm-shim>','exec'))";
+
+/// How long a shim may take to import its modules and say it is ready.
+pub const READY_LIMIT: Duration = Duration::from_secs(120);
+
+/// The interpreter that runs the shim (looked up on the sandbox's PATH).
+pub const INTERPRETER: &str = "python3";
+
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    #[error("the warm interpreter could not start: {0}")]
+    Failed(String),
+    #[error(
+        "the warm interpreter ended before it was ready (is python3 on the sandbox's PATH? `husk exec ID -- python3 -V` tells)"
+    )]
+    Vanished,
+    #[error("the warm interpreter did not get ready within {}s", READY_LIMIT.as_secs())]
+    Slow,
+    #[error("the warm interpreter runs in a pid namespace of its own, but reported pid {0}: refusing it")]
+    NotIsolated(i64),
+    #[error("talking to the warm interpreter: {0}")]
+    Socket(Errno),
+}
+
+/// The shim's command line: `python3 -c BOOT MODE LANG [MODULES...]`.
+pub fn argv(w: &WarmSpec) -> Vec<String> {
+    let mode = match w.mode {
+        WarmMode::Fork => "fork",
+        WarmMode::Session => "session",
+    };
+    let mut a = vec![INTERPRETER.to_string(), "-c".into(), BOOT.into(), mode.into(), w.language.name().into()];
+    a.extend(w.modules.iter().cloned());
+    a
+}
+
+/// The shim's first word on the control socket.
+#[derive(serde::Deserialize, Debug)]
+struct Ready {
+    ok: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    pid: i64,
+}
+
+/// Waits for the shim to say it is ready (its modules imported). A fork
+/// mode shim must be the init of its own pid namespace (pid 1).
+pub fn await_ready(ctl: BorrowedFd<'_>, mode: WarmMode) -> Result<(), WarmError> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let deadline = std::time::Instant::now() + READY_LIMIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(WarmError::Slow);
+        }
+        let mut fds = [PollFd::new(ctl, PollFlags::POLLIN)];
+        let t = PollTimeout::try_from(left.as_millis().min(60_000) as u64).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, t) {
+            Ok(0) | Err(Errno::EINTR) => continue,
+            Ok(_) => break,
+            Err(e) => return Err(WarmError::Socket(e)),
+        }
+    }
+    let mut buf = vec![0u8; 8192];
+    let n = loop {
+        match nix::sys::socket::recv(ctl.as_raw_fd(), &mut buf, nix::sys::socket::MsgFlags::empty()) {
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(WarmError::Socket(e)),
+            Ok(n) => break n,
+        }
+    };
+    if n == 0 {
+        return Err(WarmError::Vanished);
+    }
+    let ready: Ready =
+        serde_json::from_slice(&buf[..n]).map_err(|e| WarmError::Failed(format!("unreadable ready message: {e}")))?;
+    if !ready.ok {
+        return Err(WarmError::Failed(ready.error.unwrap_or_else(|| "no reason given".into())));
+    }
+    if mode == WarmMode::Fork && ready.pid != 1 {
+        return Err(WarmError::NotIsolated(ready.pid));
+    }
+    Ok(())
+}
+
+/// What one call asks of the shim besides its code.
+#[derive(serde::Serialize)]
+pub struct CallHead<'a> {
+    /// The exec's environment, as `KEY=VALUE` pairs split once.
+    pub env: Vec<(&'a str, &'a str)>,
+    pub cwd: &'a str,
+    /// A session's own deadline for the call (it interrupts the call at
+    /// it); a zygote's child is killed by husk exec instead.
+    pub timeout_ms: Option<u64>,
+}
+
+impl<'a> CallHead<'a> {
+    pub fn new(envp: impl Iterator<Item = &'a CStr>, cwd: &'a str, timeout: Option<Duration>) -> CallHead<'a> {
+        let env = envp.filter_map(|e| e.to_str().ok()).filter_map(|e| e.split_once('=')).collect();
+        CallHead { env, cwd, timeout_ms: timeout.map(|t| t.as_millis().max(1) as u64) }
+    }
+}
+
+/// The request as the shim reads it: a memfd holding the header line and
+/// the code, sealed against writes (the shim only reads it).
+pub fn request(head: &CallHead<'_>, code: &[u8]) -> Result<OwnedFd, Errno> {
+    let mut line = serde_json::to_vec(head).map_err(|_| Errno::EINVAL)?;
+    line.push(b'\n');
+    sealed(&[&line, code])
+}
+
+/// A memfd holding `parts`, sealed against any change; its offset at the
+/// end (whoever reads it seeks to the start).
+pub fn sealed(parts: &[&[u8]]) -> Result<OwnedFd, Errno> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(c"husk-call", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)?;
+    for part in parts {
+        let mut rest: &[u8] = part;
+        while !rest.is_empty() {
+            match nix::unistd::write(&fd, rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let seals = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals))?;
+    Ok(fd)
+}
+
+/// Hands one call to the shim.
+pub fn send_call(
+    ctl: BorrowedFd<'_>,
+    request: &OwnedFd,
+    stdio: [BorrowedFd<'_>; 3],
+    status: BorrowedFd<'_>,
+) -> Result<(), Errno> {
+    let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status];
+    crate::sys::socket::send_with_fds(ctl, b"call", &fds)
+}
+
+/// The languages a `--code` call may name for a sandbox warmed as `w`.
+pub fn language_fits(w: &WarmSpec, asked: Option<&str>) -> Result<(), String> {
+    let Some(asked) = asked else { return Ok(()) };
+    let ok = match w.language {
+        Language::Python => matches!(asked, "python" | "python3"),
+        Language::Bash => asked == "bash",
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "--language {asked}: this sandbox's {} interpreter runs {} code",
+            match w.mode {
+                WarmMode::Fork => "warm",
+                WarmMode::Session => "session",
+            },
+            w.language.name()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shim_is_valid_python() {
+        let out = std::process::Command::new("python3")
+            .args(["-c", "import sys, ast; ast.parse(sys.stdin.read())"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(SHIM.as_bytes())?;
+                c.wait()
+            })
+            .unwrap();
+        assert!(out.success());
+    }
+
+    #[test]
+    fn a_request_is_sealed_and_holds_head_then_code() {
+        let env = [std::ffi::CString::new("A=1=2").unwrap()];
+        let fd = request(
+            &CallHead::new(env.iter().map(|c| c.as_c_str()), "/w", Some(Duration::from_secs(2))),
+            b"print(1)\n",
+        )
+        .unwrap();
+        let mut f = std::fs::File::from(fd);
+        use std::io::{Read, Seek, Write};
+        assert!(f.write_all(b"x").is_err(), "a sealed request must not be writable");
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        let mut s = String::new();
+        f.read_to_string(&mut s).unwrap();
+        let (head, code) = s.split_once('\n').unwrap();
+        let v: serde_json::Value = serde_json::from_str(head).unwrap();
+        assert_eq!(v["env"][0], serde_json::json!(["A", "1=2"]));
+        assert_eq!(v["timeout_ms"], 2000);
+        assert_eq!(code, "print(1)\n");
+    }
+}

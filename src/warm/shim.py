@@ -1,0 +1,414 @@
+# husk's warm interpreter shim (docs/warm.md). husk runs it inside a live
+# sandbox as `python3 -c BOOT MODE LANG [MODULES...]` (crate::warm::BOOT
+# reads this source as the first message on stdin), confined like any
+# exec, with fd 0 a SOCK_SEQPACKET control socket whose other end only
+# husk holds (nothing in the sandbox's filesystem names it). Each call
+# arrives as one message with five fds attached: the request (a memfd: one
+# JSON header line, then the code), the call's stdin, stdout, stderr, and
+# its status socket, on which husk's sync records (src/sync.rs) go back.
+#
+# fork mode: the shim is the init of a pid namespace of its own, so a child
+# it forks can neither name it nor signal it (SIGKILL from inside a pid
+# namespace never reaches its init), and it is non-dumpable, so no /proc/1/mem
+# or ptrace. Each call is a fresh child: it sends its pidfd, waits until husk
+# has moved it into the exec's cgroup, then runs the code in a clean
+# __main__. The shim reaps it and reports how it ended.
+#
+# session mode: the shim keeps one interpreter (python: its globals; bash: a
+# bash child fed through a file per call) and runs each call itself.
+import os, sys, socket, struct, json, signal, select
+
+MODE, LANG = sys.argv[1], sys.argv[2]
+MODULES = sys.argv[3:]
+
+REC = struct.Struct("=Ii8Q")
+RELEASE, EXITED, SIGNALED, JOINED, INTERRUPTED = 1, 4, 5, 9, 14
+
+
+def rec(tag, a=0):
+    return REC.pack(tag, a, *([0] * 8))
+
+
+def set_dumpable_0():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
+
+
+# The control socket moves off fd 0, which each call's stdin takes.
+ctl = socket.socket(fileno=os.dup(0))
+null = os.open("/dev/null", os.O_RDWR)
+os.dup2(null, 0)
+
+
+def say(obj):
+    ctl.send(json.dumps(obj).encode())
+
+
+try:
+    set_dumpable_0()
+    # Nothing a call sends may stop the shim: the calls run in children
+    # (fork) or with their own handlers (session).
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(s, signal.SIG_IGN)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    import traceback, builtins, time, secrets
+    for m in MODULES:
+        __import__(m)
+except BaseException as e:
+    say({"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
+    sys.exit(1)
+
+
+def recv_call():
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(ctl, 4096, 8)
+        except InterruptedError:
+            continue
+        if not data:
+            os._exit(0)  # husk's end is gone: so is the sandbox
+        if len(fds) != 5:
+            for fd in fds:
+                os.close(fd)
+            continue
+        return fds
+
+
+def read_request(fd):
+    os.lseek(fd, 0, 0)
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    raw = b"".join(chunks)
+    head, _, code = raw.partition(b"\n")
+    return json.loads(head), code
+
+
+def apply_env(head):
+    os.environ.clear()
+    for k, v in head.get("env", []):
+        os.environ[k] = v
+    cwd = head.get("cwd")
+    if cwd:
+        os.chdir(cwd)
+
+
+class CallTimeout(BaseException):
+    pass
+
+
+def run_python(code, g):
+    """Runs `code` as `python3 -` would; the exit status."""
+    try:
+        exec(compile(code, "<code>", "exec"), g)
+        return 0
+    except CallTimeout:
+        raise
+    except SystemExit as e:
+        c = e.code
+        if c is None:
+            return 0
+        if isinstance(c, int):
+            return c & 0xFF
+        print(c, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    finally:
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+
+
+def fresh_main():
+    return {"__name__": "__main__", "__builtins__": builtins, "__doc__": None, "__package__": None, "__spec__": None}
+
+
+def status_of(st):
+    if os.WIFSIGNALED(st):
+        return rec(SIGNALED, os.WTERMSIG(st))
+    return rec(EXITED, os.WEXITSTATUS(st) if os.WIFEXITED(st) else 1)
+
+
+# ---------------------------------------------------------------- fork mode
+
+def child(fds):
+    req, stdin, stdout, stderr, status = fds
+    os.setsid()
+    for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
+        os.dup2(fd, target)
+    # Only the call's own fds stay: not the control socket, nor another
+    # call's status socket, nor the shim's pidfds.
+    keep = {0, 1, 2, req, status}
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    for s in range(1, signal.NSIG):
+        if s in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(s, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    st = socket.socket(fileno=status)
+    me = os.pidfd_open(os.getpid())
+    socket.send_fds(st, [rec(JOINED)], [me])
+    os.close(me)
+    # Nothing of the call runs before husk placed this process.
+    msg = st.recv(256)
+    if len(msg) != REC.size or REC.unpack(msg)[0] != RELEASE:
+        os._exit(125)
+    st.close()
+    head, code = read_request(req)
+    apply_env(head)
+    sys.stdin = open(0, "r", closefd=False)
+    sys.stdout = open(1, "w", closefd=False, buffering=1 if os.isatty(1) else -1)
+    sys.stderr = open(2, "w", closefd=False, buffering=1)
+    sys.argv = ["-"]
+    os._exit(run_python(code, fresh_main()))
+
+
+def zygote():
+    say({"ok": True, "pid": os.getpid()})
+    calls = {}  # pid -> (status socket fd, its pidfd)
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
+    while True:
+        for fd, _ in poller.poll():
+            if fd == ctl.fileno():
+                fds = recv_call()
+                pid = os.fork()
+                if pid == 0:
+                    child(fds)
+                for f in fds[:4]:
+                    os.close(f)
+                try:
+                    pfd = os.pidfd_open(pid)
+                except OSError:
+                    pfd = -1
+                calls[pid] = (fds[4], pfd)
+                if pfd >= 0:
+                    poller.register(pfd, select.POLLIN)
+        # Reap every child, ours and the orphans pid 1 inherits.
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in calls:
+                sfd, pfd = calls.pop(pid)
+                try:
+                    os.write(sfd, status_of(st))
+                except OSError:
+                    pass
+                os.close(sfd)
+                if pfd >= 0:
+                    poller.unregister(pfd)
+                    os.close(pfd)
+
+
+# ------------------------------------------------------------- session mode
+
+def on_alarm(_sig, _frame):
+    raise CallTimeout()
+
+
+def python_session():
+    g = fresh_main()
+    saved = (os.dup(1), os.dup(2))
+    signal.signal(signal.SIGALRM, on_alarm)
+    say({"ok": True, "pid": os.getpid()})
+    while True:
+        req, stdin, stdout, stderr, status = recv_call()
+        st = socket.socket(fileno=status)
+        me = os.pidfd_open(os.getpid())
+        socket.send_fds(st, [rec(JOINED)], [me])
+        os.close(me)
+        head, code = read_request(req)
+        for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, "r", closefd=False)
+        sys.stdout = open(1, "w", closefd=False, buffering=-1)
+        sys.stderr = open(2, "w", closefd=False, buffering=1)
+        timeout = head.get("timeout_ms")
+        interrupted = False
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, timeout / 1000.0)
+        try:
+            code_rc = run_python(code, g)
+        except CallTimeout:
+            code_rc = 124
+            interrupted = True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if interrupted:
+            try:
+                os.write(2, b"husk: the call ran past its timeout and was interrupted; the session's state is kept\n")
+            except OSError:
+                pass
+        for target, fd in ((1, saved[0]), (2, saved[1])):
+            os.dup2(fd, target)
+        os.dup2(null, 0)
+        try:
+            if interrupted:
+                st.send(rec(INTERRUPTED, 0))
+            st.send(rec(EXITED, code_rc))
+        except OSError:
+            pass
+        st.close()
+
+
+def bash_session():
+    work = "/tmp/.husk-session-%d" % os.getpid()
+    os.makedirs(work, mode=0o700, exist_ok=True)
+    script = os.path.join(work, "call.sh")
+
+    def start():
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        r_in, w_in = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            os.dup2(r_in, 0)
+            os.dup2(w_out, 1)
+            os.dup2(w_err, 2)
+            os.closerange(3, 1024)
+            import ctypes
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with the shim
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
+                signal.signal(s, signal.SIG_DFL)
+            os.execvp("bash", ["bash", "--noprofile", "--norc"])
+        for f in (r_in, w_out, w_err):
+            os.close(f)
+        return pid, w_in, r_out, r_err
+
+    bash = start()
+    say({"ok": True, "pid": os.getpid()})
+    while True:
+        req, stdin, stdout, stderr, status = recv_call()
+        st = socket.socket(fileno=status)
+        me = os.pidfd_open(os.getpid())
+        socket.send_fds(st, [rec(JOINED)], [me])
+        os.close(me)
+        head, code = read_request(req)
+        with open(script, "wb") as f:
+            f.write(code)
+        token = "__husk_%s__" % secrets.token_hex(16)
+        mark = ("\n" + token).encode()
+        pid, w_in, r_out, r_err = bash
+        # The call's code is sourced from a file with stdin from /dev/null:
+        # it cannot read the shell's own command stream. Each stream ends
+        # with the marker (stdout's carries the status).
+        line = '. %s </dev/null; printf "\\n%s%%d\\n" $? ; printf "\\n%s\\n" >&2\n' % (script, token, token)
+        os.close(stdin)
+        try:
+            os.write(w_in, line.encode())
+        except OSError:
+            pass
+        timeout = head.get("timeout_ms")
+        deadline = time.monotonic() + timeout / 1000.0 if timeout else None
+        pending = {r_out: b"", r_err: b""}
+        sinks = {r_out: stdout, r_err: stderr}
+        open_ = {r_out, r_err}
+        rc, interrupted, died = None, False, False
+
+        def emit(f, data):
+            if data:
+                try:
+                    os.write(sinks[f], data)
+                except OSError:
+                    pass
+
+        while open_ and not died:
+            wait = None if deadline is None else max(0, deadline - time.monotonic())
+            ready, _, _ = select.select(list(open_), [], [], wait)
+            if not ready:
+                interrupted = True
+                break
+            for f in ready:
+                b = os.read(f, 65536)
+                if not b:
+                    died = True
+                    emit(f, pending[f])
+                    pending[f] = b""
+                    open_.discard(f)
+                    continue
+                buf = pending[f] + b
+                i = buf.find(mark)
+                if i >= 0:
+                    if f == r_out:
+                        digits = buf[i + len(mark):].split(b"\n", 1)[0]
+                        rc = int(digits) if digits.isdigit() else 1
+                    emit(f, buf[:i])
+                    pending[f] = b""
+                    open_.discard(f)
+                else:
+                    # Hold back what could be the marker's beginning.
+                    cut = max(0, len(buf) - len(mark))
+                    emit(f, buf[:cut])
+                    pending[f] = buf[cut:]
+        if died and not interrupted:
+            for f in list(open_):
+                emit(f, pending[f])
+        restarted = False
+        if interrupted or died:
+            # A shell past its timeout (or gone: `exit`) cannot be trusted
+            # to be between commands: end its whole session, start afresh.
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            _, wst = os.waitpid(pid, 0)
+            if died and not interrupted:
+                rc = os.WEXITSTATUS(wst) if os.WIFEXITED(wst) else 128 + os.WTERMSIG(wst)
+            for f in (w_in, r_out, r_err):
+                os.close(f)
+            bash = start()
+            restarted = True
+        if interrupted:
+            rc = 124
+            try:
+                os.write(stderr, b"husk: the call ran past its timeout and was interrupted; the bash session was restarted (cwd and exports are reset)\n")
+            except OSError:
+                pass
+        os.close(stdout)
+        os.close(stderr)
+        try:
+            if interrupted:
+                st.send(rec(INTERRUPTED, 1 if restarted else 0))
+            elif restarted:
+                st.send(rec(INTERRUPTED, 2))
+            st.send(rec(EXITED, rc if rc is not None else 1))
+        except OSError:
+            pass
+        st.close()
+
+
+if MODE == "fork":
+    zygote()
+elif LANG == "python":
+    python_session()
+else:
+    bash_session()

@@ -1,0 +1,314 @@
+//! Warm interpreters and sessions (docs/warm.md): `husk create --warm
+//! python[:MODULES]` / `--session python|bash` and `husk exec --code`.
+//! Host-mode sandboxes: the host's /usr (Debian's python3 and bash) is the
+//! sandbox's.
+mod common;
+mod sandboxkit;
+
+use common::*;
+use sandboxkit::*;
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Output, Stdio};
+
+/// `husk exec [extra] ID --code -` with `code` on stdin.
+fn code_out(s: &Sbx, id: &str, extra: &[&str], code: &str) -> Output {
+    let mut args = vec!["exec"];
+    args.extend_from_slice(extra);
+    args.extend([id, "--code", "-"]);
+    let mut child = s.husk(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(code.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The verdict of `husk exec --json [extra] ID --code -`, and its exit code.
+fn code_json(s: &Sbx, id: &str, extra: &[&str], code: &str) -> (Value, i32) {
+    let mut e = vec!["--json"];
+    e.extend_from_slice(extra);
+    let out = code_out(s, id, &e, code);
+    (verdict_of(&out), out.status.code().unwrap_or(-1))
+}
+
+fn stdout_of(v: &Value) -> &str {
+    v["stdout"]["text"].as_str().unwrap_or("")
+}
+
+fn python3() -> &'static str {
+    assert!(
+        std::path::Path::new("/usr/bin/python3").exists(),
+        "SKIP: /usr/bin/python3 missing (scripts/test.sh installs python3)"
+    );
+    "/usr/bin/python3"
+}
+
+#[test]
+fn warm_python_each_exec_has_fresh_state() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python:json"]);
+    let (v, code) = code_json(&s, &id, &[], "import json, sys\nX = 41\njson.marker = 'set'\nprint(X + 1)");
+    assert_eq!((code, stdout_of(&v)), (0, "42\n"), "{v:#}");
+    assert_eq!(v["warm"]["mode"], "fork", "{v:#}");
+    // A global, and an attribute set on a preloaded module, are gone next time.
+    let (v, code) = code_json(&s, &id, &[], "import json\nprint('X' in globals(), hasattr(json, 'marker'), __name__)");
+    assert_eq!((code, stdout_of(&v)), (0, "False False __main__\n"), "{v:#}");
+    // The preloaded module is really preloaded (imported by the zygote, not by the call).
+    let (v, _) = code_json(&s, &id, &[], "import sys\nprint('json' in sys.modules)");
+    assert_eq!(stdout_of(&v), "True\n", "{v:#}");
+    // Exit statuses and exceptions as `python3 -` gives them.
+    let (v, code) = code_json(&s, &id, &[], "raise SystemExit(7)");
+    assert_eq!((code, v["exit_code"].as_i64()), (7, Some(7)), "{v:#}");
+    let (v, code) = code_json(&s, &id, &[], "1/0");
+    assert_eq!(code, 1, "{v:#}");
+    assert!(v["stderr"]["text"].as_str().unwrap().contains("ZeroDivisionError"), "{v:#}");
+    // The exec's env and workdir.
+    let (v, _) = code_json(
+        &s,
+        &id,
+        &["--env", "GREETING=hi", "--workdir", "/tmp"],
+        "import os\nprint(os.environ['GREETING'], os.getcwd())",
+    );
+    assert_eq!(stdout_of(&v), "hi /tmp\n", "{v:#}");
+    // Plain output, without --json, goes to husk exec's stdout.
+    let out = code_out(&s, &id, &[], "print('plain')");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "plain\n");
+}
+
+#[test]
+fn warm_child_cannot_signal_or_ptrace_or_write_the_parent() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python"]);
+    let probe = r#"
+import os, signal, ctypes, sys
+res = []
+ppid = os.getppid()
+res.append(("ppid", ppid))
+# The zygote is pid 1 of this namespace: SIGKILL/SIGSTOP from inside are dropped, the rest ignored.
+for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, signal.SIGINT):
+    try:
+        os.kill(1, sig); res.append(("kill", sig.name, "sent"))
+    except OSError as e:
+        res.append(("kill", sig.name, e.errno))
+# Its memory: non-dumpable, so /proc/1/mem is refused.
+try:
+    open("/proc/1/mem", "rb").read(1); res.append(("mem", "read"))
+except OSError as e:
+    res.append(("mem", e.errno))
+try:
+    os.listdir("/proc/1/fd"); res.append(("fd", "listed"))
+except OSError as e:
+    res.append(("fd", e.errno))
+# ptrace attach.
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.ptrace(16, 1, 0, 0)  # PTRACE_ATTACH
+res.append(("ptrace", r, ctypes.get_errno()))
+# Open fds: only stdio and nothing of the zygote's (no control socket).
+fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+kinds = []
+for f in fds:
+    try:
+        kinds.append(os.readlink("/proc/self/fd/%d" % f))
+    except OSError:
+        pass
+res.append(("socket_fds", [k for k in kinds if k.startswith("socket:")]))
+print(res)
+"#;
+    let (v, code) = code_json(&s, &id, &[], probe);
+    assert_eq!(code, 0, "{v:#}");
+    let out = stdout_of(&v);
+    assert!(out.contains("('ppid', 0)") || out.contains("('ppid', 1)"), "{out}");
+    assert!(out.contains("('mem', 13)") || out.contains("('mem', 1)"), "the parent's memory was readable: {out}");
+    assert!(out.contains("('fd', 13)") || out.contains("('fd', 1)"), "the parent's fds were listable: {out}");
+    assert!(out.contains("('ptrace', -1, 1)"), "ptrace of the parent was not refused with EPERM: {out}");
+    assert!(out.contains("('socket_fds', [])"), "the child holds a socket: {out}");
+    // The zygote survived every signal: the next call works, fresh.
+    let (v, code) = code_json(&s, &id, &[], "print('alive')");
+    assert_eq!((code, stdout_of(&v)), (0, "alive\n"), "{v:#}");
+    // A child's writes to the files of a module do not reach the zygote's
+    // memory: it has no file of its own (the shim comes over its socket).
+    let rec = s.inspect(&id);
+    assert_eq!(rec["state"], "ready", "{rec:#}");
+}
+
+#[test]
+fn warm_exec_timeout_kills_only_that_exec() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python"]);
+    let (v, code) = code_json(
+        &s,
+        &id,
+        &["--timeout", "1s"],
+        "import os, time\nos.fork()\nprint('started', flush=True)\ntime.sleep(60)",
+    );
+    assert_eq!((code, &v["termination"]), (124, &serde_json::json!("wall_timeout")), "{v:#}");
+    // Its processes (the call's child and the grandchild it forked) are gone,
+    // the zygote is not: the next call runs.
+    let (v, code) = code_json(&s, &id, &[], "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))");
+    assert_eq!(code, 0, "{v:#}");
+    let (v, code) = code_json(&s, &id, &[], "print('next')");
+    assert_eq!((code, stdout_of(&v)), (0, "next\n"), "{v:#}");
+}
+
+#[test]
+fn warm_oom_reported_per_exec() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python", "--memory", "128M"]);
+    let (v, code) = code_json(&s, &id, &[], "b = bytearray(400 << 20)\nprint('survived')");
+    assert_eq!(code, 137, "{v:#}");
+    assert_eq!(v["termination"], "oom_killed", "{v:#}");
+    let leaf = v["limits"]["cgroup"]["paths"][0].as_str().unwrap();
+    assert!(leaf.contains(&format!("sbx-{id}/exec-")), "the call was not accounted in its exec's leaf: {leaf}");
+    // The zygote lives on; the next call has clean accounting.
+    let (v, code) = code_json(&s, &id, &[], "print('ok')");
+    assert_eq!((code, stdout_of(&v)), (0, "ok\n"), "{v:#}");
+    assert_eq!(v["resources"]["oom_kills"], 0, "{}", v["resources"]);
+}
+
+#[test]
+fn warm_and_cold_verdicts_have_the_same_shape() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let warm = s.create_with(&["--warm", "python"]);
+    let cold = s.create_with(&[]);
+    let (w, wc) = code_json(&s, &warm, &[], "print(1)");
+    let (c, cc) = code_json(&s, &cold, &[], "print(1)");
+    assert_eq!((wc, cc), (0, 0), "{w:#}\n{c:#}");
+    assert_eq!((w["warm"]["mode"].as_str(), c["warm"]["mode"].as_str()), (Some("fork"), Some("cold")));
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&w), keys(&c), "warm and cold verdicts differ in their keys");
+    for k in ["termination", "exit_code", "stdout", "stderr"] {
+        assert_eq!(w[k], c[k], "{k}");
+    }
+    for k in ["limits", "resources", "isolation"] {
+        assert_eq!(keys(&w[k]), keys(&c[k]), "{k}");
+    }
+    // The warm verdict validates against the schema like every other.
+    let schema: Value = serde_json::from_str(include_str!("../docs/verdict.schema.json")).unwrap();
+    for k in w.as_object().unwrap().keys() {
+        assert!(schema["properties"].get(k).is_some(), "{k} is not in docs/verdict.schema.json");
+    }
+}
+
+#[test]
+fn python_session_keeps_variables_between_calls() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--session", "python"]);
+    let (v, code) = code_json(&s, &id, &[], "import math\nx = 20\ndef f(y): return x + y");
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["warm"]["mode"], "session");
+    let (v, code) = code_json(&s, &id, &[], "print(f(22), math.pi > 3)");
+    assert_eq!((code, stdout_of(&v)), (0, "42 True\n"), "{v:#}");
+    // An exception does not end the session.
+    let (_, code) = code_json(&s, &id, &[], "raise ValueError('x')");
+    assert_eq!(code, 1);
+    let (v, _) = code_json(&s, &id, &[], "print(x)");
+    assert_eq!(stdout_of(&v), "20\n", "{v:#}");
+    // --language must be the session's.
+    let out = code_out(&s, &id, &["--language", "bash"], "echo hi");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("python"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn bash_session_keeps_cwd_and_exports() {
+    require_root!();
+    let s = Sbx::new();
+    let id = s.create_with(&["--session", "bash"]);
+    let (v, code) = code_json(&s, &id, &[], "mkdir -p /tmp/proj && cd /tmp/proj && export COLOR=green && N=5");
+    assert_eq!(code, 0, "{v:#}");
+    let (v, code) = code_json(&s, &id, &[], "pwd; echo $COLOR $N; echo err >&2; false");
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(stdout_of(&v), "/tmp/proj\ngreen 5\n", "{v:#}");
+    assert_eq!(v["stderr"]["text"], "err\n", "{v:#}");
+    // Output without a final newline is kept as written.
+    let (v, _) = code_json(&s, &id, &[], "printf abc");
+    assert_eq!(stdout_of(&v), "abc", "{v:#}");
+    // A call cannot read the session's own command stream.
+    let (v, code) = code_json(&s, &id, &[], "cat; echo after");
+    assert_eq!((code, stdout_of(&v)), (0, "after\n"), "{v:#}");
+    // `exit` ends the shell: the call reports its status, the session restarts.
+    let (v, code) = code_json(&s, &id, &[], "exit 3");
+    assert_eq!(code, 3, "{v:#}");
+    assert_eq!(v["warm"]["restarted"], true, "{v:#}");
+    let (v, code) = code_json(&s, &id, &[], "echo ${COLOR:-unset}");
+    assert_eq!((code, stdout_of(&v)), (0, "unset\n"), "{v:#}");
+}
+
+#[test]
+fn session_call_timeout_interrupts_and_reports_restart() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    // Python: the call is interrupted, the session and its state live on.
+    let id = s.create_with(&["--session", "python"]);
+    code_json(&s, &id, &[], "kept = 'yes'");
+    let (v, code) = code_json(&s, &id, &["--timeout", "1s"], "import time\nwhile True: time.sleep(0.05)");
+    assert_eq!((code, &v["termination"]), (124, &serde_json::json!("wall_timeout")), "{v:#}");
+    assert_eq!(
+        (&v["warm"]["interrupted"], &v["warm"]["restarted"]),
+        (&Value::Bool(true), &Value::Bool(false)),
+        "{v:#}"
+    );
+    let (v, _) = code_json(&s, &id, &[], "print(kept)");
+    assert_eq!(stdout_of(&v), "yes\n", "{v:#}");
+    // A call that does not yield to the interrupt (signals ignored in C
+    // code) is killed with the session, which restarts with fresh state.
+    let stuck = "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: time.sleep(0.05)";
+    let (v, code) = code_json(&s, &id, &["--timeout", "1s"], stuck);
+    assert_eq!((code, &v["termination"]), (124, &serde_json::json!("wall_timeout")), "{v:#}");
+    assert_eq!(v["warm"]["restarted"], true, "{v:#}");
+    let mut fresh = None;
+    for _ in 0..50 {
+        let (v, code) = code_json(&s, &id, &[], "print('kept' in globals())");
+        if code == 0 {
+            fresh = Some(stdout_of(&v).to_string());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(fresh.as_deref(), Some("False\n"), "the restarted session did not answer with fresh state");
+    // Bash: the shell is restarted (its cwd and exports are gone), and says so.
+    let b = s.create_with(&["--session", "bash"]);
+    code_json(&s, &b, &[], "export KEEP=1");
+    let (v, code) = code_json(&s, &b, &["--timeout", "1s"], "sleep 30");
+    assert_eq!((code, &v["termination"]), (124, &serde_json::json!("wall_timeout")), "{v:#}");
+    assert_eq!((&v["warm"]["interrupted"], &v["warm"]["restarted"]), (&Value::Bool(true), &Value::Bool(true)), "{v:#}");
+    let (v, code) = code_json(&s, &b, &[], "echo ${KEEP:-gone}");
+    assert_eq!((code, stdout_of(&v)), (0, "gone\n"), "{v:#}");
+}
+
+#[test]
+fn warm_refuses_what_it_cannot_do() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    // A module that does not import fails the create, naming it.
+    let out = s.out(&["create", "--warm", "python:no_such_module_xyz"]);
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no_such_module_xyz"), "{err}");
+    for bad in [
+        &["--warm", "bash"][..],
+        &["--warm", "python:os;x"],
+        &["--session", "ruby"],
+        &["--session", "python", "--concurrent"],
+    ] {
+        let mut a = vec!["create"];
+        a.extend_from_slice(bad);
+        let out = s.out(&a);
+        assert_eq!(out.status.code(), Some(125), "{bad:?}");
+    }
+    let id = s.create_with(&["--warm", "python"]);
+    let out = code_out(&s, &id, &["--user", "1000"], "print(1)");
+    assert_eq!(out.status.code(), Some(125), "{}", String::from_utf8_lossy(&out.stderr));
+}
