@@ -601,8 +601,10 @@ fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_star
     let mut argv = ctx.argv(&["exec"]);
     argv.extend(args.opts.into_iter().map(OsString::from));
     argv.push(id.into());
-    argv.push("--".into());
-    argv.extend(args.command.into_iter().map(OsString::from));
+    if !args.command.is_empty() {
+        argv.push("--".into());
+        argv.extend(args.command.into_iter().map(OsString::from));
+    }
     if stream {
         // Parsed before the head goes out: a bad request still gets a 400.
         parse_cli(argv.clone())?;

@@ -316,20 +316,26 @@ impl ExecBody {
             (None, Some(code)) => {
                 // The code goes on stdin: any size, and never in argv, where
                 // execve's limit (E2BIG) and the host's `ps` would meet it.
+                // `husk exec --code -` hands it to the sandbox's warm
+                // interpreter or session, or runs it cold (docs/warm.md).
                 if !stdin.is_empty() {
                     return Err(bad("code is sent on stdin; stdin cannot be given too".into()));
                 }
                 stdin = code.as_bytes().to_vec();
-                let argv: &[&str] = match self.language.as_deref().unwrap_or("python") {
-                    "python" | "python3" => &["python3", "-"],
-                    "bash" => &["bash", "-s"],
-                    "sh" => &["sh", "-s"],
+                match self.language.as_deref().unwrap_or("python") {
+                    "python" | "python3" | "bash" | "sh" => {}
                     other => return Err(bad(format!("language {other:?}: one of python, bash, sh"))),
-                };
-                argv.iter().map(|s| s.to_string()).collect()
+                }
+                Vec::new()
             }
         };
         let mut opts = vec![if stream { "--json-stream" } else { "--json" }.to_string()];
+        if self.code.is_some() {
+            opts.push("--code=-".into());
+            if let Some(l) = &self.language {
+                opts.push(format!("--language={}", clean("language", l)?));
+            }
+        }
         for (flag, key, v) in
             [("timeout", "timeout", &self.timeout), ("output-limit", "output_limit", &self.output_limit)]
         {
@@ -393,7 +399,8 @@ mod tests {
     fn code_goes_on_stdin_not_argv() {
         let b: ExecBody = parse(br#"{"code": "print(1)", "language": "python"}"#).unwrap();
         let (a, stdin) = b.to_args(false).unwrap();
-        assert_eq!(a.command, ["python3", "-"]);
+        assert!(a.command.is_empty());
+        assert!(a.opts.contains(&"--code=-".to_string()) && a.opts.contains(&"--language=python".to_string()));
         assert_eq!(stdin, b"print(1)");
     }
 }
