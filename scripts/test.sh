@@ -56,6 +56,11 @@ PACKAGES+=(curl)
 # tests/image_out.rs and build.rs: a private dockerd (tests/dockerkit) that
 # loads, pulls and builds images to compare with husk's.
 PACKAGES+=(docker.io)
+# husk as an OCI runtime (tests/oci_docker.rs, tests/oci_cli.rs): dockerd and
+# containerd (started privately by tests/ocikit, never the packaged
+# services), ctr, and real runc, whose state and spec the tests compare
+# husk's with.
+PACKAGES+=(docker.io containerd runc)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
