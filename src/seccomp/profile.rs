@@ -307,7 +307,7 @@ pub const DWORD_ARGS: &[(&str, u8)] = &[
     ("socketpair", 2),
 ];
 
-const ARCHES: &[&str] = &[
+pub const ARCHES: &[&str] = &[
     "SCMP_ARCH_NATIVE",
     "SCMP_ARCH_X86",
     "SCMP_ARCH_X86_64",
@@ -337,7 +337,7 @@ const ARCHES: &[&str] = &[
 /// Docker's `includes.arches` names (Go's GOARCH spelling) meaning this host.
 const NATIVE_GOARCH: &[&str] = &["amd64", "x86_64"];
 
-const FLAGS: &[(&str, u32)] = &[
+pub const FLAGS: &[(&str, u32)] = &[
     ("SECCOMP_FILTER_FLAG_TSYNC", 0),
     ("SECCOMP_FILTER_FLAG_LOG", 1 << 1),
     ("SECCOMP_FILTER_FLAG_SPEC_ALLOW", 1 << 2),

@@ -1,0 +1,51 @@
+//! `husk --version` in the shape the engines read (dockerd's `docker info`,
+//! go-runc's `Version`): a first line `NAME version X`, then `commit: C`
+//! and `spec: S` lines.
+//!
+//! The first line says `husk version X`, not `runc version X`: dockerd
+//! takes whatever precedes "version" as the runtime's name and what follows
+//! as its version, so `docker info` shows husk as husk; go-runc's parser
+//! wants a `runc version ` prefix and otherwise returns an empty version
+//! without an error, and neither containerd's runc shim nor dockerd decides
+//! anything from it. crun and youki print their own names the same way.
+
+/// The runtime-spec version husk's OCI mode speaks: `spec:` in the version
+/// text, `ociVersionMax` in `features`, `ociVersion` in `spec`'s template.
+pub const SPEC_VERSION: &str = "1.2.0";
+
+/// The oldest config.json version husk reads (`features`' ociVersionMin).
+pub const SPEC_VERSION_MIN: &str = "1.0.0";
+
+/// The commit husk was built from: `HUSK_COMMIT` in the build's
+/// environment (scripts/release builds set it to `git rev-parse HEAD`); a
+/// build without it says "unknown" rather than guess. Read at build time
+/// only, so a commit in the work tree does not rebuild the crate.
+pub const COMMIT: &str = match option_env!("HUSK_COMMIT") {
+    Some(c) => c,
+    None => "unknown",
+};
+
+/// What `husk --version` (and `husk oci --version`) prints; ends with a newline.
+pub fn version_text() -> String {
+    format!("husk version {}\ncommit: {COMMIT}\nspec: {SPEC_VERSION}\n", env!("CARGO_PKG_VERSION"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// dockerd's reading: the text before "version" is the name, after it
+    /// the version; `commit:` is the commit.
+    #[test]
+    fn version_text_reads_as_dockerd_and_go_runc_read_it() {
+        let text = version_text();
+        let mut lines = text.lines();
+        let first = lines.next().unwrap();
+        let (name, version) = first.split_once(" version ").unwrap();
+        assert_eq!(name, "husk");
+        assert_eq!(version, env!("CARGO_PKG_VERSION"));
+        let rest: Vec<&str> = lines.collect();
+        assert!(rest.iter().any(|l| l.starts_with("commit: ") && l.len() > "commit: ".len()));
+        assert!(rest.contains(&format!("spec: {SPEC_VERSION}").as_str()));
+    }
+}
