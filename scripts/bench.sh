@@ -634,3 +634,10 @@ echo "results: $RES; report: docs/benchmarks.md, docs/benchmarks.svg, README.md 
 if [ "${BENCH_PULL:-1}" = 1 ]; then
     scripts/bench-pull.sh "$HUSK" || echo "bench: scripts/bench-pull.sh failed" >&2
 fi
+
+# husk as an OCI runtime: `docker run --rm --runtime husk` vs `--runtime
+# runc`, `ctr run --runc-binary` husk vs runc (scripts/bench-oci.sh; printed,
+# numbers copied into docs/oci-runtime.md). BENCH_OCI=0 leaves it out.
+if [ "${BENCH_OCI:-1}" = 1 ]; then
+    scripts/bench-oci.sh "$HUSK" || echo "bench: scripts/bench-oci.sh failed" >&2
+fi
