@@ -11,6 +11,7 @@
 //! and reaped by the test that made it.
 //!
 //! `HUSK_OCI_RUNTIME=/usr/sbin/runc` runs the same tests against runc.
+mod dockerkit;
 mod imagekit;
 mod ocikit;
 

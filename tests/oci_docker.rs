@@ -7,6 +7,7 @@
 //! removal, a tty, a log line that is not the container's.
 //!
 //! `HUSK_OCI_RUNTIME=/usr/sbin/runc` runs the same tests against runc.
+mod dockerkit;
 mod imagekit;
 mod ocikit;
 
@@ -36,8 +37,8 @@ fn docker_run_echo_and_exit_code() {
 fn docker_run_rm_leaves_nothing() {
     require_root();
     let d = Dockerd::start();
-    let mounts_before = mounts_under(d.dir.path());
-    let cidfile = d.dir.join("cid");
+    let mounts_before = mounts_under(d.dir());
+    let cidfile = d.dir().join("cid");
     let o = d.run(&["--rm", "--cidfile", cidfile.to_str().unwrap(), IMAGE, "sh", "-c", "echo ran"]);
     assert!(o.status.success(), "{}", show(&o));
     let id = std::fs::read_to_string(&cidfile).unwrap().trim().to_string();
@@ -50,7 +51,7 @@ fn docker_run_rm_leaves_nothing() {
     assert!(left.is_empty(), "state left under the runtime's --root {}: {left:?}", root.display());
     let cg = format!("{}/{id}", d.cgroup_parent);
     assert_eq!(cgroup_dirs(&cg), Vec::<std::path::PathBuf>::new(), "cgroups left for {cg}");
-    assert_eq!(mounts_under(d.dir.path()), mounts_before, "mounts left under the daemon's directories");
+    assert_eq!(mounts_under(d.dir()), mounts_before, "mounts left under the daemon's directories");
     let procs = pids_mentioning(&id);
     assert!(procs.is_empty(), "processes left that name the container: {procs:?}");
 }
@@ -79,13 +80,13 @@ fn docker_run_it_tty() {
     require_root();
     let d = Dockerd::start();
     let docker = format!(
-        "{DOCKER_CLI} -H unix://{} run -it --rm --runtime husk --network none {IMAGE} \
+        "docker -H {} run -it --rm --runtime husk --network none {IMAGE} \
          sh -c 'test -t 0 && test -t 1 && echo STDIN-AND-STDOUT-ARE-A-TTY; tty; read line; echo \"typed: $line\"; exit 5'",
-        d.sock.display()
+        d.daemon.host()
     );
     let mut child = std::process::Command::new("script")
         .args(["-q", "-e", "-c", &docker, "/dev/null"])
-        .env("DOCKER_CONFIG", d.dir.join("client"))
+        .env("DOCKER_CONFIG", d.dir().join("client"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -246,7 +247,7 @@ fn docker_restart_policy_no_zombies() {
         (s.trim() == "3 exited").then_some(())
     });
     assert_eq!(d.inspect("flaky", "{{.State.ExitCode}}"), "1");
-    let mut roots = d.helpers();
+    let mut roots = d.daemon.helpers();
     roots.extend(pids_mentioning(&d.runtime.display().to_string()));
     let zombies: Vec<_> =
         descendants(&roots).into_iter().filter(|&p| proc_stat(p).is_some_and(|(s, _)| s == 'Z')).collect();

@@ -1,6 +1,6 @@
 //! The real components an OCI runtime is driven by, started privately for
 //! the tests of `husk` as a runc-compatible runtime (issue 22): Debian's
-//! dockerd (which starts its own containerd) and a bare containerd for
+//! dockerd (tests/dockerkit; it starts its own containerd) and a bare containerd for
 //! `ctr`, each with its own data root, exec/state root, socket and cgroup
 //! parent, so nothing collides with another daemon on the host; plus OCI
 //! bundles for driving the runtime's command line directly.
@@ -14,6 +14,7 @@
 //! mounts under the private directory and the cgroups made for it.
 #![allow(dead_code)]
 
+use crate::dockerkit;
 use crate::imagekit::{self, Layout, TempDir};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
@@ -22,8 +23,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The Docker CLI of Debian's docker.io (a newer one may be on PATH).
-pub const DOCKER_CLI: &str = "/usr/bin/docker";
 pub const RUNC: &str = "/usr/sbin/runc";
 pub const IMAGE: &str = "husk-test/busybox:latest";
 pub const CTR_IMAGE: &str = "docker.io/husk-test/busybox:latest";
@@ -173,43 +172,7 @@ fn unmount_under(dir: &Path) {
 
 // -------------------------------------------------------------- cgroups --
 
-/// The cgroup hierarchies' mount points (v1 controllers and the v2 one).
-pub fn cgroup_roots() -> Vec<PathBuf> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
-        .filter_map(|l| l.split(' ').nth(4).map(PathBuf::from))
-        .collect()
-}
-
-/// Where the cgroup `rel` (a cgroupsPath) exists, in any hierarchy.
-pub fn cgroup_dirs(rel: &str) -> Vec<PathBuf> {
-    let rel = rel.trim_start_matches('/');
-    cgroup_roots().into_iter().map(|r| r.join(rel)).filter(|p| p.is_dir()).collect()
-}
-
-/// Removes the cgroup `rel` and every cgroup below it, in every hierarchy
-/// (only empty ones can go: a live process keeps its cgroup).
-pub fn remove_cgroups(rel: &str) {
-    for dir in cgroup_dirs(rel) {
-        let mut dirs = Vec::new();
-        fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-            if let Ok(rd) = std::fs::read_dir(d) {
-                for e in rd.flatten() {
-                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                        walk(&e.path(), out);
-                    }
-                }
-            }
-            out.push(d.to_path_buf());
-        }
-        walk(&dir, &mut dirs);
-        for d in dirs {
-            let _ = std::fs::remove_dir(d);
-        }
-    }
-}
+pub use crate::dockerkit::{cgroup_dirs, remove_cgroups};
 
 // ---------------------------------------------------------------- image --
 
@@ -237,12 +200,11 @@ pub fn busybox_oci_archive(dir: &Path) -> PathBuf {
 
 // --------------------------------------------------------------- dockerd --
 
-/// A private dockerd with the runtime under test registered as `husk`
-/// (and real runc as `runc`, its default).
+/// tests/dockerkit's private dockerd with the runtime under test registered
+/// as `husk` (runc stays its default), in a cgroup parent of its own, with
+/// the busybox image imported as `IMAGE`.
 pub struct Dockerd {
-    pub dir: TempDir,
-    child: Child,
-    pub sock: PathBuf,
+    pub daemon: dockerkit::Dockerd,
     /// The cgroup parent of every container (`--cgroup-parent`).
     pub cgroup_parent: String,
     pub runtime: PathBuf,
@@ -251,101 +213,43 @@ pub struct Dockerd {
 impl Dockerd {
     pub fn start() -> Dockerd {
         let runtime = runtime_bin();
-        let dir = TempDir::new("dockerd");
         let cgroup_parent = format!("/{}", unique("docker"));
-        let sock = dir.join("docker.sock");
-        for d in ["data", "exec"] {
-            std::fs::create_dir(dir.join(d)).unwrap();
-        }
-        // The exec root holds unix sockets whose paths must stay short;
-        // TempDir names are, and 0700 keeps the private socket private.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let log = std::fs::File::create(dir.join("dockerd.log")).unwrap();
-        let child = Command::new("/usr/sbin/dockerd")
-            .arg("--data-root")
-            .arg(dir.join("data"))
-            .arg("--exec-root")
-            .arg(dir.join("exec"))
-            .arg("--pidfile")
-            .arg(dir.join("dockerd.pid"))
-            .arg("-H")
-            .arg(format!("unix://{}", sock.display()))
-            .args(["--iptables=false", "--ip6tables=false", "--bridge=none", "--ip-masq=false"])
-            .args(["--cgroup-parent", &cgroup_parent])
-            .arg("--add-runtime")
-            .arg(format!("husk={}", runtime.display()))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("dockerd (apt-get install docker.io)");
-        let d = Dockerd { dir, child, sock, cgroup_parent, runtime };
-        wait_for("dockerd to answer", || {
-            d.docker(&["info", "--format", "{{.ServerVersion}}"]).status.success().then_some(())
+        let daemon = dockerkit::Dockerd::start_with(&dockerkit::Options {
+            runtimes: &[("husk", &runtime)],
+            cgroup_parent: Some(&cgroup_parent),
+            ..Default::default()
         });
-        let tar = busybox_rootfs_tar(d.dir.path());
-        let o = d.docker(&["import", tar.to_str().unwrap(), IMAGE]);
-        assert!(o.status.success(), "docker import: {}", show(&o));
-        d
+        let tar = busybox_rootfs_tar(daemon.dir.path());
+        daemon.ok(&["import", tar.to_str().unwrap(), IMAGE]);
+        Dockerd { daemon, cgroup_parent, runtime }
     }
 
-    pub fn cmd(&self) -> Command {
-        let mut c = Command::new(DOCKER_CLI);
-        c.arg("-H").arg(format!("unix://{}", self.sock.display()));
-        // No user config (credential helpers, contexts) from the host.
-        c.env("DOCKER_CONFIG", self.dir.join("client"));
-        c.stdin(Stdio::null());
-        c
+    pub fn dir(&self) -> &Path {
+        self.daemon.dir.path()
     }
 
     pub fn docker(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().expect("docker CLI")
+        self.daemon.docker(args)
     }
 
-    /// `docker run --runtime husk ARGS...` (ARGS: options, the image, the command).
+    /// `docker run --runtime husk --network none ARGS...` (ARGS: options,
+    /// the image, the command).
     pub fn run(&self, args: &[&str]) -> Output {
-        let mut a = vec!["run", "--runtime", "husk", "--network", "none"];
-        a.extend_from_slice(args);
-        self.docker(&a)
+        self.docker(&[&["run", "--runtime", "husk", "--network", "none"], args].concat())
     }
 
     /// `docker inspect -f FORMAT ID`, trimmed.
     pub fn inspect(&self, id: &str, format: &str) -> String {
-        let o = self.docker(&["inspect", "-f", format, id]);
-        assert!(o.status.success(), "docker inspect {id}: {}", show(&o));
-        out(&o).trim().to_string()
+        self.daemon.ok(&["inspect", "-f", format, id]).trim().to_string()
     }
 
     /// The state directory of the `husk` runtime (dockerd passes it as --root).
     pub fn runtime_root(&self) -> PathBuf {
-        self.dir.join("exec/runtime-husk/moby")
-    }
-
-    /// The containerd this dockerd started, and the shims of its containers.
-    pub fn helpers(&self) -> Vec<i32> {
-        let mut pids = pids_mentioning(&self.dir.join("exec/containerd").to_string_lossy());
-        pids.retain(|&p| p != self.child.id() as i32);
-        pids
+        self.dir().join("exec/runtime-husk/moby")
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Dockerd {
-    fn drop(&mut self) {
-        let ids = out(&self.docker(&["ps", "-aq"]));
-        let ids: Vec<&str> = ids.split_whitespace().collect();
-        if !ids.is_empty() {
-            let mut a = vec!["rm", "-f"];
-            a.extend(ids);
-            let _ = self.docker(&a);
-        }
-        stop_child(&mut self.child);
-        kill_strays(&self.helpers());
-        unmount_under(self.dir.path());
-        remove_cgroups(&self.cgroup_parent);
+        self.daemon.log()
     }
 }
 
