@@ -8,6 +8,12 @@ fn main() {
     // Called the way dockerd and containerd's shim call runc: the OCI
     // runtime mode, with its own command line (src/oci/).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `--version` in the shape dockerd and go-runc read (src/oci/version.rs),
+    // for husk's own command line and the runtime mode alike.
+    if husk::oci::version::asked_for_version(&args) {
+        husk::outln!("{}", husk::oci::version::version_text().trim_end());
+        std::process::exit(husk::print::finish(0, husk::outcome::EXIT_HUSK_FAILED));
+    }
     if husk::oci::invoked_as_runtime(&args) {
         std::process::exit(husk::oci::main(args));
     }

@@ -30,6 +30,17 @@ pub fn version_text() -> String {
     format!("husk version {}\ncommit: {COMMIT}\nspec: {SPEC_VERSION}\n", env!("CARGO_PKG_VERSION"))
 }
 
+/// `husk --version`, `-v` or `-V` (runc answers `-v`), alone or after
+/// `oci`: the whole command line asks for the version and nothing else.
+pub fn asked_for_version(args: &[std::ffi::OsString]) -> bool {
+    let words: Vec<&std::ffi::OsStr> = args.iter().skip(1).map(|a| a.as_os_str()).collect();
+    let words = match words.split_first() {
+        Some((first, rest)) if *first == "oci" => rest,
+        _ => &words[..],
+    };
+    matches!(words, [w] if *w == "--version" || *w == "-v" || *w == "-V")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +58,18 @@ mod tests {
         let rest: Vec<&str> = lines.collect();
         assert!(rest.iter().any(|l| l.starts_with("commit: ") && l.len() > "commit: ".len()));
         assert!(rest.contains(&format!("spec: {SPEC_VERSION}").as_str()));
+    }
+
+    #[test]
+    fn only_a_lone_version_flag_asks_for_the_version() {
+        let argv = |s: &str| -> Vec<std::ffi::OsString> {
+            std::iter::once("husk").chain(s.split_whitespace()).map(Into::into).collect()
+        };
+        for yes in ["--version", "-v", "-V", "oci --version"] {
+            assert!(asked_for_version(&argv(yes)), "{yes}");
+        }
+        for no in ["", "run --version", "--version run", "oci", "--root x --version"] {
+            assert!(!asked_for_version(&argv(no)), "{no}");
+        }
     }
 }
