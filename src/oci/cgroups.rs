@@ -217,6 +217,15 @@ fn write(field: &'static str, dir: &Path, file: &str, value: impl ToString) -> R
     std::fs::write(&path, &value).map_err(|source| OciCgroupError::Write { field, path, value, source })
 }
 
+/// Writes `res` into a container's existing cgroup directories (`update`):
+/// v2 when the map holds the unified directory ("" key), else v1.
+pub fn apply(dirs: &BTreeMap<String, PathBuf>, res: &Resources) -> Result<(), OciCgroupError> {
+    match dirs.get("") {
+        Some(dir) => apply_v2(dir, res),
+        None => apply_v1(dirs, res),
+    }
+}
+
 fn apply_v1(dirs: &BTreeMap<String, PathBuf>, res: &Resources) -> Result<(), OciCgroupError> {
     if let (Some(m), Some(dir)) = (&res.memory, dirs.get("memory")) {
         let limit = m.limit.map(|l| if l < 0 { -1 } else { l });

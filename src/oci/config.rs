@@ -719,7 +719,8 @@ fn device_plan(d: &RawDevice, i: usize) -> Result<DevicePlan, ConfigError> {
     })
 }
 
-fn resources(r: RawResources) -> Result<Resources, ConfigError> {
+/// linux.resources validated (also `update`'s document).
+pub fn resources(r: RawResources) -> Result<Resources, ConfigError> {
     let mut out = Resources::default();
     if let Some(m) = r.memory {
         if m.kernel.is_some_and(|k| k > 0) || m.kernel_tcp.is_some_and(|k| k > 0) {

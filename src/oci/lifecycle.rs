@@ -108,6 +108,9 @@ pub fn delete(store: &Store, a: &DeleteArgs) -> Result<(), OciError> {
         Err(OciError::State(super::state::StateError::Damaged { .. })) if a.force => {
             return store.remove(&a.id);
         }
+        // runc: `delete --force` of a container already gone succeeds (the
+        // shim's cleanup after a failed create relies on it).
+        Err(OciError::NotExist(_)) if a.force => return Ok(()),
         Err(e) => return Err(e),
     };
     let _lock = store.lock(&a.id)?;

@@ -27,13 +27,19 @@ pub mod cgroups;
 pub mod config;
 pub mod create;
 pub mod exec;
+pub mod features;
 pub mod hooks;
 pub mod init;
 pub mod lifecycle;
 pub mod log;
 pub mod mounts;
+pub mod pause;
+pub mod ps;
 pub mod spec;
 pub mod state;
+pub mod template;
+pub mod update;
+pub mod version;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
@@ -142,6 +148,28 @@ pub enum OciCommand {
     List(ListArgs),
     /// Run a process in a running container.
     Exec(Box<ExecArgs>),
+    /// Freeze every process of a container (cgroup freezer).
+    Pause(IdArg),
+    /// Thaw a paused container.
+    Resume(IdArg),
+    /// List a container's processes.
+    Ps(ps::PsArgs),
+    /// Change a running container's cgroup limits.
+    Update(Box<update::UpdateArgs>),
+    /// Write a template config.json (runc spec's) into the bundle.
+    Spec(SpecArgs),
+    /// Print the runtime-spec features document (JSON).
+    Features,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SpecArgs {
+    /// Where config.json is written.
+    #[arg(long, short = 'b', default_value = ".")]
+    pub bundle: PathBuf,
+    /// A template for an unprivileged caller (user namespace, no netns).
+    #[arg(long)]
+    pub rootless: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -277,6 +305,8 @@ pub enum OciError {
     #[error("container init failed at {step}: {errno}{detail}")]
     Init { step: &'static str, errno: nix::errno::Errno, detail: String },
     #[error("{0}")]
+    Template(#[from] template::TemplateError),
+    #[error("{0}")]
     Refused(String),
 }
 
@@ -321,6 +351,16 @@ fn run(cli: OciCli) -> Result<i32, OciError> {
                 .into(),
         ));
     }
+    // Neither touches --root (runc's do not either).
+    match &cli.command {
+        OciCommand::Spec(a) => return template::write_spec(&a.bundle, a.rootless).map(|_| 0).map_err(Into::into),
+        OciCommand::Features => {
+            let text = serde_json::to_string_pretty(&features::features_document()).expect("features serialize");
+            crate::outln!("{text}");
+            return Ok(0);
+        }
+        _ => {}
+    }
     let store = state::Store::open(cli.root.clone())?;
     match cli.command {
         OciCommand::Create(a) => create::create(&store, &a).map(|()| 0),
@@ -331,6 +371,11 @@ fn run(cli: OciCli) -> Result<i32, OciError> {
         OciCommand::Delete(a) => lifecycle::delete(&store, &a).map(|()| 0),
         OciCommand::List(a) => lifecycle::list(&store, &a).map(|()| 0),
         OciCommand::Exec(a) => exec::exec(&store, &a),
+        OciCommand::Pause(a) => pause::pause(&store, &a.id).map(|()| 0),
+        OciCommand::Resume(a) => pause::resume(&store, &a.id).map(|()| 0),
+        OciCommand::Ps(a) => ps::ps(&store, &a).map(|()| 0),
+        OciCommand::Update(a) => update::update(&store, &a).map(|()| 0),
+        OciCommand::Spec(_) | OciCommand::Features => unreachable!("answered above"),
     }
 }
 
