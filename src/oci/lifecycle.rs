@@ -108,8 +108,8 @@ pub fn delete(store: &Store, a: &DeleteArgs) -> Result<(), OciError> {
         Err(OciError::State(super::state::StateError::Damaged { .. })) if a.force => {
             return store.remove(&a.id);
         }
-        // runc: `delete --force` of a container already gone succeeds (the
-        // shim's cleanup after a failed create relies on it).
+        // `delete --force` of a container already gone succeeds, as runc's
+        // does: a cleanup repeated after a crash is not an error.
         Err(OciError::NotExist(_)) if a.force => return Ok(()),
         Err(e) => return Err(e),
     };
