@@ -24,25 +24,6 @@ fn require_root() {
     assert!(nix::unistd::Uid::effective().is_root(), "the OCI runtime tests create containers as root");
 }
 
-/// The freezer's view of a cgroup: v1 `freezer.state`, else v2 `cgroup.events`.
-fn frozen(cgroup: &str) -> Option<bool> {
-    for dir in cgroup_dirs(cgroup) {
-        if let Ok(s) = std::fs::read_to_string(dir.join("freezer.state")) {
-            return Some(s.trim() == "FROZEN");
-        }
-    }
-    for dir in cgroup_dirs(cgroup) {
-        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.events")) {
-            if s.lines().any(|l| l.starts_with("frozen ")) {
-                return Some(s.lines().any(|l| l == "frozen 1"));
-            }
-        }
-    }
-    None
-}
-
-/// The pid file holds the bare decimal pid of init (no newline), written
-/// before `create` returns, with init waiting in "created".
 #[test]
 fn pid_file_has_no_newline() {
     require_root();

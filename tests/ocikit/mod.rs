@@ -174,6 +174,26 @@ fn unmount_under(dir: &Path) {
 
 pub use crate::dockerkit::{cgroup_dirs, remove_cgroups};
 
+/// The freezer's view of a cgroup: v1 `freezer.state`, else v2 `cgroup.events`.
+pub fn frozen(cgroup: &str) -> Option<bool> {
+    for dir in cgroup_dirs(cgroup) {
+        if let Ok(s) = std::fs::read_to_string(dir.join("freezer.state")) {
+            return Some(s.trim() == "FROZEN");
+        }
+    }
+    for dir in cgroup_dirs(cgroup) {
+        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.events")) {
+            if s.lines().any(|l| l.starts_with("frozen ")) {
+                return Some(s.lines().any(|l| l == "frozen 1"));
+            }
+        }
+    }
+    None
+}
+
+/// The pid file holds the bare decimal pid of init (no newline), written
+/// before `create` returns, with init waiting in "created".
+
 // ---------------------------------------------------------------- image --
 
 /// The busybox layer (the host's static busybox) as a plain rootfs tar.
