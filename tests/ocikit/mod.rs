@@ -182,17 +182,14 @@ pub fn frozen(cgroup: &str) -> Option<bool> {
         }
     }
     for dir in cgroup_dirs(cgroup) {
-        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.events")) {
-            if s.lines().any(|l| l.starts_with("frozen ")) {
-                return Some(s.lines().any(|l| l == "frozen 1"));
-            }
+        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.events"))
+            && s.lines().any(|l| l.starts_with("frozen "))
+        {
+            return Some(s.lines().any(|l| l == "frozen 1"));
         }
     }
     None
 }
-
-/// The pid file holds the bare decimal pid of init (no newline), written
-/// before `create` returns, with init waiting in "created".
 
 // ---------------------------------------------------------------- image --
 
