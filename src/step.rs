@@ -61,6 +61,14 @@ steps! {
     PublishFactory = 35 => "publish_factory",
     UnsharePidNs = 36 => "unshare_pid_ns",
     ExecRunsc = 40 => "exec_runsc",
+    RootfsPropagation = 50 => "rootfs_propagation",
+    CreateDevices = 51 => "create_devices",
+    ContainerHooks = 52 => "container_hooks",
+    MaskPaths = 53 => "mask_paths",
+    Sysctl = 54 => "set_sysctl",
+    ConsoleSocket = 55 => "console_socket",
+    AwaitStart = 56 => "await_start",
+    OomScoreAdj = 57 => "oom_score_adj",
 }
 
 macro_rules! phases {

@@ -369,7 +369,10 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
     for (i, d) in linux.devices.iter().enumerate() {
         devices.push(device_plan(d, i)?);
     }
-    let resources = resources(linux.resources.clone().unwrap_or_default())?;
+    let mut resources = resources(linux.resources.clone().unwrap_or_default())?;
+    if !resources.devices.is_empty() {
+        allow_container_devices(&mut resources, &devices);
+    }
 
     if linux.intel_rdt.is_some() {
         return Err(unsupported("linux.intelRdt", "resctrl is not supported"));
@@ -446,6 +449,33 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
         hooks,
         annotations: spec.annotations,
     })
+}
+
+/// runc's rule: the nodes every container gets (and the spec's own
+/// devices) stay usable whatever the spec's device rules deny, or a
+/// "deny all" first rule would make init's own mknod and every open of
+/// /dev/null fail.
+fn allow_container_devices(r: &mut Resources, devices: &[DevicePlan]) {
+    let c = |major, minor: Option<i64>| DeviceRule {
+        allow: true,
+        kind: 'c',
+        major: Some(major),
+        minor,
+        access: "rwm".into(),
+    };
+    for (major, minor) in [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2)] {
+        r.devices.push(c(major, Some(minor)));
+    }
+    r.devices.push(c(136, None));
+    for d in devices.iter().filter(|d| d.kind != 'p') {
+        r.devices.push(DeviceRule {
+            allow: true,
+            kind: d.kind,
+            major: Some(d.major as i64),
+            minor: Some(d.minor as i64),
+            access: "rwm".into(),
+        });
+    }
 }
 
 /// Sysctls runc allows: the namespaced ones, and only when that namespace

@@ -1,8 +1,141 @@
-//! exec: a process in a running container.
+//! exec: a process in a running container. An intermediate joins init's
+//! cgroup and namespaces (through /proc/<init>/ns/*, user first, mount
+//! last), forks the process (so it is inside the pid namespace too) and
+//! exits; like init after `create`, the process is then the caller's to
+//! reap (the shim's), or ours without --detach.
 
-use super::state::Store;
-use super::{ExecArgs, OciError};
+use super::channel::{self, Msg};
+use super::config::{self, Ns, ProcessPlan, RawProcess};
+use super::state::{Status, Store};
+use super::{ExecArgs, OciError, cgroups, init};
+use crate::step::Step;
+use crate::sys::process::Forked;
+use std::path::PathBuf;
 
-pub fn exec(_store: &Store, _a: &ExecArgs) -> Result<i32, OciError> {
-    Err(OciError::Refused("exec: not implemented yet".into()))
+pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
+    let record = store.load(&a.id)?;
+    let init_ref = match (record.init, record.status(store)) {
+        (Some(i), Status::Running | Status::Created) => i,
+        _ => return Err(OciError::NotRunning),
+    };
+    if a.console_socket.is_some() || a.tty {
+        return Err(OciError::Refused("exec with a terminal (-t / --console-socket) is not supported by husk yet".into()));
+    }
+    let process = process_of(a, &record.exec_defaults)?;
+    let ns: Vec<(Ns, PathBuf)> = Ns::JOIN_ORDER
+        .iter()
+        .filter(|n| record.namespaces.iter().any(|r| r == n.proc_name()))
+        .map(|n| (*n, PathBuf::from(format!("/proc/{}/ns/{}", init_ref.pid, n.proc_name()))))
+        .collect();
+    if !a.detach {
+        nix::sys::prctl::set_child_subreaper(true).map_err(|e| OciError::sys("PR_SET_CHILD_SUBREAPER", e))?;
+    }
+    let (parent, child) = channel::pair().map_err(|e| OciError::sys("socketpair", e))?;
+    let last_cap = super::create::last_cap();
+    let one = crate::sys::process::SingleThreaded::check().map_err(|e| OciError::Refused(e.to_string()))?;
+    let mid = match crate::sys::process::fork(&one).map_err(|e| OciError::sys("fork", e))? {
+        Forked::Child(one) => {
+            drop(parent);
+            // The cgroup first, while its path is still the host's.
+            if cgroups::attach(&record.cgroups, std::process::id() as i32).is_err() {
+                child.fail(crate::step::StepError::new(Step::JoinCgroup, nix::errno::Errno::EIO), "");
+                crate::sys::process::exit_now(1);
+            }
+            if let Err(e) = init::join_namespaces(&ns) {
+                child.fail(e, "");
+                crate::sys::process::exit_now(1);
+            }
+            match crate::sys::process::fork(&one) {
+                Ok(Forked::Child(_)) => {
+                    drop(child);
+                    let e = init::exec_process(&process, a.preserve_fds, last_cap);
+                    let code = if e.step == Step::Exec && e.errno == nix::errno::Errno::ENOENT { 127 } else { 126 };
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!("husk exec: {} failed: {}\n", e.step.name(), e.errno.desc()).as_bytes(),
+                    );
+                    crate::sys::process::exit_now(code)
+                }
+                Ok(Forked::Parent { pid, .. }) => {
+                    let _ = child.send(&Msg::Pid(pid.as_raw()));
+                    crate::sys::process::exit_now(0)
+                }
+                Err(e) => {
+                    child.fail(crate::step::StepError::new(Step::ForkCommand, e), "");
+                    crate::sys::process::exit_now(1)
+                }
+            }
+        }
+        Forked::Parent { pid, .. } => pid,
+    };
+    drop(child);
+    let pid = match parent.recv() {
+        Ok(Msg::Pid(p)) => p,
+        Ok(Msg::Fail { step, errno, .. }) => {
+            return Err(OciError::Init { step: step.name(), errno, detail: " (exec)".into() });
+        }
+        _ => return Err(OciError::Refused("exec: the process could not be started".into())),
+    };
+    let _ = nix::sys::wait::waitpid(mid, None);
+    if let Some(p) = &a.pid_file {
+        crate::files::write_atomic(p, pid.to_string().as_bytes())
+            .map_err(|e| OciError::io(format!("--pid-file {}", p.display()), e))?;
+    }
+    if a.detach {
+        return Ok(0);
+    }
+    loop {
+        match nix::sys::wait::waitpid(None, None) {
+            Ok(nix::sys::wait::WaitStatus::Exited(p, c)) if p.as_raw() == pid => return Ok(c),
+            Ok(nix::sys::wait::WaitStatus::Signaled(p, s, _)) if p.as_raw() == pid => return Ok(128 + s as i32),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(OciError::sys("waiting for the exec'd process", e)),
+        }
+    }
+}
+
+/// --process FILE, or the command line's CMD with --cwd/--env/--user/--cap
+/// over the container's own process settings.
+fn process_of(a: &ExecArgs, defaults: &serde_json::Value) -> Result<ProcessPlan, OciError> {
+    let raw: RawProcess = match &a.process {
+        Some(path) => {
+            let text = crate::userfile::read_text("--process", path, 1 << 20).map_err(|e| OciError::Refused(e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| OciError::Refused(format!("--process {}: {e}", path.display())))?
+        }
+        None => {
+            let mut p: RawProcess = serde_json::from_value(defaults.clone()).unwrap_or_default();
+            if a.command.is_empty() {
+                return Err(OciError::Refused("exec: give --process FILE or a command".into()));
+            }
+            p.args = a.command.clone();
+            if let Some(c) = &a.cwd {
+                p.cwd = c.clone();
+            }
+            if p.cwd.is_empty() {
+                p.cwd = "/".into();
+            }
+            p.env.extend(a.env.iter().cloned());
+            if let Some(u) = &a.user {
+                let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
+                p.user.uid = uid.parse().map_err(|_| OciError::Refused(format!("--user {u:?}: UID[:GID]")))?;
+                p.user.gid = gid.parse().map_err(|_| OciError::Refused(format!("--user {u:?}: UID[:GID]")))?;
+            }
+            p.user.additional_gids.extend(a.additional_gids.iter().copied());
+            if a.no_new_privs {
+                p.no_new_privileges = true;
+            }
+            if !a.cap.is_empty() {
+                let caps = p.capabilities.get_or_insert_with(Default::default);
+                for set in [&mut caps.bounding, &mut caps.effective, &mut caps.permitted] {
+                    set.extend(a.cap.iter().cloned());
+                }
+            }
+            p
+        }
+    };
+    let mut plan = config::process_plan(&raw, "--process").map_err(OciError::Config)?;
+    if let Some(sc) = defaults.get("seccomp").filter(|v| !v.is_null()) {
+        plan.seccomp = Some(config::seccomp(sc, plan.caps.bounding)?);
+    }
+    Ok(plan)
 }

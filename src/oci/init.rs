@@ -1,1 +1,298 @@
-//! The container init (child side).
+//! The container's init, from clone to execve. It reads like a table of
+//! contents of named steps; a failure before `ready` goes to `create` as
+//! (step, errno, detail), after it (create has returned) to the runtime log.
+//! Like runc's, this process *becomes* the container's process: no husk
+//! code stays inside the container once it runs.
+
+use super::channel::{Channel, Msg};
+use super::config::{Ns, Plan, ProcessPlan};
+use super::{LogFormat, hooks, mounts};
+use crate::step::{AtStep, Step, StepError};
+use crate::sys::Errno;
+use crate::sys::fd::CStrArray;
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::Mode;
+use nix::unistd::{Gid, Uid};
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+
+/// What init holds besides the plan, all opened by `create` before clone.
+pub struct InitCtx {
+    pub chan: Channel,
+    /// O_PATH fd of <root>/<id>: exec.fifo is opened through it after
+    /// pivot_root (the state dir is not reachable by path any more).
+    pub state_dir: OwnedFd,
+    /// The connected --console-socket, when process.terminal.
+    pub console: Option<OwnedFd>,
+    /// The runtime log, for failures after create returned.
+    pub log: Option<(std::fs::File, LogFormat)>,
+    /// controller -> cgroup dir, for `cgroup` mounts.
+    pub cgroup_dirs: Vec<(String, PathBuf)>,
+    pub preserve_fds: u32,
+    pub last_cap: u32,
+}
+
+/// Runs init; never returns.
+pub fn run(plan: &Plan, mut ctx: InitCtx) -> ! {
+    match setup(plan, &mut ctx) {
+        Ok(never) => match never {},
+        Err(Failure::Before(e, detail)) => {
+            ctx.chan.fail(e, &detail);
+            crate::sys::process::exit_now(1)
+        }
+        Err(Failure::After(code, msg)) => {
+            if let Some((f, format)) = ctx.log.as_mut() {
+                let _ = f.write_all(super::log::line(*format, "error", &msg).as_bytes());
+            }
+            crate::sys::process::exit_now(code)
+        }
+    }
+}
+
+enum Failure {
+    /// Reported to create over the channel.
+    Before(StepError, String),
+    /// After create returned: an exit code and a message for the log.
+    After(i32, String),
+}
+
+impl From<StepError> for Failure {
+    fn from(e: StepError) -> Self {
+        Failure::Before(e, String::new())
+    }
+}
+
+impl From<mounts::MountFail> for Failure {
+    fn from(e: mounts::MountFail) -> Self {
+        Failure::Before(e.0, e.1)
+    }
+}
+
+fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Failure> {
+    await_go(&ctx.chan)?;
+    let in_userns = plan.has(Ns::User);
+    if plan.has_new(Ns::User) {
+        become_root()?;
+    }
+    if plan.has_new(Ns::Cgroup) {
+        // After create moved us into the container's cgroup, so that is
+        // the namespace's root.
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).at(Step::UnshareCgroupNs)?;
+    }
+    if let Some(h) = &plan.hostname {
+        nix::unistd::sethostname(h).at(Step::SetHostname)?;
+    }
+    set_rlimits(&plan.process)?;
+    mounts::prepare_root(plan, &ctx.cgroup_dirs, in_userns)?;
+    let state = run_create_hooks(plan, &ctx.chan)?;
+    mounts::pivot(&plan.rootfs)?;
+    // Before /proc/sys turns read-only (readonlyPaths).
+    set_sysctls(plan)?;
+    mounts::mask_and_protect(plan)?;
+    if plan.root_readonly {
+        mounts::readonly_root()?;
+    }
+    if plan.process.terminal {
+        console(ctx)?;
+    }
+    ctx.chan.send(&Msg::Ready).map_err(|e| StepError::new(Step::AwaitRelease, e))?;
+    await_start(ctx).map_err(|e| Failure::After(1, format!("container init: waiting for start: {e}")))?;
+    if !plan.hooks.start_container.is_empty() {
+        hooks::run_all("startContainer", &plan.hooks.start_container, &state)
+            .map_err(|e| Failure::After(1, e.to_string()))?;
+    }
+    let e = exec_process(&plan.process, ctx.preserve_fds, ctx.last_cap);
+    Err(after(e))
+}
+
+/// A failure of the final steps, once create has returned: the exit code
+/// a shell would give (127 not found, 126 not executable), and the log.
+fn after(e: StepError) -> Failure {
+    let code = match (e.step, e.errno) {
+        (Step::Exec, Errno::ENOENT) => 127,
+        (Step::Exec, Errno::EACCES | Errno::ENOEXEC | Errno::EISDIR) => 126,
+        _ => 1,
+    };
+    Failure::After(code, format!("container process: {} failed: {}", e.step.name(), e.errno.desc()))
+}
+
+fn await_go(chan: &Channel) -> Result<(), StepError> {
+    match chan.recv() {
+        Ok(Msg::Go) => Ok(()),
+        Ok(_) => Err(StepError::new(Step::AwaitRelease, Errno::EPROTO)),
+        Err(e) => Err(StepError::new(Step::AwaitRelease, e)),
+    }
+}
+
+fn become_root() -> Result<(), StepError> {
+    nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).at(Step::BecomeRoot)?;
+    nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).at(Step::BecomeRoot)
+}
+
+fn set_rlimits(p: &ProcessPlan) -> Result<(), StepError> {
+    for (res, soft, hard) in &p.rlimits {
+        crate::sys::process::set_rlimit(*res, *soft, *hard).at(Step::Rlimits)?;
+    }
+    Ok(())
+}
+
+/// prestart/createRuntime run by create (in the host's namespaces, now
+/// that ours exist); createContainer here, before pivot_root.
+fn run_create_hooks(plan: &Plan, chan: &Channel) -> Result<serde_json::Value, Failure> {
+    chan.send(&Msg::Hooks).map_err(|e| StepError::new(Step::ContainerHooks, e))?;
+    let state = match chan.recv() {
+        Ok(Msg::State(s)) => serde_json::from_str(&s).unwrap_or(serde_json::Value::Null),
+        Ok(_) => return Err(StepError::new(Step::ContainerHooks, Errno::EPROTO).into()),
+        Err(e) => return Err(StepError::new(Step::ContainerHooks, e).into()),
+    };
+    if !plan.hooks.create_container.is_empty() {
+        hooks::run_all("createContainer", &plan.hooks.create_container, &state)
+            .map_err(|e| Failure::Before(StepError::new(Step::ContainerHooks, Errno::EIO), e.to_string()))?;
+    }
+    Ok(state)
+}
+
+fn set_sysctls(plan: &Plan) -> Result<(), Failure> {
+    let all = plan
+        .sysctl
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .chain(plan.domainname.as_deref().map(|d| ("kernel.domainname", d)));
+    for (k, v) in all {
+        let path = format!("/proc/sys/{}", k.replace('.', "/"));
+        std::fs::write(&path, v).map_err(|e| {
+            Failure::Before(
+                StepError::new(Step::Sysctl, Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))),
+                k.to_string(),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A pty made inside the container (its /dev/ptmx, so the slave is in the
+/// container's devpts); the master goes to --console-socket, the slave
+/// becomes stdio and the controlling terminal.
+fn console(ctx: &mut InitCtx) -> Result<(), StepError> {
+    let step = Step::OpenPty;
+    let master =
+        nix::fcntl::open("/dev/ptmx", OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC, Mode::empty()).at(step)?;
+    crate::sys::tty::unlock(master.as_fd()).at(step)?;
+    let slave = crate::sys::tty::open_peer(master.as_fd()).at(step)?;
+    let sock = ctx.console.take().ok_or(StepError::new(Step::ConsoleSocket, Errno::EBADF))?;
+    crate::sys::socket::send_with_fd(sock.as_fd(), b"/dev/ptmx", master.as_fd()).at(Step::ConsoleSocket)?;
+    drop(master);
+    drop(sock);
+    nix::unistd::setsid().at(Step::Setsid)?;
+    crate::sys::tty::set_controlling(slave.as_fd()).at(Step::ControllingTty)?;
+    for fd in 0..3 {
+        crate::sys::fd::dup_onto(slave.as_raw_fd(), fd).at(Step::RedirectStdio)?;
+    }
+    Ok(())
+}
+
+/// Blocks opening exec.fifo for writing until `start` opens it for
+/// reading, then tells start so with one byte.
+fn await_start(ctx: &InitCtx) -> Result<(), Errno> {
+    let fifo = openat(&ctx.state_dir, "exec.fifo", OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())?;
+    let mut f = std::fs::File::from(fifo);
+    f.write_all(b"0").map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+}
+
+/// The process's identity, capabilities, no_new_privs, seccomp and fds,
+/// then execve (looked up in the process's PATH). Returns only on failure.
+pub fn exec_process(p: &ProcessPlan, preserve_fds: u32, last_cap: u32) -> StepError {
+    match confine_and_exec(p, preserve_fds, last_cap) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+fn confine_and_exec(p: &ProcessPlan, preserve_fds: u32, last_cap: u32) -> Result<std::convert::Infallible, StepError> {
+    if let Some(adj) = p.oom_score_adj {
+        std::fs::write("/proc/self/oom_score_adj", adj.to_string())
+            .map_err(|e| StepError::new(Step::OomScoreAdj, Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
+    }
+    // Marked close-on-exec rather than closed: the log stays usable until
+    // execve itself succeeds.
+    crate::sys::fd::close_from(3 + preserve_fds, crate::sys::fd::CloseRange::Cloexec).at(Step::CloseFds)?;
+    let argv = CStrArray::new(p.args.clone());
+    let envp = CStrArray::new(p.env.clone());
+    let candidates = candidates(p);
+    // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN, which
+    // the process is about to drop: as runc does, the filter goes in first,
+    // and the steps after it must be allowed by it (Docker's profile does).
+    if !p.no_new_privs {
+        install_seccomp(p)?;
+    }
+    crate::sys::caps::drop_bounding(crate::sys::caps::all_caps(last_cap), p.caps.bounding).at(Step::DropCaps)?;
+    let groups: Vec<Gid> = p.additional_gids.iter().map(|g| Gid::from_raw(*g)).collect();
+    match nix::unistd::setgroups(&groups) {
+        // setgroups denied (a rootless user namespace): an empty list is
+        // what the container has anyway.
+        Err(Errno::EPERM) if groups.is_empty() => {}
+        r => r.at(Step::SetIdentity)?,
+    }
+    crate::sys::caps::set_keepcaps(true).at(Step::SetIdentity)?;
+    let gid = Gid::from_raw(p.gid);
+    nix::unistd::setresgid(gid, gid, gid).at(Step::SetIdentity)?;
+    let uid = Uid::from_raw(p.uid);
+    nix::unistd::setresuid(uid, uid, uid).at(Step::SetIdentity)?;
+    crate::sys::caps::set_keepcaps(false).at(Step::SetIdentity)?;
+    crate::sys::caps::set_all(p.caps.effective, p.caps.permitted, p.caps.inheritable, p.caps.ambient, last_cap)
+        .at(Step::DropCaps)?;
+    nix::unistd::chdir(p.cwd.as_c_str()).at(Step::Chdir)?;
+    if let Some(mask) = p.umask {
+        nix::sys::stat::umask(Mode::from_bits_truncate(mask));
+    }
+    crate::sys::signal::reset_dispositions().at(Step::ResetSignals)?;
+    crate::sys::signal::set_mask(&nix::sys::signal::SigSet::empty()).at(Step::ResetSignals)?;
+    if p.no_new_privs {
+        nix::sys::prctl::set_no_new_privs().at(Step::NoNewPrivs)?;
+        install_seccomp(p)?;
+    }
+    let mut err = Errno::ENOENT;
+    for path in &candidates {
+        match crate::sys::process::execve(path, &argv, &envp) {
+            Errno::ENOENT | Errno::ENOTDIR => {}
+            e => err = e,
+        }
+    }
+    Err(StepError::new(Step::Exec, err))
+}
+
+fn install_seccomp(p: &ProcessPlan) -> Result<(), StepError> {
+    if let Some(sc) = &p.seccomp {
+        crate::sys::seccomp::install_filter(&sc.filter, sc.flags).at(Step::Seccomp)?;
+    }
+    Ok(())
+}
+
+/// args[0] as a path, or each PATH directory joined with it.
+fn candidates(p: &ProcessPlan) -> Vec<CString> {
+    let arg0 = p.args[0].as_bytes();
+    if arg0.contains(&b'/') {
+        return vec![p.args[0].clone()];
+    }
+    p.path_dirs
+        .iter()
+        .filter_map(|d| {
+            let mut v = d.as_bytes().to_vec();
+            v.push(b'/');
+            v.extend_from_slice(arg0);
+            CString::new(v).ok()
+        })
+        .collect()
+}
+
+/// Joins each namespace by path, in `Ns::JOIN_ORDER` (the intermediate
+/// process, before it clones init).
+pub fn join_namespaces(join: &[(Ns, PathBuf)]) -> Result<(), StepError> {
+    for (ns, path) in join {
+        let fd = nix::fcntl::open(path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).at(Step::JoinNamespaces)?;
+        nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(ns.flag())).at(Step::JoinNamespaces)?;
+    }
+    Ok(())
+}

@@ -23,6 +23,11 @@ pub fn init(path: Option<&Path>, format: LogFormat, debug: bool) {
     let _ = SINK.set(Sink { path: path.map(Path::to_path_buf), format, debug });
 }
 
+/// The --log format (text when none was set).
+pub fn format() -> LogFormat {
+    SINK.get().map(|s| s.format).unwrap_or(LogFormat::Text)
+}
+
 /// The --log file, for the container's init to keep (it reports failures
 /// after `create` returned there).
 pub fn path() -> Option<PathBuf> {

@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! mod.rs      mode detection, runc's CLI (clap), dispatch, exit codes
+//! channel.rs  create <-> intermediate/init messages (pid, go, hooks, state, ready, fail)
 //! log.rs      --log / --log-format: JSON lines {"level","msg","time"}; errors also on stderr
 //! state.rs    the state store under --root: <root>/<id>/state.json + exec.fifo (documented there)
 //! spec.rs     the runtime-spec subset as serde reads it (unknown keys ignored)
@@ -24,6 +25,7 @@
 //! to --log, and errors to --log and stderr, as runc does.
 
 pub mod cgroups;
+pub mod channel;
 pub mod config;
 pub mod create;
 pub mod exec;

@@ -92,3 +92,35 @@ pub fn current() -> SysResult<(u64, u64, u64)> {
 pub fn all_caps(last_cap: u32) -> u64 {
     if last_cap >= 63 { u64::MAX } else { (1u64 << (last_cap + 1)) - 1 }
 }
+
+/// The runtime-spec's five sets as given (bit N = capability N): effective,
+/// permitted and inheritable by capset, then the ambient set raised
+/// capability by capability. The kernel refuses an ambient capability that
+/// is not both permitted and inheritable; like runc, such a one is left
+/// out rather than failing the container (runc's own `spec` lists ambient
+/// capabilities with an empty inheritable set). The bounding set is
+/// dropped separately, before.
+pub fn set_all(effective: u64, permitted: u64, inheritable: u64, ambient: u64, last_cap: u32) -> SysResult<()> {
+    match prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0) {
+        Ok(()) | Err(Errno::EINVAL) => {}
+        Err(e) => return Err(e),
+    }
+    let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let data = [
+        CapData { effective: effective as u32, permitted: permitted as u32, inheritable: inheritable as u32 },
+        CapData {
+            effective: (effective >> 32) as u32,
+            permitted: (permitted >> 32) as u32,
+            inheritable: (inheritable >> 32) as u32,
+        },
+    ];
+    // SAFETY: header and a two-element data array, as capset v3 requires.
+    let ret = unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) };
+    check(ret)?;
+    for cap in 0..=last_cap.min(63) {
+        if ambient & permitted & inheritable & (1u64 << cap) != 0 {
+            prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong, cap as libc::c_ulong)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! husk as an OCI runtime (src/oci/): the lifecycle the containerd shim and
+//! dockerd drive, on the real kernel, with a busybox bundle. Root only
+//! (cgroups, namespaces); engine-driven tests (docker, ctr) live in the
+//! tests/oci_*.rs files.
+
+mod common;
+
+use common::{TempDir, busybox_rootfs, husk_bin, is_root, skip};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Bundle {
+    dir: TempDir,
+}
+
+impl Bundle {
+    /// A bundle with a private copy of the busybox root and a config like
+    /// `runc spec`'s (pid, ipc, uts, mount, network namespaces; proc, /dev
+    /// tmpfs, devpts, sysfs), running `script` with sh.
+    fn new(tag: &str, script: &str) -> Bundle {
+        let dir = TempDir::new(tag);
+        let st = Command::new("cp").arg("-a").arg(busybox_rootfs()).arg(dir.path().join("rootfs")).status().unwrap();
+        assert!(st.success());
+        let b = Bundle { dir };
+        b.write(config(script, &format!("/husk-ocicore/{tag}-{}", std::process::id())));
+        b
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+    fn write(&self, c: Value) {
+        std::fs::write(self.path().join("config.json"), serde_json::to_vec_pretty(&c).unwrap()).unwrap();
+    }
+    fn edit(&self, f: impl FnOnce(&mut Value)) {
+        let mut c: Value = serde_json::from_slice(&std::fs::read(self.path().join("config.json")).unwrap()).unwrap();
+        f(&mut c);
+        self.write(c);
+    }
+    /// `husk --root R --log L --log-format json ARGS` (the shim's form).
+    /// stdout/stderr go to files, not pipes: after `create` they are the
+    /// container's, held open by its init (a pipe would never see EOF).
+    fn husk(&self, args: &[&str]) -> Output {
+        let root = self.root();
+        let log = self.path().join("log.json");
+        let (out, err) = (self.path().join("out"), self.path().join("err"));
+        let status = Command::new(husk_bin())
+            .args(["--root", root.to_str().unwrap(), "--log", log.to_str().unwrap(), "--log-format", "json"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .status()
+            .unwrap();
+        Output { status, stdout: std::fs::read(&out).unwrap(), stderr: std::fs::read(&err).unwrap() }
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.husk(args);
+        assert!(out.status.success(), "husk {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+    fn state(&self, id: &str) -> Value {
+        serde_json::from_str(&self.ok(&["state", id])).unwrap()
+    }
+}
+
+fn config(script: &str, cgroups_path: &str) -> Value {
+    json!({
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": ["sh", "-c", script],
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "cwd": "/",
+            "capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"]},
+            "noNewPrivileges": true
+        },
+        "root": {"path": "rootfs", "readonly": false},
+        "hostname": "ocicore",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}
+        ],
+        "linux": {
+            "cgroupsPath": cgroups_path,
+            "resources": {"devices": [{"allow": false, "access": "rwm"}], "pids": {"limit": 64}},
+            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
+            "maskedPaths": ["/proc/kcore", "/sys/firmware"],
+            "readonlyPaths": ["/proc/sys"]
+        }
+    })
+}
+
+macro_rules! require_root {
+    () => {
+        if !is_root() {
+            skip("needs root (cgroups, namespaces)");
+            return;
+        }
+    };
+}
+
+#[test]
+fn create_leaves_init_to_subreaper_and_pid_file_has_no_newline() {
+    require_root!();
+    let b = Bundle::new("ocicore-reap", "exit 7");
+    // As the containerd shim is: a subreaper that reaps init itself.
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let pid_file = b.path().join("init.pid");
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "--pid-file", pid_file.to_str().unwrap(), "reap"]);
+    let text = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(!text.is_empty() && text.bytes().all(|c| c.is_ascii_digit()), "pid file {text:?}: bare decimal, no newline");
+    let pid: i32 = text.parse().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let ppid: i32 = stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(1).unwrap().parse().unwrap();
+    assert_eq!(ppid, std::process::id() as i32, "init is the caller's (the subreaper's) child once create returned");
+    assert_eq!(b.state("reap")["status"], "created");
+    assert_eq!(b.state("reap")["pid"], pid);
+    b.ok(&["start", "reap"]);
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(status, nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 7), "the shim reaps the exit status");
+    assert_eq!(b.state("reap")["status"], "stopped");
+    b.ok(&["delete", "reap"]);
+}
+
+#[test]
+fn lifecycle_state_kill_delete_follow_runcs_contract() {
+    require_root!();
+    let b = Bundle::new("ocicore-life", "echo $$; exec sleep 1000");
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "life"]);
+    let s = b.state("life");
+    for k in ["ociVersion", "id", "pid", "status", "bundle", "rootfs", "created", "annotations", "owner"] {
+        assert!(s.get(k).is_some(), "state lacks {k}: {s}");
+    }
+    assert_eq!(s["status"], "created");
+    let cg = PathBuf::from(format!("/sys/fs/cgroup/pids/husk-ocicore/ocicore-life-{}", std::process::id()));
+    assert_eq!(std::fs::read_to_string(cg.join("pids.max")).unwrap().trim(), "64", "resources applied at cgroupsPath");
+    b.ok(&["start", "life"]);
+    assert_eq!(b.state("life")["status"], "running");
+    let out = b.husk(&["start", "life"]);
+    assert!(!out.status.success(), "a second start is refused");
+    b.ok(&["kill", "life", "KILL"]);
+    assert!(common::wait_until(std::time::Duration::from_secs(10), || b.state("life")["status"] == "stopped"));
+    let out = b.husk(&["kill", "life", "15"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("container not running"), "{out:?}");
+    let log = std::fs::read_to_string(b.path().join("log.json")).unwrap();
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!((last["level"].as_str(), last["msg"].as_str()), (Some("error"), Some("container not running")));
+    b.ok(&["kill", "--all", "life", "9"]);
+    b.ok(&["delete", "life"]);
+    assert!(!cg.exists(), "delete removes the cgroup");
+    for verb in [&["state", "life"][..], &["delete", "life"], &["kill", "life", "9"], &["start", "life"]] {
+        let out = b.husk(verb);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("container life does not exist"), "{verb:?}: {out:?}");
+    }
+}
+
+#[test]
+fn run_gives_the_exit_code_and_the_spec_isolation_holds() {
+    require_root!();
+    let b = Bundle::new(
+        "ocicore-iso",
+        "test \"$(hostname)\" = ocicore || exit 10; \
+         cat /dev/null || exit 11; \
+         echo x > /proc/sys/kernel/domainname 2>/dev/null && exit 12; \
+         test -s /proc/kcore && exit 13; \
+         grep -q CapEff:.0000000000000020 /proc/self/status || exit 14; \
+         test \"$(cat /proc/1/cmdline | tr '\\0' ' ')\" != '' || exit 15; \
+         exit 42",
+    );
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "iso"]);
+    assert_eq!(out.status.code(), Some(42), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(b.husk(&["state", "iso"]).status.code() != Some(0), "run without --detach deletes the container");
+}
+
+#[test]
+fn seccomp_of_the_spec_is_enforced() {
+    require_root!();
+    let b = Bundle::new("ocicore-sc", "mkdir /tmp/x 2>/dev/null && exit 1; exit 0");
+    b.edit(|c| {
+        c["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]
+        })
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "sc"]);
+    assert_eq!(out.status.code(), Some(0), "mkdir was not denied: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn hooks_run_in_order_with_state_on_stdin() {
+    require_root!();
+    let b = Bundle::new("ocicore-hooks", "true");
+    let log = b.path().join("hooks.log");
+    let host_hook = |name: &str| json!({"path": "/bin/sh", "args": ["sh", "-c", format!("echo {name} $(cat) >> {}", log.display())]});
+    std::fs::create_dir_all(b.path().join("rootfs/out")).unwrap();
+    b.edit(|c| {
+        c["hooks"] = json!({
+            "prestart": [host_hook("prestart")],
+            "createRuntime": [host_hook("createRuntime")],
+            "createContainer": [host_hook("createContainer")],
+            "startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "echo startContainer $(cat) >> /out/hooks.log"]}],
+            "poststart": [host_hook("poststart")],
+            "poststop": [host_hook("poststop")]
+        });
+        c["mounts"].as_array_mut().unwrap().push(json!({"destination": "/out", "type": "bind", "source": b.path(), "options": ["rbind"]}));
+    });
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "hooks"]);
+    b.ok(&["start", "hooks"]);
+    assert!(common::wait_until(std::time::Duration::from_secs(10), || b.state("hooks")["status"] == "stopped"));
+    b.ok(&["delete", "hooks"]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let names: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(names, ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"]);
+    for line in text.lines() {
+        let state: Value = serde_json::from_str(line.split_once(' ').unwrap().1).unwrap();
+        assert_eq!(state["id"], "hooks", "{line}");
+        assert!(state["pid"].as_i64().unwrap() > 0, "{line}");
+    }
+}
+
+#[test]
+fn join_namespace_by_path_pod_style() {
+    require_root!();
+    let pause = Bundle::new("ocicore-pause", "exec sleep 1000");
+    pause.ok(&["create", "--bundle", pause.path().to_str().unwrap(), "pause"]);
+    pause.ok(&["start", "pause"]);
+    let pid = pause.state("pause")["pid"].as_i64().unwrap();
+    let net = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    let ipc = std::fs::read_link(format!("/proc/{pid}/ns/ipc")).unwrap();
+    let b = Bundle::new("ocicore-member", "readlink /proc/self/ns/net; readlink /proc/self/ns/ipc");
+    b.edit(|c| {
+        c["linux"]["namespaces"] = json!([
+            {"type": "pid"}, {"type": "uts"}, {"type": "mount"},
+            {"type": "network", "path": format!("/proc/{pid}/ns/net")},
+            {"type": "ipc", "path": format!("/proc/{pid}/ns/ipc")}
+        ]);
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "member"]);
+    pause.ok(&["delete", "--force", "pause"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(seen, format!("{}\n{}\n", net.display(), ipc.display()));
+}
+
+#[test]
+fn bad_config_is_refused_with_the_field_named_and_leaves_nothing() {
+    require_root!();
+    let b = Bundle::new("ocicore-bad", "true");
+    b.edit(|c| c["linux"]["sysctl"] = json!({"kernel.panic": "1"}));
+    let out = b.husk(&["create", "--bundle", b.path().to_str().unwrap(), "bad"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("linux.sysctl") && err.contains("kernel.panic"), "{err}");
+    assert!(!b.root().join("bad").exists(), "a refused create leaves no state");
+}
