@@ -115,7 +115,10 @@ fn create_leaves_init_to_subreaper_and_pid_file_has_no_newline() {
     let pid_file = b.path().join("init.pid");
     b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "--pid-file", pid_file.to_str().unwrap(), "reap"]);
     let text = std::fs::read_to_string(&pid_file).unwrap();
-    assert!(!text.is_empty() && text.bytes().all(|c| c.is_ascii_digit()), "pid file {text:?}: bare decimal, no newline");
+    assert!(
+        !text.is_empty() && text.bytes().all(|c| c.is_ascii_digit()),
+        "pid file {text:?}: bare decimal, no newline"
+    );
     let pid: i32 = text.parse().unwrap();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let ppid: i32 = stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(1).unwrap().parse().unwrap();
@@ -124,7 +127,11 @@ fn create_leaves_init_to_subreaper_and_pid_file_has_no_newline() {
     assert_eq!(b.state("reap")["pid"], pid);
     b.ok(&["start", "reap"]);
     let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
-    assert_eq!(status, nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 7), "the shim reaps the exit status");
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 7),
+        "the shim reaps the exit status"
+    );
     assert_eq!(b.state("reap")["status"], "stopped");
     b.ok(&["delete", "reap"]);
 }

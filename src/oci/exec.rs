@@ -19,7 +19,9 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
         _ => return Err(OciError::NotRunning),
     };
     if a.console_socket.is_some() || a.tty {
-        return Err(OciError::Refused("exec with a terminal (-t / --console-socket) is not supported by husk yet".into()));
+        return Err(OciError::Refused(
+            "exec with a terminal (-t / --console-socket) is not supported by husk yet".into(),
+        ));
     }
     let process = process_of(a, &record.exec_defaults)?;
     let ns: Vec<(Ns, PathBuf)> = Ns::JOIN_ORDER
@@ -99,7 +101,8 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
 fn process_of(a: &ExecArgs, defaults: &serde_json::Value) -> Result<ProcessPlan, OciError> {
     let raw: RawProcess = match &a.process {
         Some(path) => {
-            let text = crate::userfile::read_text("--process", path, 1 << 20).map_err(|e| OciError::Refused(e.to_string()))?;
+            let text =
+                crate::userfile::read_text("--process", path, 1 << 20).map_err(|e| OciError::Refused(e.to_string()))?;
             serde_json::from_str(&text).map_err(|e| OciError::Refused(format!("--process {}: {e}", path.display())))?
         }
         None => {
