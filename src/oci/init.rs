@@ -98,7 +98,11 @@ fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Fai
         console(ctx)?;
     }
     ctx.chan.send(&Msg::Ready).map_err(|e| StepError::new(Step::AwaitRelease, e))?;
-    await_start(ctx).map_err(|e| Failure::After(1, format!("container init: waiting for start: {e}")))?;
+    // Held (close-on-exec) until execve: start reads it to EOF, so its
+    // poststart hooks run after the startContainer hooks and the exec, as
+    // the runtime spec orders them.
+    let _started =
+        await_start(ctx).map_err(|e| Failure::After(1, format!("container init: waiting for start: {e}")))?;
     if !plan.hooks.start_container.is_empty() {
         hooks::run_all("startContainer", &plan.hooks.start_container, &state)
             .map_err(|e| Failure::After(1, e.to_string()))?;
@@ -194,11 +198,13 @@ fn console(ctx: &mut InitCtx) -> Result<(), StepError> {
 }
 
 /// Blocks opening exec.fifo for writing until `start` opens it for
-/// reading, then tells start so with one byte.
-fn await_start(ctx: &InitCtx) -> Result<(), Errno> {
+/// reading, then tells start so with one byte. The open fifo is returned
+/// so that start sees EOF only when execve (or init's death) closes it.
+fn await_start(ctx: &InitCtx) -> Result<std::fs::File, Errno> {
     let fifo = openat(&ctx.state_dir, "exec.fifo", OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())?;
     let mut f = std::fs::File::from(fifo);
-    f.write_all(b"0").map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+    f.write_all(b"0").map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    Ok(f)
 }
 
 /// The process's identity, capabilities, no_new_privs, seccomp and fds,

@@ -45,6 +45,11 @@ pub fn start(store: &Store, id: &str) -> Result<(), OciError> {
     if n == 0 {
         return Err(OciError::Refused(format!("container {id}: its init exited before it was started")));
     }
+    // Init holds its end until execve closes it (close-on-exec): EOF means
+    // the startContainer hooks ran and the process was executed (or init
+    // died trying), which is when the spec runs poststart.
+    let mut rest = Vec::new();
+    let _ = f.read_to_end(&mut rest);
     if let Err(e) = hooks::run_all("poststart", &record.poststart, &record.hook_state(Status::Running)) {
         // runc: a failing poststart hook is logged; the container runs on.
         log::warn(&e.to_string());
