@@ -53,6 +53,12 @@ PACKAGES+=(python3)
 # --network allow= (tests/network.rs): curl and python3 (above) as the sandbox's
 # clients (host mode), openssl for the test CA and TLS server.
 PACKAGES+=(curl)
+# tests/network_clients.rs: real clients behind the proxy with only its
+# environment: pip (python3-pip), git (dumb HTTP clone), node and npm.
+# nodesource's nodejs bundles npm and conflicts with Debian's, so npm is
+# asked for only when no npm is installed.
+PACKAGES+=(python3-pip git nodejs)
+command -v npm >/dev/null || PACKAGES+=(npm)
 # tests/image_out.rs and build.rs: a private dockerd (tests/dockerkit) that
 # loads, pulls and builds images to compare with husk's.
 PACKAGES+=(docker.io)
