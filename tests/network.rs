@@ -166,6 +166,9 @@ fn sni_mismatch_refused() {
     assert_ne!(code, 0, "the fronted request went through: {v:#}");
     assert!(!out(&v).contains("s_server"), "{}", out(&v));
     assert!(denied(&v, "tls.test", "sni_mismatch").is_some(), "{:#}", v["network"]);
+    // The tunnel was refused after its 200, in TLS: the client's library
+    // names the cause (a fatal unrecognized_name alert), not a bare EOF.
+    assert!(out(&v).contains("unrecognized name"), "{}", out(&v));
 }
 
 #[test]
@@ -366,6 +369,55 @@ print(\"refused\", refused, \"closed\", closed)
     let limited = denied(&v, "*", "connection_limit").and_then(|d| d["count"].as_u64()).unwrap_or(0);
     assert!(o.starts_with(&format!("refused {limited} closed {}\n", 500 - limited)), "{o}");
     assert_eq!(limited, 500 - max, "{:#}", v["network"]);
+}
+
+#[test]
+fn socks5_over_the_connection_cap_gets_a_reply() {
+    let w = web(3);
+    // 300 SOCKS clients greet at once and then wait: the first
+    // `max_connections` get the method choice and wait for their request
+    // (until the handshake timeout closes them), the rest get the method
+    // choice and a general-failure reply at once. curl, one more, must
+    // fail at once too, not hang.
+    let script = format!(
+        "python3 -c '
+import socket, subprocess
+held = []
+for i in range(300):
+    s = socket.create_connection((\"127.0.0.1\", 1080))
+    s.sendall(b\"\\x05\\x01\\x00\")
+    held.append(s)
+r = subprocess.run([\"curl\", \"-sS\", \"-m\", \"60\", \"-x\", \"socks5h://127.0.0.1:1080\", \"http://web.test:{}/\"],
+                   capture_output=True, text=True)
+print(\"curl\", r.returncode, r.stderr.strip())
+refused = waiting = 0
+for s in held:
+    s.settimeout(120)
+    data = b\"\"
+    while True:
+        d = s.recv(4096)
+        if not d:
+            break
+        data += d
+    if data == bytes([5, 0, 5, 1, 0, 1, 0, 0, 0, 0, 0, 0]):
+        refused += 1
+    elif data == bytes([5, 0]):
+        waiting += 1
+print(\"refused\", refused, \"waiting\", waiting)
+'",
+        w.port
+    );
+    let (v, code) =
+        run(None, &[&format!("--network=allow=web.test:{}", w.port), "--add-host", "web.test:127.0.0.1"], &script);
+    assert_eq!(code, 0, "{v:#}");
+    let o = common::stdout_of(&v);
+    let max = v["network"]["max_connections"].as_u64().unwrap();
+    assert!(o.contains(&format!("refused {} waiting {max}\n", 300 - max)), "{}", out(&v));
+    let curl = o.lines().find(|l| l.starts_with("curl ")).unwrap_or_default();
+    assert!(!curl.starts_with("curl 0 ") && !curl.starts_with("curl 28 "), "curl got through or hung: {curl}");
+    let limited = denied(&v, "*", "connection_limit").and_then(|d| d["count"].as_u64());
+    assert_eq!(limited, Some(300 - max + 1), "{:#}", v["network"]);
+    assert!(w.heads.lock().unwrap().is_empty());
 }
 
 #[test]

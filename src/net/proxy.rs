@@ -84,7 +84,7 @@ impl Denial {
         match self {
             Denial::Unresolved => socks::REP_HOST_UNREACHABLE,
             Denial::ConnectFailed => socks::REP_REFUSED,
-            Denial::BadRequest => socks::REP_FAILURE,
+            Denial::BadRequest | Denial::ConnectionLimit => socks::REP_FAILURE,
             _ => socks::REP_NOT_ALLOWED,
         }
     }
@@ -168,10 +168,14 @@ fn read_until<T>(
     }
 }
 
+/// A tunnel refused after its `200` (or SOCKS success): the denial, and
+/// what the client sent, to answer it in its own protocol.
+type Refused = (Denial, Vec<u8>);
+
 /// For a tunnel to port 443 (or any tunnel whose client speaks TLS): the
 /// ClientHello must name the host the tunnel was allowed for. Returns the
 /// bytes read, to be sent on.
-fn check_hello(c: &mut TcpStream, t: &Authority) -> Result<Vec<u8>, Denial> {
+fn check_hello(c: &mut TcpStream, t: &Authority) -> Result<Vec<u8>, Refused> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -179,15 +183,40 @@ fn check_hello(c: &mut TcpStream, t: &Authority) -> Result<Vec<u8>, Denial> {
             Ok(Some(name)) if name == t.host => return Ok(buf),
             // An IP literal target: there is no name to compare.
             Ok(None) if t.host.parse::<IpAddr>().is_ok() => return Ok(buf),
-            Ok(_) => return Err(Denial::SniMismatch),
+            Ok(_) => return Err((Denial::SniMismatch, buf)),
             Err(tls::HelloError::NotTls) if t.port != 443 => return Ok(buf),
             Err(tls::HelloError::Incomplete) if buf.len() < tls::MAX_HELLO => {}
-            Err(_) => return Err(Denial::NotTls),
+            Err(_) => return Err((Denial::NotTls, buf)),
         }
         match c.read(&mut chunk) {
-            Ok(0) | Err(_) => return Err(Denial::NotTls),
+            Ok(0) | Err(_) => return Err((Denial::NotTls, buf)),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
+    }
+}
+
+/// The last word to a client whose tunnel was refused after it was
+/// granted: a TLS client gets a fatal alert (`unrecognized_name` for an
+/// SNI that is not the allowed host, so the TLS library names the cause
+/// instead of reporting a bare EOF), an HTTP request sent into a tunnel to
+/// port 443 gets the proxy's 403; anything else only the close.
+fn tunnel_refusal(d: Denial, first: &[u8]) -> Option<Vec<u8>> {
+    match (d, first.first()) {
+        (Denial::SniMismatch, _) => Some(tls::alert(tls::ALERT_UNRECOGNIZED_NAME).to_vec()),
+        (_, Some(0x16)) => Some(tls::alert(tls::ALERT_DECODE_ERROR).to_vec()),
+        (_, Some(b)) if b.is_ascii_uppercase() && http::head_end(first).is_some() => {
+            Some(http::denied(d.http_status(), d.reason(), "this tunnel carries only TLS"))
+        }
+        _ => None,
+    }
+}
+
+/// Accounts a tunnel refused after it was granted, answers and closes it.
+fn refuse_tunnel(s: &Shared, c: &mut TcpStream, t: &Authority, (d, first): Refused) {
+    s.deny(t, d);
+    if let Some(answer) = tunnel_refusal(d, &first) {
+        let _ = c.write_all(&answer);
+        let _ = c.shutdown(std::net::Shutdown::Write);
     }
 }
 
@@ -286,10 +315,7 @@ fn http_client(s: &Shared, mut c: TcpStream) {
             // bytes: read on from there for the ClientHello.
             let hello = match check_tunnel(&mut c, &target, rest) {
                 Ok(h) => h,
-                Err(d) => {
-                    s.deny(&target, d);
-                    return;
-                }
+                Err(r) => return refuse_tunnel(s, &mut c, &target, r),
             };
             start(s, &target, &c, &up, &hello);
         }
@@ -305,7 +331,7 @@ fn http_client(s: &Shared, mut c: TcpStream) {
     }
 }
 
-fn check_tunnel(c: &mut TcpStream, t: &Authority, already: Vec<u8>) -> Result<Vec<u8>, Denial> {
+fn check_tunnel(c: &mut TcpStream, t: &Authority, already: Vec<u8>) -> Result<Vec<u8>, Refused> {
     if already.is_empty() {
         return check_hello(c, t);
     }
@@ -314,9 +340,9 @@ fn check_tunnel(c: &mut TcpStream, t: &Authority, already: Vec<u8>) -> Result<Ve
         Ok(Some(name)) if name == t.host => Ok(already),
         Err(tls::HelloError::NotTls) if t.port != 443 => Ok(already),
         Ok(None) if t.host.parse::<IpAddr>().is_ok() => Ok(already),
-        Err(tls::HelloError::Incomplete) => Err(Denial::NotTls),
-        Ok(_) => Err(Denial::SniMismatch),
-        Err(_) => Err(Denial::NotTls),
+        Err(tls::HelloError::Incomplete) => Err((Denial::NotTls, already)),
+        Ok(_) => Err((Denial::SniMismatch, already)),
+        Err(_) => Err((Denial::NotTls, already)),
     }
 }
 
@@ -388,9 +414,7 @@ fn socks_client(s: &Shared, mut c: TcpStream) {
     }
     match check_tunnel(&mut c, &target, rest) {
         Ok(first) => start(s, &target, &c, &up, &first),
-        Err(d) => {
-            s.deny(&target, d);
-        }
+        Err(r) => refuse_tunnel(s, &mut c, &target, r),
     }
 }
 
@@ -409,9 +433,11 @@ fn serve(s: Arc<Shared>, l: TcpListener, kind: Kind) {
             s.active.fetch_sub(1, Ordering::SeqCst);
             let any = Authority { host: "*".into(), port: 0 };
             let d = s.deny(&any, Denial::ConnectionLimit);
-            if let Kind::Http = kind {
-                let _ = c.write_all(&http::denied(d.http_status(), d.reason(), "too many connections"));
-            }
+            let answer = match kind {
+                Kind::Http => http::denied(d.http_status(), d.reason(), "too many connections"),
+                Kind::Socks => socks::refusal(d.socks_reply()).to_vec(),
+            };
+            refuse_at_once(&mut c, &answer);
             continue;
         }
         let s2 = s.clone();
@@ -426,6 +452,21 @@ fn serve(s: Arc<Shared>, l: TcpListener, kind: Kind) {
             s.active.fetch_sub(1, Ordering::SeqCst);
         }
     }
+}
+
+/// Answers a client over the connection cap on the accepting thread,
+/// without waiting for it: whatever it sent already is read first (closing
+/// a socket with unread bytes resets the connection, and the reset can
+/// overtake the answer), then the answer, then the end of the stream.
+fn refuse_at_once(c: &mut TcpStream, answer: &[u8]) {
+    let mut sink = [0u8; 4096];
+    if c.set_nonblocking(true).is_err() {
+        return;
+    }
+    let _ = c.read(&mut sink);
+    let _ = c.write_all(answer);
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    let _ = c.read(&mut sink);
 }
 
 fn own_addresses() -> Vec<IpAddr> {
@@ -538,4 +579,27 @@ pub fn main() -> i32 {
     let _ = term.wait();
     write_report();
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tunnel_refused_after_its_200_is_answered_in_its_own_protocol() {
+        let hello = [0x16, 3, 1, 0, 4, 1, 0, 0, 0];
+        assert_eq!(tunnel_refusal(Denial::SniMismatch, &hello), Some(vec![0x15, 3, 3, 0, 2, 2, 112]));
+        assert_eq!(tunnel_refusal(Denial::NotTls, &hello), Some(vec![0x15, 3, 3, 0, 2, 2, 50]));
+        let http = tunnel_refusal(Denial::NotTls, b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n").unwrap();
+        let text = String::from_utf8_lossy(&http);
+        assert!(text.starts_with("HTTP/1.1 403") && text.contains("X-Husk-Denied: not_tls"), "{text}");
+        assert_eq!(tunnel_refusal(Denial::NotTls, b"\x00garbage"), None);
+        assert_eq!(tunnel_refusal(Denial::NotTls, b""), None);
+    }
+
+    #[test]
+    fn socks_clients_over_the_cap_get_a_general_failure() {
+        assert_eq!(Denial::ConnectionLimit.socks_reply(), socks::REP_FAILURE);
+        assert_eq!(socks::refusal(socks::REP_FAILURE), [5, 0, 5, 1, 0, 1, 0, 0, 0, 0, 0, 0]);
+    }
 }

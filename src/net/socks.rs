@@ -103,6 +103,18 @@ pub fn reply(code: u8) -> [u8; 10] {
     [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
 }
 
+/// A whole refusal sent before the client's greeting was read (the
+/// connection cap: the proxy cannot wait for it): the method choice "no
+/// authentication", then the failure reply to whatever request follows. A
+/// client reads the first as the answer to its greeting and the second as
+/// the answer to its CONNECT, so it fails at once instead of hanging.
+pub fn refusal(code: u8) -> [u8; 12] {
+    let mut r = [0u8; 12];
+    r[..2].copy_from_slice(&[5, 0]);
+    r[2..].copy_from_slice(&reply(code));
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

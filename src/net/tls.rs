@@ -1,8 +1,9 @@
 //! The server name (SNI) of a TLS ClientHello, read from the bytes a
 //! client sends first through a CONNECT tunnel, so the proxy can refuse a
 //! tunnel whose TLS names another host than the one allowed (domain
-//! fronting). Only parsed, never answered: the TLS session stays the
-//! client's and the server's (no interception).
+//! fronting). Only parsed, never terminated: the TLS session stays the
+//! client's and the server's (no interception); a refused hello gets a
+//! fatal alert, the one thing the proxy ever says in TLS.
 
 /// Most bytes the proxy buffers waiting for a whole ClientHello.
 pub const MAX_HELLO: usize = 16 * 1024 + 5;
@@ -15,6 +16,17 @@ pub enum HelloError {
     NotTls,
     #[error("malformed ClientHello: {0}")]
     Malformed(&'static str),
+}
+
+/// Alert descriptions (RFC 8446 section 6) the proxy sends when it
+/// refuses a tunnel after reading its ClientHello.
+pub const ALERT_DECODE_ERROR: u8 = 50;
+pub const ALERT_UNRECOGNIZED_NAME: u8 = 112;
+
+/// A fatal alert record, as a server would send it in place of its
+/// ServerHello (record version 3.3, which TLS 1.3 keeps for compatibility).
+pub fn alert(description: u8) -> [u8; 7] {
+    [0x15, 3, 3, 0, 2, 2, description]
 }
 
 struct Cursor<'a> {
