@@ -310,6 +310,64 @@ fn nothing_left_after_pool_shutdown() {
     assert_eq!((out.trim(), code), ("still-mine", 0));
 }
 
+/// One POST /v1/sandboxes to the socket; `None` if serve was gone
+/// before it answered (stopped while the request was on its way).
+fn try_claim(socket: &std::path::Path, body: &Value) -> Option<Value> {
+    let body = body.to_string();
+    let mut s = UnixStream::connect(socket).ok()?;
+    let req = format!("POST /v1/sandboxes HTTP/1.1\r\nHost: husk\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).ok()?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).ok()?;
+    let end = resp.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    assert_eq!(resp.get(9..12), Some(&b"201"[..]), "claim: {}", String::from_utf8_lossy(&resp));
+    serde_json::from_slice(&resp[end..]).ok()
+}
+
+#[test]
+fn claimed_member_survives_pool_shutdown() {
+    require_root!();
+    let sbx = Sbx::new();
+    let mut server = Server::start(&sbx, &["--pool", &bb_pool("bb", ",memory=64M", 4)]);
+    server.settled("bb", 4);
+    let members_before = ids(&members(&sbx, "bb"));
+    // Claims in flight while SIGTERM arrives: serve's loop hears of a
+    // claim only after the member's supervisor granted it, so its member
+    // list lags; whatever a caller was handed must survive the shutdown.
+    let socket = server.socket.clone();
+    let first = server.claim(json!({"pool": "bb"}));
+    let racing: Vec<_> = (0..3)
+        .map(|_| {
+            let socket = socket.clone();
+            std::thread::spawn(move || try_claim(&socket, &json!({"pool": "bb"})))
+        })
+        .collect();
+    let err = server.stop(nix::sys::signal::Signal::SIGTERM);
+    let mut kept = vec![first];
+    kept.extend(racing.into_iter().filter_map(|t| t.join().unwrap()));
+    for k in &kept {
+        let id = k["id"].as_str().unwrap();
+        let (out, code) = sbx.sh(id, "echo still-mine");
+        assert_eq!((out.trim(), code), ("still-mine", 0), "claimed sandbox {k} did not survive: {err}");
+        let rec = sbx.inspect(id);
+        assert!(rec["labels"].get("husk.pool").is_none(), "claimed sandbox still a member: {rec}");
+    }
+    // Every member not handed out is gone, and nothing else is left.
+    let left = members(&sbx, "bb");
+    assert!(left.is_empty(), "unclaimed members outlived serve: {left:?} ({err})");
+    let kept_ids: BTreeSet<String> = kept.iter().map(|k| k["id"].as_str().unwrap().to_string()).collect();
+    for d in std::fs::read_dir(sbx.state.join("sandboxes")).unwrap().flatten() {
+        let name = d.file_name().to_string_lossy().to_string();
+        assert!(
+            ["names", "tombstones"].contains(&name.as_str()) || kept_ids.contains(&name),
+            "left in the state dir: {name} (members were {members_before:?}, kept {kept_ids:?}; {err})"
+        );
+    }
+    for id in &kept_ids {
+        sbx.rm(id);
+    }
+}
+
 #[test]
 fn pool_shutdown_leaves_no_process_cgroup_or_state() {
     require_root!();

@@ -408,6 +408,12 @@ pub fn destroy(store: &Store, id: &str, force: bool) -> Result<(), SandboxError>
     Err(SandboxError::Supervisor(format!("sandbox {id} could not be removed; `husk gc` retries")))
 }
 
+/// A sandbox whose supervisor was asked to end it by someone else (a
+/// pool's retire): true once it is gone, as `destroy` waits.
+pub fn wait_removed(store: &Store, id: &str, sup: Option<state::ProcRef>) -> bool {
+    wait_gone(store, id, sup, RM_PATIENCE)
+}
+
 /// Waits for the supervisor to exit, then sweeps whatever it did not get
 /// to (it may have been killed halfway). True when the sandbox is gone.
 fn wait_gone(store: &Store, id: &str, sup: Option<state::ProcRef>, limit: Duration) -> bool {

@@ -230,9 +230,15 @@ fn serve_inner(
                 listen::remove_unix(p, *ino);
             }
             crate::errln!("husk serve: {sig} received; stopped listening on {shown}");
-            let removed = ctx.pools.shutdown();
-            if removed > 0 {
-                crate::errln!("husk serve: removed {removed} unclaimed pool member(s)");
+            let done = ctx.pools.shutdown();
+            if done.removed > 0 {
+                crate::errln!("husk serve: removed {} unclaimed pool member(s)", done.removed);
+            }
+            if done.claimed > 0 {
+                crate::errln!(
+                    "husk serve: left {} pool member(s) claimed while stopping to their callers",
+                    done.claimed
+                );
             }
             if args.destroy_on_exit {
                 destroy_ours(&ctx);

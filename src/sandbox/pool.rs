@@ -96,3 +96,36 @@ pub fn relabel(labels: &mut BTreeMap<String, String>, pool: &str, callers: BTree
     labels.insert(CLAIMED_FROM_LABEL.into(), pool.into());
     labels.extend(callers);
 }
+
+/// What became of a member serve asked to retire (`retire`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retired {
+    /// Its supervisor accepted and is tearing the sandbox down.
+    Ending,
+    /// Claimed before the request arrived: the caller's now, left alone.
+    Claimed,
+    /// Gone already, or its supervisor did not answer (see `retire`).
+    Silent,
+}
+
+/// Asks member `id`'s supervisor to destroy it if it is still an unclaimed
+/// member of `pool` (`Request::Retire`). The supervisor orders this with
+/// claims, so a member handed to a caller a moment ago is never destroyed
+/// by a pool that has not heard of the claim yet. A member whose
+/// supervisor is gone is swept; one that does not answer is left to its
+/// lease (it might have been claimed: destroying it could take a caller's
+/// sandbox).
+pub fn retire(store: &Store, id: &str, pool: &str) -> Retired {
+    let asked = store
+        .read(id)
+        .and_then(|rec| Client::connect(&store.dir(id), rec.supervisor))
+        .and_then(|c| c.timeout(Duration::from_secs(2)).call(&Request::Retire { pool: pool.to_string() }));
+    match asked {
+        Ok((r, _)) if r.ok => Retired::Ending,
+        Ok(_) => Retired::Claimed,
+        Err(_) => {
+            let _ = super::gc::sweep_one(store, id);
+            Retired::Silent
+        }
+    }
+}

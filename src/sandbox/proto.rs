@@ -64,6 +64,11 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
+    /// Destroy the sandbox only if it is still an unclaimed member of pool
+    /// `pool` (what serve asks of its members when it stops or drops a
+    /// pool). Ordered with `Claim` by the supervisor: a member claimed a
+    /// moment ago refuses (`ok` false) and lives on as its caller's.
+    Retire { pool: String },
     /// On an exec's connection, before it ends: the sandbox's events since
     /// the exec started (OOM kills and pids-limit hits anywhere in the
     /// sandbox, renewals, other execs), for its verdict.

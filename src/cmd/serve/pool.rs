@@ -16,7 +16,7 @@
 //! their own), and stops growing at the memory budget.
 
 use super::spec::PoolSpec;
-use crate::sandbox::pool::{POOL_LABEL, SPEC_LABEL};
+use crate::sandbox::pool::{POOL_LABEL, Retired, SPEC_LABEL, retire};
 use crate::sandbox::proto::{Client, Request};
 use crate::sandbox::state::{self, Store};
 use serde::{Deserialize, Serialize};
@@ -61,6 +61,18 @@ pub enum Note {
     Delete {
         pool: String,
     },
+}
+
+/// What a shutdown did with the members the loop knew of.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    /// Unclaimed members removed.
+    pub removed: usize,
+    /// Claimed while serve stopped (before the loop heard of it): left to
+    /// their callers.
+    pub claimed: usize,
+    /// Did not answer: left to their lease.
+    pub silent: usize,
 }
 
 /// The most a `Note` line may be (PIPE_BUF).
@@ -297,7 +309,12 @@ impl Pools {
                     p.adopted += 1;
                 }
                 found => {
-                    let _ = super::super::sandbox::destroy(store, &rec.id, true);
+                    // Retired, not destroyed: a claim of the previous serve
+                    // may be answering right now, and that sandbox is its
+                    // caller's.
+                    if retire(store, &rec.id, pool) == Retired::Ending {
+                        let _ = super::super::sandbox::wait_removed(store, &rec.id, rec.supervisor);
+                    }
                     if let Some(p) = found {
                         p.cleaned += 1;
                     }
@@ -334,7 +351,7 @@ impl Pools {
                     let p = self.pools.remove(i);
                     if let Some(store) = &self.store {
                         for id in &p.members {
-                            destroy_soon(store, id);
+                            retire(store, id, &pool);
                         }
                     }
                 }
@@ -354,7 +371,7 @@ impl Pools {
             Err(_) => Some(false),
             Ok(r) if r.labels.get(POOL_LABEL).map(String::as_str) != Some(pool) => Some(true),
             Ok(r) if r.execs > 0 || r.active_execs > 0 || !state::supervised(&store.dir(id)) => {
-                destroy_soon(store, id);
+                retire(store, id, pool);
                 Some(false)
             }
             Ok(_) => None,
@@ -452,7 +469,7 @@ impl Pools {
         let Some(p) = self.pools.iter_mut().find(|p| p.spec.name == r.pool) else {
             // Its pool was deleted meanwhile.
             if let (Some(id), Some(store)) = (id, &self.store) {
-                destroy_soon(store, &id);
+                retire(store, &id, &r.pool);
             }
             return;
         };
@@ -491,29 +508,47 @@ impl Pools {
     }
 
     /// SIGTERM: the refills in flight are waited for, then every unclaimed
-    /// member is removed (they are the pool's, not any caller's); returns
-    /// how many were removed.
-    pub fn shutdown(&mut self) -> usize {
+    /// member is removed (they are the pool's, not any caller's).
+    ///
+    /// The loop's member list may lag behind claims: a connection's process
+    /// claims straight from the supervisor and tells the loop afterwards,
+    /// and a claim can be answering while the stop signal arrives. So a
+    /// member is not destroyed but retired (`sandbox::pool::retire`), which
+    /// its supervisor refuses once it has been claimed: a caller's sandbox
+    /// is never taken from it by the pool's shutdown.
+    pub fn shutdown(&mut self) -> Shutdown {
+        self.drain();
         for r in std::mem::take(&mut self.refills) {
             let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(r.pid), None);
             let ok = matches!(status, Ok(nix::sys::wait::WaitStatus::Exited(_, 0)));
             self.finished(r, ok);
         }
-        let Some(store) = &self.store else { return 0 };
-        let ids: Vec<String> = self.pools.iter_mut().flat_map(|p| std::mem::take(&mut p.members)).collect();
+        let mut done = Shutdown::default();
+        let Some(store) = &self.store else { return done };
+        let mut ending = Vec::new();
         // All asked first, then each waited for: they end in parallel.
-        for id in &ids {
-            destroy_soon(store, id);
-        }
-        let mut removed = 0;
-        for id in &ids {
-            match super::super::sandbox::destroy(store, id, true) {
-                Ok(()) => removed += 1,
-                Err(crate::sandbox::SandboxError::Unknown { .. }) => removed += 1,
-                Err(e) => crate::errln!("husk serve: removing pool member {id}: {e}"),
+        for p in &mut self.pools {
+            for id in std::mem::take(&mut p.members) {
+                let sup = store.read(&id).ok().and_then(|r| r.supervisor);
+                match retire(store, &id, &p.spec.name) {
+                    Retired::Ending => ending.push((id, sup)),
+                    Retired::Claimed => done.claimed += 1,
+                    Retired::Silent if store.dir(&id).exists() => {
+                        crate::errln!("husk serve: pool member {id} did not answer; its lease will end it");
+                        done.silent += 1;
+                    }
+                    Retired::Silent => done.removed += 1,
+                }
             }
         }
-        removed
+        for (id, sup) in &ending {
+            if super::super::sandbox::wait_removed(store, id, *sup) {
+                done.removed += 1;
+            } else {
+                crate::errln!("husk serve: pool member {id} was not removed; `husk gc` retries");
+            }
+        }
+        done
     }
 
     /// The connection's process drops the loop's end of the pipe.
@@ -557,18 +592,6 @@ impl crate::serve::server::Chores for Pools {
         let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
         self.finished(r, ok);
         true
-    }
-}
-
-/// Asks a member's supervisor to remove it and returns (the supervisor
-/// answers, then tears down); a member without one is swept.
-fn destroy_soon(store: &Store, id: &str) {
-    let asked = store
-        .read(id)
-        .and_then(|rec| Client::connect(&store.dir(id), rec.supervisor))
-        .and_then(|c| c.timeout(Duration::from_secs(1)).call(&Request::Destroy));
-    if asked.is_err() {
-        let _ = crate::sandbox::gc::sweep_one(store, id);
     }
 }
 

@@ -216,6 +216,15 @@ impl Supervisor {
                 let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
                 Served::End
             }
+            Request::Retire { pool } => {
+                use crate::sandbox::pool::POOL_LABEL;
+                if self.rec.labels.get(POOL_LABEL) != Some(&pool) {
+                    let why = format!("sandbox {} is not an unclaimed member of pool {pool:?}", self.rec.id);
+                    return self.answer(c, Reply { error: Some(why), ..self.lease() });
+                }
+                let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
+                Served::End
+            }
         }
     }
 
