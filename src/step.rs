@@ -164,6 +164,9 @@ phases! {
     /// A warm interpreter or session (`create --warm` / `--session`,
     /// `exec --code`): starting it, or handing it a call.
     Warm => "warm",
+    /// `create --ready-cmd`: the readiness check failed, timed out or could
+    /// not run; the sandbox was destroyed.
+    ReadyCheck => "ready_check",
 }
 
 impl Phase {

@@ -140,6 +140,70 @@ mod rootless {
         assert_eq!(s.sh("done", "echo new").0, "new\n");
         s.rm(&again);
     }
+
+    /// `create --ready-cmd`: the sandbox is CREATING (and takes no other
+    /// exec) until the check exits 0, and create returns only then; a check
+    /// that fails or times out destroys the sandbox and reports the check's
+    /// verdict, with --json as a setup_failed object (step ready_check).
+    #[test]
+    fn ready_cmd_gates_ready_and_a_failing_check_destroys_the_sandbox() {
+        let s = Sbx::new();
+        let sig = TempDir::new("ready-sig");
+        std::fs::set_permissions(sig.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let bind = format!("{}:/sig:rw", sig.path().display());
+        let check = "touch /sig/checking; while [ ! -e /sig/go ]; do sleep 0.05; done; echo checked";
+        let mut create = s
+            .husk(&["create", "--bind", &bind, "--name", "gated", "--json", "--ready-cmd", check])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(60), || sig.join("checking").exists()), "the check never ran");
+        let ls: serde_json::Value = serde_json::from_slice(&s.out(&["ls", "--json"]).stdout).expect("ls --json");
+        assert_eq!(ls[0]["state"], "creating", "{ls:#}");
+        let out = s.out(&["exec", "--json", "gated", "--", "true"]);
+        let v = verdict_of(&out);
+        assert_eq!(out.status.code(), Some(125), "an exec ran in a CREATING sandbox: {v:#}");
+        assert!(v["error"]["message"].as_str().unwrap_or_default().contains("still being created"), "{v:#}");
+        assert!(create.try_wait().unwrap().is_none(), "create returned before its check ended");
+        std::fs::write(sig.join("go"), "").unwrap();
+        let out = create.wait_with_output().unwrap();
+        let rec: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("create --json: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert!(out.status.success(), "{rec:#}");
+        assert_eq!((rec["state"].as_str(), rec["ready_check"]["exit_code"].as_i64()), (Some("ready"), Some(0)));
+        // READY as soon as create has returned: the next exec is admitted.
+        assert_eq!(s.sh("gated", "echo in").0, "in\n");
+        s.rm("gated");
+
+        for (cmd, timeout, how, termination) in [
+            ("echo not-importable >&2; exit 3", "60s", "exited 3", "exited"),
+            ("sleep 30", "1s", "did not end within --ready-timeout 1s", "wall_timeout"),
+        ] {
+            let out = s.out(&["create", "--json", "--ready-cmd", cmd, "--ready-timeout", timeout]);
+            let v = verdict_of(&out);
+            assert_eq!(out.status.code(), Some(125), "{v:#}");
+            assert_eq!(
+                (v["termination"].as_str(), v["error"]["step"].as_str()),
+                (Some("setup_failed"), Some("ready_check"))
+            );
+            assert!(v["error"]["message"].as_str().unwrap().contains(how), "{v:#}");
+            assert_eq!(v["ready_check"]["termination"], termination, "{v:#}");
+            if termination == "exited" {
+                assert_eq!(v["ready_check"]["stderr"]["text"], "not-importable\n", "{v:#}");
+            }
+            let id = v["sandbox_id"].as_str().expect("the failure names the sandbox");
+            assert!(!s.dir(id).exists(), "the sandbox of a failed check remains");
+            assert_eq!(s.ids(), Vec::<String>::new());
+            let err = err_of(&s.out(&["exec", id, "--", "true"]));
+            assert!(err.contains("--ready-cmd"), "the tombstone does not say why: {err}");
+        }
+        // Without --json: the failure and the check's output on stderr.
+        let out = s.out(&["create", "--ready-cmd", "echo nope >&2; false"]);
+        let err = err_of(&out);
+        assert!(out.status.code() == Some(125) && out.stdout.is_empty(), "{err}");
+        assert!(err.contains("exited 1") && err.contains("nope") && err.contains("was destroyed"), "{err}");
+    }
 }
 
 use common::*;

@@ -504,6 +504,20 @@ pub struct CreateArgs {
     #[arg(long, value_name = "LANG")]
     pub session: Option<String>,
 
+    /// A readiness check: this shell command (run by /bin/sh -c inside the
+    /// sandbox, as its execs run, stdin empty) must exit 0 before the
+    /// sandbox is READY and create returns; until then the sandbox is
+    /// CREATING and takes no other exec. A failing or timed-out check
+    /// destroys the sandbox and is reported (with --json: a setup_failed
+    /// object, step ready_check, carrying the check's own verdict).
+    #[arg(long, value_name = "CMD", conflicts_with = "pool")]
+    pub ready_cmd: Option<String>,
+
+    /// How long the --ready-cmd check may run (then it is killed and the
+    /// sandbox destroyed).
+    #[arg(long, value_name = "DURATION", value_parser = timeout, default_value = "60s", requires = "ready_cmd")]
+    pub ready_timeout: Duration,
+
     /// Print the sandbox's record as JSON instead of its id.
     #[arg(long)]
     pub json: bool,

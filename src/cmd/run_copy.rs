@@ -53,6 +53,8 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         concurrent: false,
         warm: None,
         session: None,
+        ready_cmd: None,
+        ready_timeout: std::time::Duration::from_secs(60),
         json: false,
         pool: None,
         server: None,
@@ -108,6 +110,7 @@ fn steps(
     let req = ExecRequest {
         target: rec.id.clone(),
         wait: false,
+        ready_check: false,
         exec: crate::spec::ExecSpec {
             argv: args.command.clone(),
             env: Vec::new(),

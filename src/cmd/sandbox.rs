@@ -41,10 +41,26 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
         return create_from_pool(args, paths);
     }
     let json = args.json;
+    let check = args.ready_cmd.clone().map(|cmd| (cmd, args.ready_timeout));
     match create_inner(args, paths) {
-        Ok((rec, handover)) => {
+        Ok((mut rec, handover)) => {
+            let mut out = summary(&rec);
+            if let Some((cmd, timeout)) = check {
+                match ready_check(paths, &rec, &handover, &cmd, timeout) {
+                    Ok(ran) => {
+                        rec.state = state::State::Ready;
+                        out = summary(&rec);
+                        out["ready_check"] = ran;
+                    }
+                    Err(failed) => {
+                        handover.not_ready();
+                        let removed = store_of(paths).and_then(|s| destroy(&s, &rec.id, true));
+                        return not_ready(*failed, &rec.id, removed, json);
+                    }
+                }
+            }
             if json {
-                crate::outln!("{}", summary(&rec));
+                crate::outln!("{out}");
             } else {
                 crate::outln!("{}", rec.id);
             }
@@ -149,8 +165,106 @@ pub(crate) fn create_inner(
         concurrent: args.concurrent,
         backend: selected.backend,
         runtime_choice: selected.note,
+        ready_check: args.ready_cmd.is_some(),
     };
     crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
+}
+
+/// How `--ready-cmd` failed: the check's own verdict when it ran.
+struct NotReady {
+    error: ErrorReport,
+    verdict: Option<serde_json::Value>,
+}
+
+/// Bytes of the check's output kept (head and tail) for its verdict.
+const READY_OUTPUT: u64 = 64 << 10;
+
+/// Runs `--ready-cmd` in the CREATING sandbox (`sh -c CMD`, stdin empty,
+/// output captured, killed at `timeout`); on success, promotes the sandbox
+/// to READY and returns a summary of the check for create's record.
+fn ready_check(
+    paths: &Result<Paths, PathsError>,
+    rec: &Record,
+    handover: &crate::sandbox::supervisor::Handover,
+    cmd: &str,
+    timeout: Duration,
+) -> Result<serde_json::Value, Box<NotReady>> {
+    let early = |e: SandboxError| {
+        let r = e.report();
+        let error = ErrorReport::new(Phase::ReadyCheck, format!("the readiness check could not run: {}", r.message))
+            .with_errno(r.errno)
+            .with_hint(r.hint);
+        Box::new(NotReady { error, verdict: None })
+    };
+    let store = store_of(paths).map_err(early)?;
+    // The check reads no input: husk create's stdin may be a terminal.
+    let null = std::fs::File::open("/dev/null")
+        .map_err(|e| early(SandboxError::State(format!("opening /dev/null for the check's stdin: {e}"))))?;
+    crate::sys::fd::dup_onto(std::os::fd::AsRawFd::as_raw_fd(&null), 0)
+        .map_err(|e| early(SandboxError::State(format!("/dev/null as the check's stdin: {e}"))))?;
+    let req = ExecRequest {
+        target: rec.id.clone(),
+        wait: false,
+        ready_check: true,
+        exec: crate::spec::ExecSpec {
+            argv: vec!["/bin/sh".into(), "-c".into(), cmd.into()],
+            env: Vec::new(),
+            user: None,
+            workdir: None,
+            timeout: Some(timeout),
+            kill_grace: None,
+            capture: Some(READY_OUTPUT),
+            tty: false,
+        },
+    };
+    let r = crate::sandbox::exec::exec(&store, &req, crate::spawn::now_ns()).map_err(early)?;
+    let o = &r.outcome;
+    let mut verdict = crate::outcome::Verdict::new(&r.exec_id, r.backend, o, Some(&r.isolation), true);
+    verdict.extra = r.extra.clone();
+    let verdict = serde_json::to_value(&verdict).unwrap_or_default();
+    let passed = o.termination == crate::outcome::Termination::Exited && o.status == Some(0);
+    if !passed {
+        let how = match (o.termination, o.status) {
+            (crate::outcome::Termination::Exited, Some(c)) => format!("exited {c}"),
+            (crate::outcome::Termination::WallTimeout, _) => format!("did not end within --ready-timeout {timeout:?}"),
+            (crate::outcome::Termination::SetupFailed, _) => {
+                format!("could not run: {}", o.error.as_ref().map(|e| e.message.as_str()).unwrap_or("setup failed"))
+            }
+            (t, _) => format!("ended: {}", serde_json::to_value(t).unwrap_or_default().as_str().unwrap_or("?")),
+        };
+        let error = ErrorReport::new(Phase::ReadyCheck, format!("the readiness check `{cmd}` {how}")).with_hint(Some(
+            "the sandbox was destroyed; the check's verdict (with its output) is in ready_check".into(),
+        ));
+        return Err(Box::new(NotReady { error, verdict: Some(verdict) }));
+    }
+    handover.promote().map_err(early)?;
+    Ok(json!({"exit_code": 0, "duration_ms": o.duration_ms}))
+}
+
+/// Reports a failed readiness check: the sandbox is gone (or, if removing
+/// it failed too, says so); 125.
+fn not_ready(n: NotReady, id: &str, removed: Result<(), SandboxError>, json: bool) -> i32 {
+    let mut extra = BTreeMap::new();
+    extra.insert("sandbox_id", json!(id));
+    if let Some(v) = &n.verdict {
+        extra.insert("ready_check", v.clone());
+    }
+    if json {
+        crate::cli::report::json_failure(n.error.clone(), extra, false);
+    }
+    crate::errln!("husk: sandbox {id}: {}", n.error.message);
+    if let Some(v) = &n.verdict {
+        for stream in ["stdout", "stderr"] {
+            if let Some(t) = v[stream]["text"].as_str().filter(|t| !t.is_empty()) {
+                crate::errln!("husk: the check's {stream}:\n{}", t.trim_end());
+            }
+        }
+    }
+    match removed {
+        Ok(()) => crate::errln!("husk: sandbox {id} was destroyed"),
+        Err(e) => crate::errln!("husk: removing sandbox {id} failed too: {e}"),
+    }
+    EXIT_HUSK_FAILED
 }
 
 fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Option<String>) -> ProcessArgs {
@@ -185,6 +299,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
     let req = ExecRequest {
         target: args.sandbox.clone(),
         wait: args.wait,
+        ready_check: false,
         exec: crate::spec::ExecSpec {
             argv: args.command.clone(),
             env: spec.env,

@@ -80,11 +80,14 @@ pub struct ApiError {
     pub errno: Value,
     pub message: String,
     pub hint: Option<String>,
+    /// Keys of the command's own failure object kept in the answer (a
+    /// failed readiness check's `ready_check` verdict, `sandbox_id`).
+    pub extra: Option<Box<serde_json::Map<String, Value>>>,
 }
 
 impl ApiError {
     fn new(status: u16, step: &str, message: impl Into<String>) -> ApiError {
-        ApiError { status, step: step.into(), errno: Value::Null, message: message.into(), hint: None }
+        ApiError { status, step: step.into(), errno: Value::Null, message: message.into(), hint: None, extra: None }
     }
 
     fn hint(mut self, h: impl Into<String>) -> ApiError {
@@ -93,11 +96,15 @@ impl ApiError {
     }
 
     fn json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "termination": "setup_failed",
             "exit_code": EXIT_HUSK_FAILED,
             "error": {"step": self.step, "errno": self.errno, "message": self.message, "hint": self.hint},
-        })
+        });
+        for (k, x) in self.extra.iter().flat_map(|m| m.iter()) {
+            v[k] = x.clone();
+        }
+        v
     }
 
     /// A sandbox lookup that failed: 404 (step "lookup"), or 409 for a
@@ -110,7 +117,14 @@ impl ApiError {
             _ => 500,
         };
         let step = if status == 404 { "lookup".to_string() } else { e.step().to_string() };
-        ApiError { status, step, errno: Value::Null, message: e.to_string(), hint: e.hint().map(str::to_string) }
+        ApiError {
+            status,
+            step,
+            errno: Value::Null,
+            message: e.to_string(),
+            hint: e.hint().map(str::to_string),
+            extra: None,
+        }
     }
 }
 
@@ -427,12 +441,19 @@ fn failure(v: Value, stderr: &[u8]) -> ApiError {
     let step = step.unwrap_or("husk").to_string();
     let status = status_of_step(&step, &message);
     let step = if status == 404 { "lookup".to_string() } else { step };
+    let mut extra = serde_json::Map::new();
+    for k in ["ready_check", "sandbox_id"] {
+        if let Some(x) = v.get(k) {
+            extra.insert(k.into(), x.clone());
+        }
+    }
     ApiError {
         status,
         step,
         errno: if errno.is_null() { Value::Null } else { errno },
         message,
         hint: hint.map(str::to_string),
+        extra: (!extra.is_empty()).then(|| Box::new(extra)),
     }
 }
 
@@ -440,6 +461,8 @@ fn status_of_step(step: &str, message: &str) -> u16 {
     match step {
         "arguments" | "request" => 400,
         "busy" => 409,
+        // The sandbox started, and its own check said it is not usable.
+        "ready_check" => 422,
         "sandbox" | "lookup" if message.contains("is taken by sandbox") => 409,
         "sandbox" | "lookup" => 404,
         _ => 500,

@@ -25,6 +25,9 @@ pub struct ExecRequest {
     /// Queue behind a running exec instead of failing with "busy".
     pub wait: bool,
     pub exec: ExecSpec,
+    /// `husk create --ready-cmd`'s check, run while the sandbox is still
+    /// CREATING (no other exec is admitted then).
+    pub ready_check: bool,
 }
 
 /// An exec that ran (or failed to start once the sandbox was found).
@@ -57,15 +60,19 @@ pub fn exec_to(
     t_start: u64,
     tap: Option<&crate::stream::Tap>,
 ) -> Result<ExecResult, SandboxError> {
-    let rec = super::registry::live_record(store, &req.target)?;
+    let rec = super::registry::live_record_for(store, &req.target, req.ready_check)?;
     let dir = store.dir(&rec.id);
     let mut plan = plan_in(&rec, &req.exec, t_start)?;
     plan.seccomp = seccomp_of(&rec, store)?;
 
     let client = Client::connect(&dir, rec.supervisor)?;
     let exec_id = crate::backend::announced_exec_id(&rec.backend);
-    let (reply, fds) =
-        admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: exec_id.clone(), warm: false }, "exec")?;
+    let (reply, fds) = admit(
+        &client,
+        &rec,
+        Request::Exec { wait: req.wait, exec_id: exec_id.clone(), warm: false, ready_check: req.ready_check },
+        "exec",
+    )?;
     let state_dir = store.state_dir();
     let at = attached(&rec, &state_dir, &reply, fds, exec_id.as_deref(), tap);
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
@@ -112,7 +119,8 @@ pub fn exec_code(
     let plan = plan_in(&rec, &x, t_start)?;
     let dir = store.dir(&rec.id);
     let client = Client::connect(&dir, rec.supervisor)?;
-    let (reply, mut fds) = admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: None, warm: true }, "exec")?;
+    let (reply, mut fds) =
+        admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: None, warm: true, ready_check: false }, "exec")?;
     let ctl = match (reply.warm, fds.len() > reply.namespaces.len()) {
         (true, true) => fds.pop().expect("checked above"),
         _ => {

@@ -42,6 +42,10 @@ pub enum Request {
         /// control socket (the last fd attached; `Reply::warm`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         warm: bool,
+        /// `husk create --ready-cmd`'s check: the one exec a sandbox that
+        /// is still CREATING admits (and the only time this is admitted).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ready_check: bool,
     },
     /// Extends the lease to now + `ttl_ms` (default: the sandbox's ttl),
     /// which also becomes the sandbox's ttl.
@@ -265,9 +269,14 @@ mod tests {
     #[test]
     fn exec_id_is_read_under_its_former_name() {
         let old: Request = serde_json::from_str(r#"{"op":"exec","wait":false,"runsc_exec":"abc"}"#).unwrap();
-        assert_eq!(old, Request::Exec { wait: false, exec_id: Some("abc".into()), warm: false });
-        let sent =
-            serde_json::to_string(&Request::Exec { wait: false, exec_id: Some("abc".into()), warm: false }).unwrap();
+        assert_eq!(old, Request::Exec { wait: false, exec_id: Some("abc".into()), warm: false, ready_check: false });
+        let sent = serde_json::to_string(&Request::Exec {
+            wait: false,
+            exec_id: Some("abc".into()),
+            warm: false,
+            ready_check: false,
+        })
+        .unwrap();
         assert_eq!(sent, r#"{"op":"exec","wait":false,"exec_id":"abc"}"#);
     }
 
@@ -278,9 +287,9 @@ mod tests {
         let l = listen_at(&t).unwrap();
         let c = Client::connect(&t, ProcRef::of(std::process::id() as i32)).unwrap();
         let s = accept(l.as_fd()).unwrap().unwrap();
-        c.send(&Request::Exec { wait: true, exec_id: None, warm: false }).unwrap();
+        c.send(&Request::Exec { wait: true, exec_id: None, warm: false, ready_check: false }).unwrap();
         let (req, fds) = recv::<Request>(s.as_fd()).unwrap().unwrap();
-        assert_eq!((req, fds.len()), (Request::Exec { wait: true, exec_id: None, warm: false }, 0));
+        assert_eq!((req, fds.len()), (Request::Exec { wait: true, exec_id: None, warm: false, ready_check: false }, 0));
         let (r, w) = nix::unistd::pipe().unwrap();
         let reply = Reply { ok: true, exec: 3, namespaces: vec!["user".into()], ..Default::default() };
         send(s.as_fd(), &reply, &[w.as_raw_fd()]).unwrap();

@@ -42,6 +42,12 @@ pub fn resolve(store: &Store, what: &str) -> Result<String, SandboxError> {
 /// Finds a sandbox that can take an exec; a dead one is cleaned up and
 /// reported as gone.
 pub fn live_record(store: &Store, target: &str) -> Result<Record, SandboxError> {
+    live_record_for(store, target, false)
+}
+
+/// `live_record`; `creating`: a CREATING sandbox is taken too (its
+/// create's readiness check, `husk create --ready-cmd`).
+pub fn live_record_for(store: &Store, target: &str, creating: bool) -> Result<Record, SandboxError> {
     let id = resolve(store, target)?;
     let dir = store.dir(&id);
     // Its supervisor may have removed it since the lookup: say how it ended.
@@ -58,6 +64,12 @@ pub fn live_record(store: &Store, target: &str) -> Result<Record, SandboxError> 
     }
     match rec.state {
         State::Ready | State::Executing => Ok(rec),
+        State::Creating if creating => Ok(rec),
+        State::Creating => Err(SandboxError::Gone {
+            id,
+            state: "still being created",
+            why: Some("its --ready-cmd check runs; it takes execs once husk create has returned".into()),
+        }),
         s => Err(SandboxError::Gone { id, state: s.name(), why: rec.error.clone() }),
     }
 }

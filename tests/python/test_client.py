@@ -19,6 +19,7 @@ from husk import (
     FileError,
     HuskError,
     HuskRuntime,
+    NotReady,
     OutputChunk,
     Sandbox,
     SandboxBusy,
@@ -270,6 +271,22 @@ def test_bad_create_raises_with_husk_message_and_is_not_retried(connect_kw):
         Sandbox.create(rootfs="/no/such/dir", **connect_kw)
     assert not isinstance(e.value, TransientError)
     assert "/no/such/dir" in str(e.value)
+
+
+def test_ready_cmd_gates_create_and_a_failed_check_raises_not_ready(connect_kw):
+    # The image self-check: a sandbox whose interpreter lacks a module is
+    # never handed out; the caller gets the check's own verdict.
+    with Sandbox.create(rootfs="/", ttl="1m", ready_cmd=["python3", "-c", "import json"], **connect_kw) as sb:
+        assert sb.info.state.upper() == "READY" and sb.info.raw["ready_check"]["exit_code"] == 0
+        assert sb.exec("echo ok").stdout.text == "ok\n"
+    with pytest.raises(NotReady) as e:
+        Sandbox.create(rootfs="/", ttl="1m", ready_cmd="python3 -c 'import no_such_module_x'", **connect_kw)
+    assert e.value.step == "ready_check" and not isinstance(e.value, TransientError)
+    assert e.value.check.exit_code == 1 and "no_such_module_x" in e.value.check.stderr.text
+    with pytest.raises(SandboxNotFound):
+        Sandbox.attach(e.value.sandbox_id, **connect_kw)
+    with pytest.raises(NotReady, match="ready-timeout"):
+        Sandbox.create(rootfs="/", ttl="1m", ready_cmd=["sleep", "30"], ready_timeout=0.5, **connect_kw)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from .errors import (
     CommandTimeout,
     FileError,
     HuskError,
+    NotReady,
     SandboxBusy,
     SandboxNotFound,
     TransientError,
@@ -40,4 +41,5 @@ __all__ = [
     "CommandError",
     "CommandTimeout",
     "FileError",
+    "NotReady",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -108,12 +109,11 @@ class CliTransport(TarFiles):
             ("workdir", "--workdir"),
             ("user", "--user"),
             ("name", "--name"),
-            ("ready_timeout", "--ready-timeout"),
             ("pool", "--pool"),
         ):
             if params.get(key) is not None:
                 args += [flag, str(params[key])]
-        for key, flag in (("ttl", "--ttl"), ("max_lifetime", "--max-lifetime")):
+        for key, flag in (("ttl", "--ttl"), ("max_lifetime", "--max-lifetime"), ("ready_timeout", "--ready-timeout")):
             if params.get(key) is not None:
                 args += [flag, duration_arg(params[key])]
         for rule in params.get("allow_hosts") or []:
@@ -136,7 +136,8 @@ class CliTransport(TarFiles):
                 env[k] = str(v)
         if params.get("ready_cmd"):
             rc = params["ready_cmd"]
-            args += ["--ready-cmd", rc if isinstance(rc, str) else " ".join(rc)]
+            # One shell command line (run by sh -c inside), as serve builds it.
+            args += ["--ready-cmd", rc if isinstance(rc, str) else shlex.join(rc)]
         if params.get("concurrent"):
             args.append("--concurrent")
         if params.get("writable"):

@@ -63,6 +63,23 @@ class CommandTimeout(CommandError):
     """``exec(..., check=True)``: the command ran past its timeout (exit 124)."""
 
 
+class NotReady(HuskError):
+    """``create(ready_cmd=...)``: the readiness check failed or timed out, and
+    the sandbox was destroyed. ``check`` is the check's own verdict (an
+    ``ExecResult``: exit code, output), ``sandbox_id`` the sandbox that went."""
+
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        verdict = self.verdict or {}
+        self.sandbox_id = verdict.get("sandbox_id")
+        raw = verdict.get("ready_check")
+        self.check = None
+        if isinstance(raw, dict):
+            from .types import ExecResult
+
+            self.check = ExecResult.from_json(raw)
+
+
 class FileError(HuskError):
     """A file operation failed inside the sandbox (no such file, not a
     directory, permission, a read-only path)."""
@@ -87,7 +104,9 @@ def from_error_json(obj: Dict[str, Any], status: Optional[int] = None) -> HuskEr
         return SandboxBusy(message, **kw)
     if step == "copy":
         return FileError(message, **kw)
-    gone = any(w in message for w in ("no sandbox", " expired at ", " was removed at "))
+    if step == "ready_check":
+        return NotReady(message, **kw)
+    gone = any(w in message for w in ("no sandbox", " expired at ", " was removed at ", " failed at "))
     if status == 404 or step == "lookup" or (step == "sandbox" and gone):
         return SandboxNotFound(message, **kw)
     if status in (429, 503) or errno in _TRANSIENT_ERRNOS:

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 from ._cli import CliTransport
 from ._common import safe_extract, seconds, split_remote
 from ._http import HttpTransport, default_socket
-from .errors import CommandError, CommandTimeout, HuskError, TransientError
+from .errors import CommandError, CommandTimeout, HuskError, SandboxNotFound, TransientError
 from .types import Argv, ExecResult, FileEntry, OutputChunk, SandboxInfo, StreamEvent
 
 Transport = Union[CliTransport, HttpTransport]
@@ -167,7 +167,12 @@ class Sandbox:
     def attach(cls, sandbox_id: str, transport: Union[str, Transport] = "auto", **connect_kw: Any) -> "Sandbox":
         """A handle on an existing sandbox (no heartbeat; close() destroys it)."""
         t = transport if not isinstance(transport, str) else connect(transport, **connect_kw)
-        return cls(t, SandboxInfo.from_json(t.inspect(sandbox_id)))
+        rec = t.inspect(sandbox_id)
+        # serve answers a recently ended sandbox with its tombstone; the CLI
+        # refuses it: either way there is nothing to attach to.
+        if str(rec.get("state") or "").upper() == "DESTROYED":
+            raise SandboxNotFound(str(rec.get("message") or f"sandbox {sandbox_id} has ended"), verdict=rec, step="lookup")
+        return cls(t, SandboxInfo.from_json(rec))
 
     # ---------------------------------------------------------------- exec --
     def exec(
@@ -339,8 +344,6 @@ class Sandbox:
         self._stop.set()
         if self._hb is not None:
             self._hb.join()
-        from .errors import SandboxNotFound
-
         try:
             self._t.destroy(self.id)
         except SandboxNotFound:

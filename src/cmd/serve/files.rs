@@ -106,5 +106,5 @@ fn error(e: &FilesError) -> ApiError {
         _ => 500,
     };
     let errno = r.errno.map_or(Value::Null, |e| json!(format!("{e:?}")));
-    ApiError { status, step: r.step.name().to_string(), errno, message: r.message, hint: r.hint }
+    ApiError { status, step: r.step.name().to_string(), errno, message: r.message, hint: r.hint, extra: None }
 }

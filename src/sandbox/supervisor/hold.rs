@@ -98,7 +98,19 @@ impl Supervisor {
             if handover_at.is_some_and(|i| ready[i]) {
                 let mut byte = [0u8; 1];
                 match handover.as_ref().map(|h| nix::unistd::read(h, &mut byte)) {
-                    Some(Ok(1)) => handover = None,
+                    Some(Ok(1)) if byte[0] == super::PROMOTE && self.checking => {
+                        self.checking = false;
+                        self.sync_state(active_of(&conns));
+                        if let Some(h) = &handover {
+                            let _ = nix::sys::socket::send(
+                                h.as_raw_fd(),
+                                &[super::PROMOTE],
+                                nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+                            );
+                        }
+                    }
+                    Some(Ok(1)) if byte[0] == super::NOT_READY => return End::NotReady,
+                    Some(Ok(1)) if !self.checking => handover = None,
                     Some(Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN)) => {}
                     _ => return End::Unclaimed,
                 }
@@ -164,8 +176,18 @@ impl Supervisor {
             }
         };
         match req {
-            Request::Exec { wait, exec_id, warm } => {
+            Request::Exec { wait, exec_id, warm, ready_check } => {
                 c.warm = warm;
+                // While CREATING, the readiness check is the one exec; after,
+                // nothing is admitted as a check.
+                if ready_check != self.checking {
+                    let why = if self.checking {
+                        "the sandbox is still being created: its --ready-cmd check runs"
+                    } else {
+                        "the sandbox has no readiness check pending"
+                    };
+                    return self.answer(c, Reply { error: Some(why.into()), ..self.lease() });
+                }
                 if c.exec.is_some() || c.waiting {
                     return self.answer(
                         c,
@@ -189,7 +211,11 @@ impl Supervisor {
                 self.answer(c, Reply { ok: true, ..self.lease() })
             }
             Request::Status => {
-                let state = if active > 0 { State::Executing } else { State::Ready };
+                let state = match active {
+                    _ if self.checking => State::Creating,
+                    0 => State::Ready,
+                    _ => State::Executing,
+                };
                 self.journal.sample(self.rec.cgroup.as_ref());
                 let reply = Reply {
                     ok: true,
@@ -367,7 +393,11 @@ impl Supervisor {
     fn sync_state(&mut self, active: usize) {
         self.rec.active_execs = active as u32;
         self.rec.events = self.journal.recent();
-        self.rec.state = if active > 0 { State::Executing } else { State::Ready };
+        self.rec.state = match active {
+            _ if self.checking => State::Creating,
+            0 => State::Ready,
+            _ => State::Executing,
+        };
         let _ = state::write_record(&self.dir, &self.rec);
     }
 }

@@ -59,6 +59,9 @@ pub struct CreateRequest {
     pub backend: Box<dyn Backend>,
     /// Why `--runtime auto` picked what it did (`isolation.runtime_choice`).
     pub runtime_choice: Option<crate::isolation::RuntimeChoiceNote>,
+    /// `--ready-cmd`: the sandbox stays CREATING (admitting only the check's
+    /// exec) until husk create promotes it (`Handover::promote`).
+    pub ready_check: bool,
 }
 
 fn setup_err(step: Phase, message: impl std::fmt::Display) -> SandboxError {
@@ -164,6 +167,7 @@ pub fn create(
                 warm: None,
                 warm_leaf: None,
                 warm_error: None,
+                checking: req.ready_check,
             };
             sup.run(ready_w)
         }
@@ -263,9 +267,35 @@ pub struct Handover(std::fs::File);
 impl Handover {
     /// The id reached the caller (it was printed): the sandbox is theirs.
     pub fn confirm(self) {
-        let _ = send(self.0.as_raw_fd(), b"k", MsgFlags::MSG_NOSIGNAL);
+        let _ = send(self.0.as_raw_fd(), &[HANDED_OVER], MsgFlags::MSG_NOSIGNAL);
+    }
+
+    /// `--ready-cmd` passed: the sandbox becomes READY. Returns once the
+    /// supervisor has recorded it, so an exec sent as soon as the id is
+    /// printed is never refused as CREATING.
+    pub fn promote(&self) -> Result<(), SandboxError> {
+        use std::io::Read;
+        let sent = send(self.0.as_raw_fd(), &[PROMOTE], MsgFlags::MSG_NOSIGNAL);
+        let mut ack = [0u8; 1];
+        match sent.map(|_| (&self.0).read(&mut ack)) {
+            Ok(Ok(1)) if ack[0] == PROMOTE => Ok(()),
+            _ => Err(setup_err(Phase::Supervisor, "the supervisor ended before the sandbox was READY")),
+        }
+    }
+
+    /// `--ready-cmd` failed: the supervisor destroys the sandbox (its
+    /// tombstone says why).
+    pub fn not_ready(self) {
+        let _ = send(self.0.as_raw_fd(), &[NOT_READY], MsgFlags::MSG_NOSIGNAL);
     }
 }
+
+/// husk create -> supervisor over the handover: the id reached the caller.
+const HANDED_OVER: u8 = b'k';
+/// The readiness check passed: READY (the supervisor echoes it back).
+const PROMOTE: u8 = b'p';
+/// The readiness check failed: destroy.
+const NOT_READY: u8 = b'f';
 
 fn await_ready(r: OwnedFd, id: &str) -> Result<(Record, Handover), SandboxError> {
     use std::io::BufRead;
@@ -316,6 +346,8 @@ struct Supervisor {
     warm_leaf: Option<Leaf>,
     /// Why the warm interpreter is not running, when it is not.
     warm_error: Option<String>,
+    /// `--ready-cmd`'s check is pending: CREATING, only its exec admitted.
+    checking: bool,
 }
 
 /// The sandbox, held.
@@ -325,6 +357,8 @@ type Init = Box<dyn Live>;
 enum End {
     /// husk create ended before the id reached its caller.
     Unclaimed,
+    /// `--ready-cmd` failed.
+    NotReady,
     Removed,
     Expired,
     /// `--max-lifetime` reached.
@@ -442,7 +476,7 @@ impl Supervisor {
         init: Init,
         cgroup: Option<(SandboxCgroup, Leaf)>,
     ) -> Result<(SignalFd, OwnedFd, Init, Option<(SandboxCgroup, Leaf)>), SandboxError> {
-        self.rec.state = State::Ready;
+        self.rec.state = if self.checking { State::Creating } else { State::Ready };
         self.renew(None);
         self.journal = Journal::new(self.rec.cgroup.as_ref());
         self.spare = self.make_spare();
@@ -467,6 +501,7 @@ impl Supervisor {
                 (Ending::Failed, self.rec.error.clone().unwrap_or_else(|| "its setup failed".into()))
             }
             End::Unclaimed => (Ending::Removed, "husk create ended before it handed the sandbox's id over".into()),
+            End::NotReady => (Ending::Failed, "its readiness check (--ready-cmd) failed".into()),
             End::Removed => (Ending::Removed, "by husk rm".into()),
             End::Expired => {
                 (Ending::Expired, format!("its lease (--ttl {}) ran out with no exec or renew", secs(self.rec.ttl_ms)))
@@ -488,6 +523,7 @@ impl Supervisor {
             End::Unclaimed => {
                 (State::Destroyed, Some("husk create ended before it handed the sandbox's id over".to_string()))
             }
+            End::NotReady => (State::Failed, Some("its readiness check (--ready-cmd) failed".to_string())),
             End::Removed => (State::Destroyed, None),
             End::Expired => (State::Destroyed, Some("lease expired".to_string())),
             End::MaxLifetime => (State::Destroyed, Some("max lifetime reached".to_string())),
