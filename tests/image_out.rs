@@ -181,57 +181,6 @@ fn push_needs_and_uses_login_credentials() {
     assert_eq!(inspect["id"], pushed["manifest"]);
 }
 
-/// husk with a private store and state dir; live sandboxes made through
-/// it are removed on drop.
-struct Live {
-    store: PathBuf,
-    state: PathBuf,
-    ids: std::cell::RefCell<Vec<String>>,
-}
-
-impl Live {
-    fn new(t: &TempDir, store: PathBuf) -> Live {
-        Live { store, state: t.join("state"), ids: Default::default() }
-    }
-
-    fn husk(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new(husk_bin())
-            .args(args)
-            .env("HUSK_ROOT", &self.store)
-            .env("HUSK_STATE_DIR", &self.state)
-            .env_remove("HUSK_ID_RANGE")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.husk(args);
-        assert!(o.status.success(), "husk {args:?}: {}{}", stdout(&o), stderr(&o));
-        stdout(&o)
-    }
-
-    fn create(&self, args: &[&str]) -> String {
-        let mut all = vec!["create"];
-        all.extend_from_slice(args);
-        let id = self.ok(&all).trim().to_string();
-        self.ids.borrow_mut().push(id.clone());
-        id
-    }
-
-    fn sh(&self, id: &str, script: &str) -> String {
-        self.ok(&["exec", id, "--", "sh", "-c", script])
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        for id in self.ids.borrow().iter() {
-            let _ = self.husk(&["rm", id]);
-        }
-    }
-}
-
 #[test]
 fn commit_captures_workdir_and_upper() {
     let t = TempDir::new("commit");
@@ -248,8 +197,7 @@ fn commit_captures_workdir_and_upper() {
     // The sandbox goes on (thawed) and its later changes are not in the image.
     live.sh(&id, "echo later > /data/later");
 
-    // The committed image, run on another workdir so the layer's /work is
-    // not hidden by the run's fresh workdir tmpfs.
+    // The committed image, run on another workdir.
     let script = "ls /data | tr '\\n' ' '; cat /data/b /opt/tool/bin /work/out.txt; stat -c '%a' /data/b; \
                   readlink /opt/link; ls /tmp; echo STAGE=$STAGE; pwd";
     let o = live.husk(&["run", "--image", "snap:1", "--workdir", "/elsewhere", "--", "sh", "-c", script]);
@@ -259,6 +207,10 @@ fn commit_captures_workdir_and_upper() {
         "b changed\nv1\nresult\n600\n/opt/tool/bin\nSTAGE=prepared\n/elsewhere\n",
         "upper + workdir, not /tmp"
     );
+    // On its own workdir the committed files show too: the workdir is an
+    // overlay of the image's files there under a fresh tmpfs upper.
+    let o = live.husk(&["run", "--image", "snap:1", "--", "sh", "-c", "cat out.txt; pwd; echo new > n && cat n"]);
+    assert_eq!(stdout(&o), "result\n/work\nnew\n", "{}", stderr(&o));
     let inspect: Value = serde_json::from_str(&live.ok(&["image", "inspect", "snap:1"])).unwrap();
     assert_eq!(inspect["config"]["WorkingDir"], "/work");
     assert!(inspect["config"]["Env"].as_array().unwrap().contains(&json!("STAGE=prepared")), "{inspect}");

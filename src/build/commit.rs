@@ -105,8 +105,15 @@ pub fn snapshot(
     Ok((sbx, base, owners, t, report))
 }
 
-/// `husk commit SANDBOX NAME[:TAG]`.
-pub fn commit(store: &Store, sandboxes: &Sandboxes, target: &str, name: &str) -> Result<Committed, CommitError> {
+/// `husk commit SANDBOX NAME[:TAG]`; `how` names the command in the
+/// image's history ("commit", "fork").
+pub fn commit(
+    store: &Store,
+    sandboxes: &Sandboxes,
+    target: &str,
+    name: &str,
+    how: &str,
+) -> Result<Committed, CommitError> {
     let name = normalize_name(name)?;
     let _lock = store.lock_store(false)?;
     let out = store.root().join("tmp").join(format!("commit-{}-{}.tar", std::process::id(), crate::ids::new_id()));
@@ -130,7 +137,7 @@ pub fn commit(store: &Store, sandboxes: &Sandboxes, target: &str, name: &str) ->
     if let Some(u) = &sbx.spec.user {
         state.user = u.clone();
     }
-    state.add_history(&format!("husk commit {}", sbx.id), false);
+    state.add_history(&format!("husk {how} {}", sbx.id), false);
     let config = state.config_json();
     let config_digest = Digest::of(&config);
     let manifest = state.manifest_json(&config);

@@ -8,8 +8,8 @@
 //! the image and its writable upper, `--writable`) and the workdir mount
 //! (a tmpfs). Other mounts (/proc, /dev, /sys, /tmp, husk's /etc overlay,
 //! `--mount` binds and tmpfs) are not the image's and are left out. The
-//! workdir starts empty, hiding the image's own files there, so nothing
-//! under it is whited out. The /etc files husk lays over every sandbox
+//! workdir shows the image's files there (an overlay, rootfs/plan.rs), so
+//! what it no longer shows is whited out as anywhere else. The /etc files husk lays over every sandbox
 //! (hosts, hostname, resolv.conf; passwd, group and nsswitch.conf when the
 //! image has none) are left out.
 //!
@@ -101,7 +101,7 @@ pub fn write_changes<W: Write>(
         pending: Vec::new(),
         report: SnapshotReport::default(),
     };
-    w.dir(root, b"", false, tar)?;
+    w.dir(root, b"", tar)?;
     Ok(w.report)
 }
 
@@ -133,13 +133,7 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn dir<W: Write>(
-        &mut self,
-        host: &Path,
-        rel: &[u8],
-        in_workdir: bool,
-        tar: &mut TarWriter<W>,
-    ) -> Result<(), SnapshotError> {
+    fn dir<W: Write>(&mut self, host: &Path, rel: &[u8], tar: &mut TarWriter<W>) -> Result<(), SnapshotError> {
         let mut names: Vec<Vec<u8>> = std::fs::read_dir(host)
             .map_err(io_err(host))?
             .map(|e| e.map(|e| e.file_name().as_bytes().to_vec()))
@@ -148,18 +142,15 @@ impl Walk<'_> {
         names.sort();
         let image_dir = format!("/{}", String::from_utf8_lossy(rel).trim_end_matches('/'));
         let shown: BTreeSet<&[u8]> = names.iter().map(Vec::as_slice).collect();
-        if !in_workdir {
-            for gone in self.image.list(&image_dir) {
-                if !shown.contains(gone.as_slice()) {
-                    self.flush(tar, host)?;
-                    let mut wh = rel.to_vec();
-                    wh.extend_from_slice(b".wh.");
-                    wh.extend_from_slice(&gone);
-                    let m =
-                        Meta { path: wh, kind: EntryKind::File, mode: 0o600, uid: 0, gid: 0, size: 0, link: vec![] };
-                    tar.append(&m).map_err(io_err(host))?;
-                    self.report.whiteouts += 1;
-                }
+        for gone in self.image.list(&image_dir) {
+            if !shown.contains(gone.as_slice()) {
+                self.flush(tar, host)?;
+                let mut wh = rel.to_vec();
+                wh.extend_from_slice(b".wh.");
+                wh.extend_from_slice(&gone);
+                let m = Meta { path: wh, kind: EntryKind::File, mode: 0o600, uid: 0, gid: 0, size: 0, link: vec![] };
+                tar.append(&m).map_err(io_err(host))?;
+                self.report.whiteouts += 1;
             }
         }
         for name in names {
@@ -197,7 +188,7 @@ impl Walk<'_> {
                     self.report.changed += 1;
                     self.pending.push((m, true));
                 }
-                let r = self.dir(&path, &dir_rel, in_workdir || is_workdir, tar);
+                let r = self.dir(&path, &dir_rel, tar);
                 self.pending.pop();
                 r?;
             } else if ft.is_symlink() {

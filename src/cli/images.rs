@@ -59,3 +59,23 @@ pub struct CommitArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// `husk fork SANDBOX [--count N]`.
+#[derive(Args, Debug)]
+pub struct ForkArgs {
+    /// The live sandbox (id or name).
+    pub sandbox: String,
+    /// How many sandboxes to start from the one snapshot.
+    #[arg(long, short = 'n', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub count: u32,
+    /// Lease of each fork (default: the source's).
+    #[arg(long, value_name = "DURATION", value_parser = super::lease)]
+    pub ttl: Option<std::time::Duration>,
+    /// A label KEY=VALUE for every fork (repeatable); the source's labels
+    /// are not copied.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub label: Vec<String>,
+    /// Print the snapshot and the forks' records as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -87,6 +87,9 @@ pub enum Command {
     /// Store a live sandbox's filesystem changes as a new image (its image
     /// plus one layer; the sandbox is frozen while it is read).
     Commit(images::CommitArgs),
+    /// Start N new sandboxes from a live sandbox's current filesystem (not
+    /// its processes), with its settings; the source is frozen while read.
+    Fork(images::ForkArgs),
     /// Push a stored image to a registry (blobs it has are skipped).
     Push(images::PushArgs),
     /// Store credentials for a registry (used by pull).
@@ -538,6 +541,12 @@ pub struct CreateArgs {
     /// failing.
     #[arg(long, requires = "pool")]
     pub pool_fallback: bool,
+
+    /// Start from a live sandbox's current filesystem (id or name): its
+    /// changes are read with it frozen and stored as the image
+    /// snapshot/ID:TAG, which this sandbox runs on (docs/build.md, Fork).
+    #[arg(long, value_name = "SANDBOX", conflicts_with_all = ["image", "rootfs", "pool"])]
+    pub from_snapshot: Option<String>,
 }
 
 /// `husk exec`: the per-command flags of `run`.

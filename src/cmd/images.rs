@@ -91,7 +91,7 @@ pub fn commit(a: CommitArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(a.json, &e),
     };
-    match crate::build::commit::commit(&store, &sandboxes, &a.sandbox, &a.name) {
+    match crate::build::commit::commit(&store, &sandboxes, &a.sandbox, &a.name, "commit") {
         Ok(r) => {
             if a.json {
                 crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());

@@ -4,6 +4,7 @@ pub mod build;
 pub mod claim;
 pub mod cp;
 pub mod doctor;
+pub mod fork;
 pub mod gc;
 pub mod image;
 pub mod images;
@@ -35,7 +36,9 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Commit(args) => images::commit(args, &paths),
         Command::Login(args) => pull::login_cmd(args, &paths),
         Command::Logout(args) => pull::logout_cmd(args, &paths),
+        Command::Create(args) if args.from_snapshot.is_some() => fork::create_from_snapshot(*args, &paths),
         Command::Create(args) => sandbox::create(*args, &paths),
+        Command::Fork(args) => fork::fork(args, &paths),
         Command::Exec(args) => sandbox::exec(*args, &paths, t_start),
         Command::Ls(args) => sandbox::ls(args, &paths),
         Command::Inspect(args) => sandbox::inspect(args, &paths),

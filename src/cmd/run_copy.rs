@@ -59,6 +59,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         pool: None,
         server: None,
         pool_fallback: false,
+        from_snapshot: None,
     };
     let (rec, handover) = match super::sandbox::create_inner(create, paths) {
         Ok(r) => r,

@@ -143,6 +143,27 @@ pub(crate) fn create_inner(
     }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
+    let meta =
+        Meta { name: args.name, labels, ttl: args.ttl, max_lifetime: args.max_lifetime, concurrent: args.concurrent };
+    create_spec(spec, meta, paths)
+}
+
+/// What a sandbox gets besides its spec.
+pub(crate) struct Meta {
+    pub name: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub ttl: Duration,
+    pub max_lifetime: Option<Duration>,
+    pub concurrent: bool,
+}
+
+/// Starts a sandbox for a complete spec (create's, or a fork's: its
+/// source's spec on the snapshot image).
+pub(crate) fn create_spec(
+    spec: Spec,
+    meta: Meta,
+    paths: &Result<Paths, PathsError>,
+) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
     let store = store_of(paths)?;
     // The same choice as `husk run`.
     let state = store.state_dir();
@@ -158,11 +179,11 @@ pub(crate) fn create_inner(
     let plan = crate::backend::plan_for(selected.backend.as_ref(), spec, &host, root, crate::plan::InitRole::Hold)
         .map_err(|e| SandboxError::Setup(e.report))?;
     let req = CreateRequest {
-        name: args.name,
-        labels,
-        ttl: args.ttl,
-        max_lifetime: args.max_lifetime,
-        concurrent: args.concurrent,
+        name: meta.name,
+        labels: meta.labels,
+        ttl: meta.ttl,
+        max_lifetime: meta.max_lifetime,
+        concurrent: meta.concurrent,
         backend: selected.backend,
         runtime_choice: selected.note,
         ready_check: args.ready_cmd.is_some(),

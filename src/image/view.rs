@@ -222,6 +222,52 @@ impl RootView for LayeredView {
         let target = nix::fcntl::readlinkat(&dir, name).ok()?;
         target.into_string().ok()
     }
+
+    fn populated_dir_layers(&self, path: &str) -> Vec<usize> {
+        if self.kind(path) != Some(Kind::Dir) || self.list(path).is_empty() {
+            return Vec::new();
+        }
+        self.dir_layers(path)
+    }
+}
+
+impl LayeredView {
+    /// The layers (top first) whose copy of the directory at canonical
+    /// `path` shows through in the merged view, by the rules `locate`
+    /// follows: a non-directory (file, symlink, whiteout) at the path or
+    /// above it hides the layers below, and so does an opaque directory.
+    fn dir_layers(&self, path: &str) -> Vec<usize> {
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        let mut out = Vec::new();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let Ok(mut dir) = open_dir_path(layer.as_fd(), "") else { break };
+            let mut opaque = false;
+            let mut present = true;
+            for c in &comps {
+                let n = cname(c.as_bytes());
+                match lstat_at(dir.as_fd(), &n) {
+                    Err(_) => {
+                        present = false;
+                        break;
+                    }
+                    Ok(st) if file_type(&st) != SFlag::S_IFDIR => return out,
+                    Ok(_) => {}
+                }
+                dir = match open_dir_path(dir.as_fd(), n.as_c_str()) {
+                    Ok(d) => d,
+                    Err(_) => return out,
+                };
+                opaque |= is_opaque(&dir);
+            }
+            if present {
+                out.push(i);
+            }
+            if opaque {
+                break;
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -302,6 +348,10 @@ mod tests {
         assert_eq!(view.read_file("/etc/passwd").as_deref(), Some("root:x:0:0::/root:/bin/sh\n"));
         assert_eq!(view.read_file("/etc/../../../usr/etc/passwd").as_deref(), Some("root:x:0:0::/root:/bin/sh\n"));
         assert_eq!(view.read_file("/motd"), None);
+        // What a workdir overlay would merge: /var/cache from mid only (opaque).
+        assert_eq!(view.populated_dir_layers("/var/cache"), vec![1]);
+        assert_eq!(view.populated_dir_layers("/usr/etc"), vec![2]);
+        assert!(view.populated_dir_layers("/lib").is_empty(), "a file, not a directory");
         let _ = std::fs::remove_dir_all(&root);
     }
 }

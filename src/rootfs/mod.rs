@@ -102,8 +102,10 @@ pub struct OverlayPlan {
 /// Where an overlay's writes go.
 #[derive(Debug)]
 pub enum UpperPlan {
-    /// A tmpfs of this size (`--writable`), discarded at exit.
-    Tmpfs(u64),
+    /// A tmpfs of this size (`--writable`; the workdir over an image's
+    /// files there), discarded at exit. `owner`: inner uid/gid the upper
+    /// directory gets (the merged root shows it), when not the mounter's.
+    Tmpfs { size: u64, owner: Option<(u32, u32)> },
     /// A host directory that outlives the sandbox (`husk build`'s RUN
     /// steps: its content becomes a layer). The child makes `u/` and
     /// `w/` in it, so it must be writable by the sandbox's root.

@@ -242,7 +242,7 @@ fn mount_overlay(staging: BorrowedFd<'_>, ov: &OverlayPlan, target: &CStr) -> Re
         (Some(upper), Some((mnt, up, work))) => {
             mkdir_ok(staging, mnt)?;
             match upper {
-                UpperPlan::Tmpfs(size) => {
+                UpperPlan::Tmpfs { size, .. } => {
                     let t = tmpfs_mount(*size, 0o755, None, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
                     move_mount_to_path(t.as_fd(), staging, mnt)?;
                 }
@@ -254,6 +254,15 @@ fn mount_overlay(staging: BorrowedFd<'_>, ov: &OverlayPlan, target: &CStr) -> Re
             }
             mkdir_ok(staging, up)?;
             mkdir_ok(staging, work)?;
+            if let UpperPlan::Tmpfs { owner: Some((uid, gid)), .. } = upper {
+                nix::unistd::fchownat(
+                    staging,
+                    up.as_c_str(),
+                    Some((*uid).into()),
+                    Some((*gid).into()),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )?;
+            }
         }
         _ => flags |= MsFlags::MS_RDONLY,
     }

@@ -371,7 +371,12 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
         ops.extend(placer.place(&t, Kind::Dir)?);
     } else {
         user.push(("tmp".into(), Kind::Dir, tmpfs_kind(inputs.tmp_size, 0o1777), "/tmp"));
-        user.push((workdir.clone(), Kind::Dir, tmpfs_kind(inputs.workdir_size, 0o755), "workdir"));
+        user.push((
+            workdir.clone(),
+            Kind::Dir,
+            workdir_mount(&source, view, staging, &canonical(&workdir)?.0, inputs)?,
+            "workdir",
+        ));
     }
     for t in inputs.tmpfs {
         let target = checked_target("--tmpfs", &t.target)?;
@@ -461,6 +466,36 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
     })
 }
 
+/// The workdir's mount: a tmpfs, unless the image has files there (a
+/// `COPY` into its `WORKDIR`, a committed or forked sandbox's workdir):
+/// then an overlay of the layers' copies of that directory under a tmpfs
+/// upper of the same size, so those files show and writes stay in memory.
+fn workdir_mount(
+    source: &RootSource<'_>,
+    view: &dyn RootView,
+    staging: &str,
+    canon: &str,
+    inputs: &RootInputs<'_>,
+) -> Result<MountKind, MountPlanError> {
+    let tmpfs = MountKind::Tmpfs {
+        size: inputs.workdir_size,
+        mode: 0o755,
+        owner: inputs.owner,
+        attrs: attrs::NOSUID | attrs::NODEV,
+    };
+    let RootSource::Layers { dirs, userxattr, .. } = source else {
+        return Ok(tmpfs);
+    };
+    let layers = view.populated_dir_layers(&format!("/{canon}"));
+    if layers.is_empty() {
+        return Ok(tmpfs);
+    }
+    let lowers = layers.iter().map(|&i| dirs[i].join(canon)).collect();
+    let mut ov = overlay(staging, Vec::new(), lowers, *userxattr, &Upper::Tmpfs(inputs.workdir_size), 2)?;
+    ov.upper = Some(UpperPlan::Tmpfs { size: inputs.workdir_size, owner: inputs.owner });
+    Ok(MountKind::Overlay(ov))
+}
+
 fn is_reserved(target: &str) -> bool {
     RESERVED.iter().any(|r| target == *r || target.starts_with(&format!("{r}/")))
 }
@@ -503,7 +538,7 @@ fn overlay(
     let mut options = format!("lowerdir={staging}/{top_dir}:{}", names.join(":"));
     let upper = match upper {
         Upper::None => None,
-        Upper::Tmpfs(size) => Some(UpperPlan::Tmpfs(*size)),
+        Upper::Tmpfs(size) => Some(UpperPlan::Tmpfs { size: *size, owner: None }),
         Upper::Keep(dir) => Some(UpperPlan::Keep(Source::new(
             dir.to_str()
                 .ok_or_else(|| MountPlanError::Rootfs { path: dir.clone(), why: "is not valid UTF-8".into() })?,

@@ -20,6 +20,12 @@ pub enum Kind {
 pub trait RootView {
     fn kind(&self, path: &str) -> Option<Kind>;
     fn readlink(&self, path: &str) -> Option<String>;
+    /// For a root of layers: the layers (indices, top first) whose copies
+    /// of the directory at canonical `path` overlayfs would merge, when
+    /// that merged directory has entries; empty for any other root.
+    fn populated_dir_layers(&self, _path: &str) -> Vec<usize> {
+        Vec::new()
+    }
 }
 
 /// A host directory used as a root (`--rootfs DIR`).

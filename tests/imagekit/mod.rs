@@ -364,3 +364,59 @@ pub fn assert_store_clean(store: &Path) {
     let images = tree(&store.join("images"));
     assert!(images.is_empty(), "image records left: {images:?}");
 }
+
+/// husk with a private store and state dir; live sandboxes made through
+/// it are removed on drop.
+pub struct Live {
+    pub store: PathBuf,
+    pub state: PathBuf,
+    ids: std::cell::RefCell<Vec<String>>,
+}
+
+impl Live {
+    /// Sandboxes made outside `create` (forks) to remove on drop too.
+    pub fn adopt(&self, id: &str) {
+        self.ids.borrow_mut().push(id.to_string());
+    }
+
+    pub fn new(t: &TempDir, store: PathBuf) -> Live {
+        Live { store, state: t.join("state"), ids: Default::default() }
+    }
+
+    pub fn husk(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(husk_bin())
+            .args(args)
+            .env("HUSK_ROOT", &self.store)
+            .env("HUSK_STATE_DIR", &self.state)
+            .env_remove("HUSK_ID_RANGE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.husk(args);
+        assert!(o.status.success(), "husk {args:?}: {}{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    }
+
+    pub fn create(&self, args: &[&str]) -> String {
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        let id = self.ok(&all).trim().to_string();
+        self.ids.borrow_mut().push(id.clone());
+        id
+    }
+
+    pub fn sh(&self, id: &str, script: &str) -> String {
+        self.ok(&["exec", id, "--", "sh", "-c", script])
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for id in self.ids.borrow().iter() {
+            let _ = self.husk(&["rm", id]);
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! `husk fork SANDBOX [--count N]` and `husk create --from-snapshot
+//! SANDBOX`: new sandboxes that start from a live sandbox's current
+//! filesystem (not its processes). The source's changes are read once,
+//! with its cgroup frozen, into one layer on its image (what `husk commit`
+//! stores, build/commit.rs), kept as the image `snapshot/<id>:<tag>`;
+//! every new sandbox runs on that image. So a fork costs the changed data
+//! once (the layer tar and its unpacked copy in the store), however many
+//! sandboxes share it, and nothing of the image below.
+
+use super::sandbox::{Meta, create_spec, destroy, store_of, summary};
+use crate::build::commit::{CommitError, Committed, commit};
+use crate::cli::CreateArgs;
+use crate::cli::images::ForkArgs;
+use crate::image::Store as Images;
+use crate::outcome::EXIT_HUSK_FAILED;
+use crate::paths::{Paths, PathsError};
+use crate::sandbox::registry::live_record;
+use crate::sandbox::state::{self, Record};
+use crate::sandbox::{SandboxError, supervisor::Handover};
+use crate::spec::{PullPolicy, RootSpec};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForkError {
+    #[error("{0}")]
+    Paths(String),
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    #[error(transparent)]
+    Sandbox(Box<SandboxError>),
+    #[error("snapshot of sandbox {source_id}: {err}")]
+    Snapshot { source_id: String, err: Box<CommitError> },
+    #[error("fork {n} of {count} from {snapshot}: {err} (the forks made before it were removed)")]
+    Create { n: u32, count: u32, snapshot: String, err: Box<SandboxError> },
+}
+
+impl From<SandboxError> for ForkError {
+    fn from(e: SandboxError) -> Self {
+        ForkError::Sandbox(Box::new(e))
+    }
+}
+
+fn fail(json: bool, e: &ForkError) -> i32 {
+    if json {
+        let report = match e {
+            ForkError::Sandbox(s) | ForkError::Create { err: s, .. } => s.report(),
+            other => crate::outcome::ErrorReport::new(crate::step::Phase::Image, other.to_string()),
+        };
+        crate::cli::report::json_failure(report, BTreeMap::new(), false);
+    }
+    crate::errln!("husk: {e}");
+    EXIT_HUSK_FAILED
+}
+
+/// The source's changes, stored as a new image (its name in `Committed`).
+fn snapshot(paths: &Result<Paths, PathsError>, target: &str) -> Result<(Images, Record, Committed), ForkError> {
+    let p = paths.as_ref().map_err(|e| ForkError::Paths(e.to_string()))?;
+    let images = Images::open(&p.root)?;
+    let sandboxes = store_of(paths)?;
+    let source = live_record(&sandboxes, target)?;
+    let name = format!("snapshot/{}:{}", source.id, crate::ids::new_id());
+    let snap = commit(&images, &sandboxes, &source.id, &name, "fork")
+        .map_err(|err| ForkError::Snapshot { source_id: source.id.clone(), err: Box::new(err) })?;
+    Ok((images, source, snap))
+}
+
+fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, ForkError> {
+    let mut labels = BTreeMap::new();
+    for l in raw {
+        let (k, v) = state::parse_label(l)?;
+        labels.insert(k, v);
+    }
+    Ok(labels)
+}
+
+/// `husk fork`: the source's spec (limits, network, mounts, user, env,
+/// workdir) on the snapshot, `--count` times. Published host ports become
+/// 0 (each fork gets its own, reported in its record): N sandboxes cannot
+/// share one.
+/// The ids are printed before the handovers are confirmed, as create
+/// does: forks whose ids reached nobody are removed.
+fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(Committed, Vec<Record>), ForkError> {
+    let labels = parse_labels(&a.label)?;
+    let (images, source, snap) = snapshot(paths, &a.sandbox)?;
+    let mut spec = source.spec.clone();
+    spec.root = RootSpec::Image(snap.name.clone());
+    spec.pull = PullPolicy::Never;
+    for p in &mut spec.publish {
+        p.host_port = 0;
+    }
+    let sandboxes = store_of(paths)?;
+    let mut made: Vec<(Record, Handover)> = Vec::new();
+    for n in 1..=a.count {
+        let meta = Meta {
+            name: None,
+            labels: labels.clone(),
+            ttl: a.ttl.unwrap_or(Duration::from_millis(source.ttl_ms)),
+            max_lifetime: source.max_lifetime_ms.map(Duration::from_millis),
+            concurrent: source.concurrent,
+        };
+        match create_spec(spec.clone(), meta, paths) {
+            Ok(r) => made.push(r),
+            Err(err) => {
+                // All or nothing: a partial set of forks is not what was asked for.
+                for (rec, handover) in made {
+                    drop(handover);
+                    let _ = destroy(&sandboxes, &rec.id, true);
+                }
+                let _ = images.remove(&snap.name);
+                return Err(ForkError::Create { n, count: a.count, snapshot: snap.name, err: Box::new(err) });
+            }
+        }
+    }
+    let recs: Vec<Record> = made.iter().map(|(r, _)| r.clone()).collect();
+    print(a.json, &snap, &recs);
+    if !crate::print::stdout_ok() {
+        for (rec, handover) in made {
+            drop(handover);
+            let _ = destroy(&sandboxes, &rec.id, true);
+        }
+        return Err(SandboxError::Usage("stdout is closed: the forks' ids could not be printed".into()).into());
+    }
+    for (_, handover) in made {
+        handover.confirm();
+    }
+    Ok((snap, recs))
+}
+
+pub fn fork(a: ForkArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    match fork_inner(&a, paths) {
+        Ok((snap, _)) => {
+            if !a.json {
+                crate::errln!(
+                    "husk: snapshot {} of {}: {} changed, {} removed, {} bytes",
+                    snap.name,
+                    snap.sandbox,
+                    snap.changes.changed,
+                    snap.changes.whiteouts,
+                    snap.changes.bytes
+                );
+            }
+            0
+        }
+        Err(e) => fail(a.json, &e),
+    }
+}
+
+/// `husk create --from-snapshot SANDBOX ...`: create's own flags on the
+/// snapshot image, whose config carries the source's env, workdir and
+/// user as defaults.
+pub fn create_from_snapshot(mut args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    let Some(target) = args.from_snapshot.take() else {
+        return super::sandbox::create(args, paths);
+    };
+    let (images, _, snap) = match snapshot(paths, &target) {
+        Ok(s) => s,
+        Err(e) => return fail(args.json, &e),
+    };
+    args.sandbox.image = Some(snap.name.clone());
+    let code = super::sandbox::create(args, paths);
+    if code != 0 {
+        let _ = images.remove(&snap.name);
+    }
+    code
+}
+
+/// What `husk fork` prints: the forks' ids, one a line, or with --json
+/// the snapshot and the forks' records.
+fn print(json: bool, snap: &Committed, recs: &[Record]) {
+    if json {
+        let forks: Vec<_> = recs.iter().map(summary).collect();
+        crate::outln!("{}", json!({ "snapshot": snap, "sandboxes": forks }));
+    } else {
+        for r in recs {
+            crate::outln!("{}", r.id);
+        }
+    }
+}
