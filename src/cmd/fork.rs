@@ -99,6 +99,7 @@ fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(Commit
             ttl: a.ttl.unwrap_or(Duration::from_millis(source.ttl_ms)),
             max_lifetime: source.max_lifetime_ms.map(Duration::from_millis),
             concurrent: source.concurrent,
+            ready_check: false,
         };
         match create_spec(spec.clone(), meta, paths) {
             Ok(r) => made.push(r),

@@ -143,8 +143,14 @@ pub(crate) fn create_inner(
     }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
-    let meta =
-        Meta { name: args.name, labels, ttl: args.ttl, max_lifetime: args.max_lifetime, concurrent: args.concurrent };
+    let meta = Meta {
+        name: args.name,
+        labels,
+        ttl: args.ttl,
+        max_lifetime: args.max_lifetime,
+        concurrent: args.concurrent,
+        ready_check: args.ready_cmd.is_some(),
+    };
     create_spec(spec, meta, paths)
 }
 
@@ -155,6 +161,8 @@ pub(crate) struct Meta {
     pub ttl: Duration,
     pub max_lifetime: Option<Duration>,
     pub concurrent: bool,
+    /// `--ready-cmd`: the sandbox stays CREATING until the check passes.
+    pub ready_check: bool,
 }
 
 /// Starts a sandbox for a complete spec (create's, or a fork's: its
@@ -186,7 +194,7 @@ pub(crate) fn create_spec(
         concurrent: meta.concurrent,
         backend: selected.backend,
         runtime_choice: selected.note,
-        ready_check: args.ready_cmd.is_some(),
+        ready_check: meta.ready_check,
     };
     crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
 }
