@@ -59,7 +59,7 @@ PACKAGES+=(curl)
 # asked for only when no npm is installed.
 PACKAGES+=(python3-pip git nodejs)
 command -v npm >/dev/null || PACKAGES+=(npm)
-# tests/image_out.rs and build.rs: a private dockerd (tests/dockerkit) that
+# tests/image_out.rs and build_docker.rs: a private dockerd (tests/dockerkit) that
 # loads, pulls and builds images to compare with husk's.
 PACKAGES+=(docker.io)
 # husk as an OCI runtime (tests/oci_cli.rs; tests/oci_docker.rs held back): dockerd and

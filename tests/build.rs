@@ -241,6 +241,20 @@ fn reproducible_digests_two_clean_builds() {
 }
 
 #[test]
+fn run_chown_as_image_root_keeps_owners_in_the_layer() {
+    let t = TempDir::new("build-chown");
+    let store = base(&t);
+    let df = "FROM bb\nRUN chown 1000:50 /data/b && mkdir /srv && echo s > /srv/s && chown -R 1000 /srv\n";
+    let ctx = context(&t, "ctx", df, &[]);
+    build_ok(&store, &ctx, "owned", &[]);
+    assert_eq!(run_sh(&store, "owned", "stat -c %u:%g /data/b /srv/s"), "1000:50\n1000:0\n");
+    // A step as a non-root USER has no capability to give files away.
+    std::fs::write(ctx.join("Dockerfile"), "FROM bb\nUSER 1000\nRUN chown 0 /home/user\n").unwrap();
+    let o = build(&store, &ctx, "notroot", &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
+
+#[test]
 fn hostile_context_symlink_outside_refused() {
     let t = TempDir::new("build-hostile");
     let store = base(&t);

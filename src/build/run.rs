@@ -46,6 +46,37 @@ pub struct RunJob<'a> {
     pub upper: &'a Path,
 }
 
+/// Capabilities a RUN step as image root keeps: Docker's default set
+/// for containers (and so for its build steps), less NET_RAW and MKNOD
+/// (steps have no network; device nodes are not carried in layers). They
+/// are the sandbox's user namespace's, so `chown`, `setuid` and reading
+/// another user's file work only over the ids that namespace maps (the
+/// store's id range as root; rootless, the invoking user alone), never on
+/// the host's. A step with a non-root `USER` keeps none, as in Docker.
+const ROOT_STEP_CAPS: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_AUDIT_WRITE",
+    "CAP_SETFCAP",
+];
+
+/// Whether `USER` (a name or uid, with an optional group) is image root.
+/// A name other than `root` that maps to uid 0 keeps no capabilities.
+fn is_root_user(user: Option<&str>) -> bool {
+    match user.map(|u| u.split(':').next().unwrap_or("")) {
+        None | Some("" | "root" | "0") => true,
+        Some(_) => false,
+    }
+}
+
 /// Host ids of the sandbox's root, which must own the upper directory:
 /// the child makes `u/` and `w/` in it as that user.
 fn root_ids(owners: &Owners) -> (u32, u32) {
@@ -91,7 +122,26 @@ pub fn run(job: RunJob<'_>) -> Result<Outcome, RunError> {
     spec.upper_dir = Some(job.upper.to_path_buf());
     spec.output = OutputSpec::Capture { limit: CAPTURE };
     spec.limits.no_cgroup = crate::host::no_cgroup_opt_out();
+    if is_root_user(job.user.as_deref()) {
+        spec.cap_add = ROOT_STEP_CAPS.iter().map(|c| c.to_string()).collect();
+    }
     let plan = Plan::build(spec, job.host, root).map_err(|e| RunError::Plan(e.to_string()))?;
     let t_start = crate::spawn::now_ns();
     Ok(Native.run(plan, RunIo { capture: Some(CAPTURE), tap: None, t_start }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_image_root_steps_keep_capabilities() {
+        for u in [None, Some("root"), Some("0"), Some("0:0"), Some("root:staff")] {
+            assert!(super::is_root_user(u), "{u:?}");
+        }
+        for u in [Some("1000"), Some("user"), Some("nobody:0")] {
+            assert!(!super::is_root_user(u), "{u:?}");
+        }
+        for c in super::ROOT_STEP_CAPS {
+            assert!(crate::plan::parse_cap(c).is_ok(), "{c}");
+        }
+    }
 }

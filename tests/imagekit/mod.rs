@@ -420,3 +420,82 @@ impl Drop for Live {
         }
     }
 }
+
+/// One member of a tar as `read_tar` sees it: enough to compare two trees
+/// (no mtimes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub path: String,
+    /// The typeflag: b'0' file, b'5' dir, b'2' symlink, b'1' hard link...
+    pub kind: u8,
+    pub mode: u32,
+    pub uid: u64,
+    pub gid: u64,
+    pub size: u64,
+    /// sha256 of a file's data.
+    pub data: String,
+    pub link: String,
+}
+
+/// Reads every member of an uncompressed tar (ustar, PAX `path` and
+/// `linkpath` records, GNU long names), paths without `./` and a trailing
+/// `/`.
+pub fn read_tar(tar: &[u8]) -> Vec<Member> {
+    let num = |f: &[u8]| -> u64 {
+        let s: String = f.iter().take_while(|&&b| b != 0).map(|&b| b as char).collect();
+        u64::from_str_radix(s.trim(), 8).unwrap_or(0)
+    };
+    let text = |f: &[u8]| String::from_utf8_lossy(&f[..f.iter().position(|&b| b == 0).unwrap_or(f.len())]).into_owned();
+    let mut out = Vec::new();
+    let (mut long_path, mut long_link): (Option<String>, Option<String>) = (None, None);
+    let mut off = 0;
+    while off + 512 <= tar.len() {
+        let h = &tar[off..off + 512];
+        if h.iter().all(|&b| b == 0) {
+            break;
+        }
+        let size = num(&h[124..136]);
+        let data = &tar[off + 512..off + 512 + size as usize];
+        off += 512 + (size as usize).div_ceil(512) * 512;
+        match h[156] {
+            b'x' => {
+                let mut rest = data;
+                while let Some(sp) = rest.iter().position(|&b| b == b' ') {
+                    let len: usize = String::from_utf8_lossy(&rest[..sp]).parse().unwrap();
+                    let rec = String::from_utf8_lossy(&rest[sp + 1..len - 1]).into_owned();
+                    if let Some((k, v)) = rec.split_once('=') {
+                        match k {
+                            "path" => long_path = Some(v.to_string()),
+                            "linkpath" => long_link = Some(v.to_string()),
+                            _ => {}
+                        }
+                    }
+                    rest = &rest[len..];
+                }
+            }
+            b'g' => {}
+            b'L' => long_path = Some(text(data)),
+            b'K' => long_link = Some(text(data)),
+            kind => {
+                let mut path = long_path.take().unwrap_or_else(|| {
+                    let (name, prefix) = (text(&h[0..100]), text(&h[345..500]));
+                    if prefix.is_empty() { name } else { format!("{prefix}/{name}") }
+                });
+                path = path.trim_start_matches("./").trim_end_matches('/').to_string();
+                let link = long_link.take().unwrap_or_else(|| text(&h[157..257]));
+                let kind = if kind == 0 { b'0' } else { kind };
+                out.push(Member {
+                    path,
+                    kind,
+                    mode: num(&h[100..108]) as u32 & 0o7777,
+                    uid: num(&h[108..116]),
+                    gid: num(&h[116..124]),
+                    size: if kind == b'0' { size } else { 0 },
+                    data: if kind == b'0' { sha256(data) } else { String::new() },
+                    link,
+                });
+            }
+        }
+    }
+    out
+}
