@@ -74,7 +74,7 @@ fn assert_fixtures_gone(report: &Value) {
         let unix = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
         assert!(!unix.lines().any(|l| l.ends_with(name)), "abstract socket {name} is still bound");
     }
-    for key in ["tcp4", "tcp6"] {
+    for key in ["tcp4", "tcp6", "egress_tcp"] {
         if let Some(addr) = fx[key].as_str() {
             let addr: std::net::SocketAddr = addr.parse().unwrap();
             assert!(
@@ -191,6 +191,19 @@ fn selftest_reports_what_a_weakened_sandbox_lets_through() {
         &["keyctl", "io-uring", "nested-userns", "i386-abi"],
     );
     expect(&["--only", "fork-bomb,memory-bomb", "--unsafe-weaken=--no-cgroup"], &[], &["fork-bomb", "memory-bomb"]);
+    // Rules that allow every test name and the host's loopback open the
+    // proxy's way to the marker server; UDP, DNS and raw TCP still have no
+    // route.
+    expect(
+        &[
+            "--only",
+            "egress-raw-ip,egress-udp,egress-dns,egress-proxy-not-allowed,egress-private-address,egress-socks-not-allowed",
+            "--unsafe-weaken=--allow-host=*.test:*",
+            "--unsafe-weaken=--allow-host=127.0.0.1:*",
+        ],
+        &[],
+        &["egress-proxy-not-allowed", "egress-private-address", "egress-socks-not-allowed"],
+    );
     // The marker, planted in a directory that is then bound into the sandbox
     // at the same path, is found by the probes that look there (and still
     // not through /proc/1/root, which the non-dumpable init guards).

@@ -35,6 +35,8 @@ pub const KEYS: &[&str] = &[
     "shm_bomb",
     "scratch",
     "token",
+    "egress_port",
+    "egress_udp",
 ];
 
 /// Where the probe and the setuid copies appear inside the sandbox.
@@ -110,6 +112,8 @@ pub struct Fixtures {
     _tcp4: Option<TcpListener>,
     _tcp6: Option<TcpListener>,
     _abstract: Option<UnixListener>,
+    /// The egress probes' marker server (TCP and UDP on 127.0.0.1).
+    egress: Option<super::egress::Marker>,
     // Dropped last: the marker and the setuid copies live in them.
     _secret_dir: Option<Dir>,
     _dir: Dir,
@@ -167,6 +171,17 @@ impl Fixtures {
             },
         );
 
+        let egress = super::egress::Marker::create(&marker_token);
+        let (port, udp) = match &egress {
+            Ok(m) => (text(m.tcp_port().to_string()), m.udp_port().map(|p| text(p.to_string()))),
+            Err(e) => (Value::Missing(format!("cannot start the egress marker server on 127.0.0.1: {e}")), None),
+        };
+        values.insert("egress_port", port);
+        values.insert(
+            "egress_udp",
+            udp.unwrap_or_else(|| Value::Missing("no UDP socket on the host's 127.0.0.1".into())),
+        );
+
         let victim_marker = format!("husk-selftest-victim-{run_id}");
         let mut cmd = Command::new(probe_host);
         cmd.args(["sleep", &victim_marker, "900"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
@@ -221,6 +236,7 @@ impl Fixtures {
             _tcp4: tcp4,
             _tcp6: tcp6,
             _abstract: abstract_listener.ok(),
+            egress: egress.ok(),
             _secret_dir: secret_dir,
             _dir: dir,
         })
@@ -265,7 +281,14 @@ impl Fixtures {
             "victim_pid": self.victim.as_ref().map(Child::id),
             "victim_marker": self.victim_marker,
             "tty": self.tty.as_ref().map(|t| &t.slave_path),
+            "egress_tcp": text("egress_port").map(|p| format!("127.0.0.1:{p}")),
+            "egress_udp": text("egress_udp").map(|p| format!("127.0.0.1:{p}")),
         })
+    }
+
+    /// Connections and datagrams the egress marker got since last asked.
+    pub fn egress_hits(&self) -> Option<u64> {
+        self.egress.as_ref().map(super::egress::Marker::take_hits)
     }
 
     /// Is the victim still running?

@@ -7,56 +7,9 @@
 //! `error`, never `contained`; one that shows the attempt got through is
 //! `ESCAPED`.
 
-use serde::Serialize;
+pub use super::finding::{After, Context, Finding, ProbeRun, SandboxKernel, Verdict, not_applicable};
+use super::finding::{contained, error, escaped};
 use serde_json::Value;
-
-/// The outcome of one probe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Verdict {
-    /// The attempt failed for a reason that means isolation held.
-    #[serde(rename = "contained")]
-    Contained,
-    /// The attempt got through (or showed the protection missing).
-    #[serde(rename = "ESCAPED")]
-    Escaped,
-    /// The probe could not be run on this host (the detail says why).
-    #[serde(rename = "not_applicable")]
-    NotApplicable,
-    /// The probe ran but its result proves nothing (the sandbox failed to
-    /// start, an unexpected errno): not a verdict on containment.
-    #[serde(rename = "error")]
-    Error,
-}
-
-impl Verdict {
-    pub fn label(self) -> &'static str {
-        match self {
-            Verdict::Contained => "contained",
-            Verdict::Escaped => "ESCAPED",
-            Verdict::NotApplicable => "not_applicable",
-            Verdict::Error => "error",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    pub verdict: Verdict,
-    pub detail: String,
-}
-
-fn contained(detail: impl Into<String>) -> Finding {
-    Finding { verdict: Verdict::Contained, detail: detail.into() }
-}
-fn escaped(detail: impl Into<String>) -> Finding {
-    Finding { verdict: Verdict::Escaped, detail: detail.into() }
-}
-fn error(detail: impl Into<String>) -> Finding {
-    Finding { verdict: Verdict::Error, detail: detail.into() }
-}
-pub fn not_applicable(detail: impl Into<String>) -> Finding {
-    Finding { verdict: Verdict::NotApplicable, detail: detail.into() }
-}
 
 /// How a probe's run is judged (one rule per kind of attempt).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,65 +56,8 @@ pub enum Judge {
     Fill,
     CpuHog,
     Daemon,
-}
-
-/// One `husk run` of the probe, as husk reported it.
-#[derive(Clone, Debug, Default)]
-pub struct ProbeRun {
-    /// The verdict's `termination` (`exited`, `wall_timeout`, ...).
-    pub termination: String,
-    /// husk's exit code.
-    pub exit_code: i32,
-    /// The verdict's error message (and hint), when setup failed.
-    pub error: Option<String>,
-    /// The probe's JSON report (its first JSON line on stdout).
-    pub report: Option<Value>,
-    /// The whole husk verdict.
-    pub verdict: Value,
-}
-
-/// Whose kernel the probe talks to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SandboxKernel {
-    /// The host's (native backend): what the probe sees is the host kernel's
-    /// view of the sandbox.
-    #[default]
-    Host,
-    /// gVisor's sentry (runsc backend): /proc, uid_map, /dev and the syscall
-    /// ABI the probe sees are the sandbox kernel's own.
-    Gvisor,
-}
-
-/// Host facts the judges compare against, fixed before the run.
-#[derive(Clone, Debug, Default)]
-pub struct Context {
-    pub kernel: SandboxKernel,
-    /// The host uid of sandbox root, as husk's verdict reports it.
-    pub sandbox_root_host_uid: Option<u64>,
-    /// The secret content of the host marker file.
-    pub marker_token: String,
-    pub host_hostname: String,
-    /// Id of the host SysV message queue.
-    pub sysv_id: Option<i32>,
-    /// argv marker of the host victim process.
-    pub victim_marker: Option<String>,
-    pub memory_limit: Option<u64>,
-    pub pids_limit: Option<u64>,
-}
-
-/// What the host looked like after the run.
-#[derive(Clone, Debug, Default)]
-pub struct After {
-    /// Is the victim process still alive (None: no victim)?
-    pub victim_alive: Option<bool>,
-    /// Host pids whose argv holds the run's `{token}`.
-    pub leftover_pids: Vec<i32>,
-    /// `{scratch}` paths the probe created that appeared on the host.
-    pub created_on_host: Vec<String>,
-    /// Bytes waiting in the host terminal's input queue (None: no tty).
-    pub tty_queued: Option<usize>,
-    /// The host's hostname after the run.
-    pub host_hostname: Option<String>,
+    /// An egress probe (egress.rs): a way out past an allowlist.
+    Egress(super::egress::Expect),
 }
 
 fn errno(r: &Value) -> Option<&str> {
@@ -184,6 +80,9 @@ fn mib(bytes: u64) -> String {
 pub fn judge(j: Judge, ctx: &Context, run: &ProbeRun, after: &After) -> Finding {
     if !after.created_on_host.is_empty() {
         return escaped(format!("created {} on the host", after.created_on_host.join(", ")));
+    }
+    if let (Judge::Egress(_), SandboxKernel::Gvisor) = (j, ctx.kernel) {
+        return not_applicable(super::egress::GVISOR);
     }
     if run.termination == "setup_failed" {
         let msg = run.error.as_deref().unwrap_or("no message");
@@ -248,6 +147,7 @@ pub fn judge(j: Judge, ctx: &Context, run: &ProbeRun, after: &After) -> Finding 
         Judge::Ipc => ipc(ctx, r),
         Judge::Hostname => hostname(ctx, r, after),
         Judge::Fill => fill(r),
+        Judge::Egress(e) => super::egress::judge(e, ctx, r, after),
         Judge::MemoryBomb | Judge::CpuHog | Judge::Daemon | Judge::ForkBomb => unreachable!("handled above"),
     }
 }

@@ -6,14 +6,18 @@
 //! - `fixtures.rs`: host-side things the sandbox must not reach (a marker
 //!   file, listeners, an abstract socket, a SysV queue, a victim process,
 //!   setuid binaries, a terminal), created per run and removed after it.
+//! - `egress.rs`: the egress probes' marker server and their judge.
 //! - `runner.rs`: one `husk run --json` per probe, parsed.
 //! - `embedded.rs`: the probe built into husk, and its private copy.
+//! - `finding.rs`: the verdict, a probe run, the host before and after.
 //! - `judge.rs`: pure rules from a probe's report to a verdict.
 //! - `report.rs`: the text table and the JSON document.
 //!
 //! See docs/selftest.md for the probes, the verdict rules and exit codes.
 
+pub mod egress;
 pub mod embedded;
+pub mod finding;
 pub mod fixtures;
 pub mod judge;
 pub mod probes;
@@ -245,6 +249,7 @@ fn preflight(opts: &Options, probe: &Path) -> Result<judge::ProbeRun, SelftestEr
         binds: vec![(probe.to_path_buf(), fixtures::PROBE_IN_SANDBOX)],
         timeout_s: probes::DEFAULT_TIMEOUT_S,
         user: None,
+        husk_args: vec![],
         stdin: Stdin::Null,
         tty: None,
     };
@@ -317,7 +322,7 @@ fn run_probe(opts: &Options, fx: &mut Fixtures, ctx: &Context, index: usize, p: 
         r.duration_ms = crate::outcome::round3(start.elapsed().as_secs_f64() * 1000.0);
         r
     };
-    let argv = match expand(fx, index, p.argv) {
+    let (argv, husk_args) = match expand(fx, index, p.argv).and_then(|a| Ok((a, expand(fx, index, p.husk_args)?))) {
         Ok(a) => a,
         Err(f) => return finish(result, f),
     };
@@ -326,7 +331,15 @@ fn run_probe(opts: &Options, fx: &mut Fixtures, ctx: &Context, index: usize, p: 
         return finish(result, judge::not_applicable("no host pseudo-terminal could be opened"));
     }
     let tty = fx.tty.as_ref().map(|t| std::os::fd::AsFd::as_fd(&t.slave));
-    let inv = Invocation { argv, binds: fx.binds(p.argv), timeout_s: p.timeout_s, user: p.user, stdin: p.stdin, tty };
+    let inv = Invocation {
+        argv,
+        binds: fx.binds(p.argv),
+        timeout_s: p.timeout_s,
+        user: p.user,
+        husk_args,
+        stdin: p.stdin,
+        tty,
+    };
     let run = match runner::run(&opts.run, &inv) {
         Ok(r) => r,
         Err(e) => return finish(result, Finding { verdict: Verdict::Error, detail: e.to_string() }),
@@ -380,6 +393,9 @@ fn observe(fx: &mut Fixtures, index: usize, p: &Probe, argv: &[String]) -> After
                 let _ = std::fs::remove_file(path);
             }
         }
+    }
+    if let judge::Judge::Egress(_) = p.judge {
+        after.egress_hits = fx.egress_hits();
     }
     if p.stdin == Stdin::Tty {
         after.tty_queued = fx.tty.as_ref().and_then(|t| t.queued());

@@ -15,6 +15,7 @@
 //! the host for it afterwards) and `{token}` (an argv marker to find leftover
 //! processes on the host by).
 
+use super::egress::Expect;
 use super::judge::Judge;
 use serde::Serialize;
 
@@ -68,8 +69,13 @@ pub struct Probe {
     /// `--timeout` of the run, seconds.
     pub timeout_s: u32,
     pub stdin: Stdin,
-    /// `--user` of the run (the only non-default sandbox option a probe uses).
+    /// `--user` of the run (the only non-default sandbox option a probe
+    /// uses, besides `husk_args`).
     pub user: Option<&'static str>,
+    /// More `husk run` options, with placeholders: the egress probes'
+    /// `--network allow=` and `--add-host` (their point is a sandbox with
+    /// an allowlist).
+    pub husk_args: &'static [&'static str],
     pub judge: Judge,
 }
 
@@ -80,7 +86,17 @@ const fn p(
     argv: &'static [&'static str],
     judge: Judge,
 ) -> Probe {
-    Probe { name, category, about, argv, timeout_s: DEFAULT_TIMEOUT_S, stdin: Stdin::Null, user: None, judge }
+    Probe {
+        name,
+        category,
+        about,
+        argv,
+        timeout_s: DEFAULT_TIMEOUT_S,
+        stdin: Stdin::Null,
+        user: None,
+        husk_args: &[],
+        judge,
+    }
 }
 
 impl Probe {
@@ -96,6 +112,11 @@ impl Probe {
 
     const fn user(mut self, user: &'static str) -> Self {
         self.user = Some(user);
+        self
+    }
+
+    const fn with(mut self, husk_args: &'static [&'static str]) -> Self {
+        self.husk_args = husk_args;
         self
     }
 }
@@ -402,6 +423,65 @@ pub const PROBES: &[Probe] = &[
         &["{probe}", "try-syscall", "socket-packet"],
         Syscall { passed: &[], absent: &[] },
     ),
+    // The egress allowlist (egress.rs): every way to the host's marker
+    // server but the allowed one. The proxy's ports are fixed (3128 HTTP,
+    // 1080 SOCKS5); `selftest-*.test` names are pinned to 127.0.0.1.
+    p(
+        "egress-raw-ip",
+        Network,
+        "with an allowlist, connect straight (past the proxy) to a host address a rule allows",
+        &["{probe}", "connect", "127.0.0.1:{egress_port}"],
+        Egress(Expect::NoRoute),
+    )
+    .with(&["--network=allow=127.0.0.1:{egress_port}"]),
+    p(
+        "egress-udp",
+        Network,
+        "with an allowlist, send a UDP datagram to a host address a rule allows",
+        &["{probe}", "udp-send", "127.0.0.1:{egress_udp}", "husk-selftest"],
+        Egress(Expect::NoDatagram),
+    )
+    .with(&["--network=allow=127.0.0.1:{egress_udp}"]),
+    p(
+        "egress-dns",
+        Network,
+        "with an allowlist, ask a resolver on the host (DNS exfiltration)",
+        &["{probe}", "dns-query", "127.0.0.1:{egress_udp}", "selftest-allowed.test"],
+        Egress(Expect::NoDatagram),
+    )
+    .with(&["--network=allow=selftest-allowed.test,127.0.0.1:{egress_udp}"]),
+    p(
+        "egress-proxy-not-allowed",
+        Network,
+        "through the HTTP proxy, reach a name no rule allows",
+        &["{probe}", "proxy-get", "127.0.0.1:3128", "http://selftest-denied.test:{egress_port}/"],
+        Egress(Expect::ProxyDenied("not_allowed")),
+    )
+    .with(&[
+        "--network=allow=selftest-allowed.test:{egress_port}",
+        "--add-host=selftest-allowed.test:127.0.0.1",
+        "--add-host=selftest-denied.test:127.0.0.1",
+    ]),
+    p(
+        "egress-private-address",
+        Network,
+        "through the HTTP proxy, reach an allowed name that resolves to the host's loopback (DNS rebinding)",
+        &["{probe}", "proxy-get", "127.0.0.1:3128", "http://localhost:{egress_port}/"],
+        Egress(Expect::ProxyDenied("private_address")),
+    )
+    .with(&["--network=allow=localhost:{egress_port}"]),
+    p(
+        "egress-socks-not-allowed",
+        Network,
+        "through the SOCKS5 proxy, reach a name no rule allows",
+        &["{probe}", "socks-connect", "127.0.0.1:1080", "selftest-denied.test", "{egress_port}"],
+        Egress(Expect::SocksDenied),
+    )
+    .with(&[
+        "--network=allow=selftest-allowed.test:{egress_port}",
+        "--add-host=selftest-allowed.test:127.0.0.1",
+        "--add-host=selftest-denied.test:127.0.0.1",
+    ]),
     // ----------------------------------------------------------- pid/ipc/uts
     p("host-processes", PidIpcUts, "see host processes (a victim husk starts)", &["{probe}", "ps"], Processes),
     p("signal-host-pid", PidIpcUts, "SIGKILL the victim's host pid", &["{probe}", "kill", "{victim}", "9"], Kill),
@@ -484,7 +564,7 @@ mod tests {
     #[test]
     fn every_placeholder_is_known() {
         for p in PROBES {
-            for a in p.argv {
+            for a in p.argv.iter().chain(p.husk_args) {
                 let mut rest = *a;
                 while let Some(i) = rest.find('{') {
                     let end = rest[i..].find('}').map(|e| i + e).unwrap_or_else(|| panic!("{}: unclosed {a}", p.name));

@@ -36,6 +36,8 @@ pub struct Invocation<'a> {
     pub binds: Vec<(PathBuf, &'a str)>,
     pub timeout_s: u32,
     pub user: Option<&'a str>,
+    /// The probe's own `husk run` options (`Probe::husk_args`, filled in).
+    pub husk_args: Vec<String>,
     pub stdin: Stdin,
     /// The slave side of the host terminal, for `Stdin::Tty`.
     pub tty: Option<std::os::fd::BorrowedFd<'a>>,
@@ -56,6 +58,7 @@ pub fn husk_args(cfg: &RunConfig, inv: &Invocation<'_>) -> Vec<String> {
     if let Some(u) = inv.user {
         args.extend(["--user".into(), u.to_string()]);
     }
+    args.extend(inv.husk_args.iter().cloned());
     args.extend(cfg.weaken.iter().cloned());
     args.push("--".into());
     args.extend(inv.argv.iter().cloned());
@@ -226,6 +229,7 @@ mod tests {
             binds: vec![("/p".into(), "/.husk-probe")],
             timeout_s: 3,
             user: Some("1000:1000"),
+            husk_args: vec![],
             stdin: Stdin::Null,
             tty: None,
         };

@@ -12,6 +12,7 @@
 //! subcommands.
 
 mod act;
+mod egress;
 mod escape;
 mod inspect;
 mod syscalls;
@@ -27,7 +28,9 @@ const HELP: &str = "usage: husk-probe SUBCOMMAND [ARGS]
   zombies N | daemon MARKER SECONDS [HOLD] | sleep MARKER SECONDS
   memhog SIZE [HOLD_SECONDS] | forkbomb [MAX] | spin SECONDS | threads N
   chroot-escape PATH | fd-escape PATH | cgroup-escape | page-zero
-  connect-unix PATH|@NAME | kill PID SIGNAL | ls PATH | mknod-read PATH MAJOR:MINOR";
+  connect-unix PATH|@NAME | kill PID SIGNAL | ls PATH | mknod-read PATH MAJOR:MINOR
+  udp-send IP:PORT TEXT | dns-query IP:PORT NAME | proxy-get PROXY_IP:PORT URL
+  socks-connect PROXY_IP:PORT HOST PORT";
 
 fn dispatch(cmd: &str, args: &[String]) -> Result<Report, Usage> {
     let none = |r: fn() -> Result<Report, Usage>| {
@@ -70,6 +73,10 @@ fn dispatch(cmd: &str, args: &[String]) -> Result<Report, Usage> {
         "kill" => escape::kill(args),
         "ls" => escape::ls(args),
         "mknod-read" => escape::mknod_read(args),
+        "udp-send" => egress::udp_send(args),
+        "dns-query" => egress::dns(args),
+        "proxy-get" => egress::proxy_get(args),
+        "socks-connect" => egress::socks_connect(args),
         _ => Err(util::usage(format!("unknown subcommand {cmd:?}"))),
     }
 }
