@@ -29,6 +29,8 @@
 #             docs/throughput.md (BENCH_NO_THROUGHPUT=1 skips it)
 #    warm   scripts/bench-warm.sh: pool claims vs cold creates through husk
 #             serve (BENCH_NO_WARM=1 skips it); numbers in docs/warm.md
+#    network  scripts/bench-network.sh: the egress proxy vs --network host
+#             (BENCH_NETWORK=0 skips it); numbers in docs/network.md
 # 5. writes docs/benchmarks.md, docs/benchmarks.svg and the README's
 #    Benchmarks block (benches/report), and keeps the raw hyperfine JSON in
 #    build/bench/results.
@@ -531,6 +533,17 @@ if [ -z "${BENCH_NO_WARM:-}" ]; then
     HUSK=$HUSK HUSK_IMAGES=$IMAGES BENCH_WORK=$WORK scripts/bench-warm.sh
 else
     echo "BENCH_NO_WARM is set: scripts/bench-warm.sh is left out"
+fi
+
+# ---------------------------------------------------------------- network --
+# The egress proxy against --network host (download, per-connection
+# latency, the proxy's RSS, cold start): scripts/bench-network.sh, numbers
+# in docs/network.md. BENCH_NETWORK=0 leaves it out.
+say "network: the egress proxy"
+if [ "${BENCH_NETWORK:-1}" = 1 ]; then
+    BENCH_WORK=$WORK scripts/bench-network.sh "$HUSK" || echo "bench: scripts/bench-network.sh failed" >&2
+else
+    echo "BENCH_NETWORK=0: scripts/bench-network.sh is left out"
 fi
 
 # ------------------------------------------------------------------ report --
