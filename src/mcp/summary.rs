@@ -81,6 +81,14 @@ pub fn ending(verdict: &Value) -> String {
 pub fn summarize(verdict: &Value) -> String {
     let mut out = ending(verdict);
     out.push('\n');
+    // A session call past its timeout: what the model must know about the
+    // state its next call will find.
+    let warm = &verdict["warm"];
+    if warm["restarted"] == true {
+        out.push_str("the session was RESTARTED: variables, imports, cwd and exports of earlier calls are gone\n");
+    } else if warm["interrupted"] == true {
+        out.push_str("the session was interrupted and kept its state\n");
+    }
     if verdict["termination"] != "setup_failed" {
         Stream::of(verdict, "stdout").describe(&mut out);
         Stream::of(verdict, "stderr").describe(&mut out);

@@ -54,10 +54,11 @@ pub fn list() -> Value {
     json!([
         {
             "name": "run_code",
-            "description": "Run code once in a fresh, isolated sandbox (no network) that is removed afterwards. Returns how it ended and its output.",
+            "description": "Run code. Without sandbox_id: once in a fresh, isolated sandbox (no network) that is removed afterwards. With sandbox_id: in that sandbox, by its warm interpreter (a fresh process per call, modules preloaded) or its session (state kept between calls) when create_sandbox made one, else by a fresh interpreter. Returns how it ended and its output.",
             "inputSchema": {"type": "object", "properties": {
                 "code": {"type": "string", "description": "The source code"},
-                "language": {"type": "string", "enum": ["python", "bash", "sh"], "default": "python"},
+                "language": {"type": "string", "enum": ["python", "bash", "sh"], "description": "Default: python, or the sandbox's warm interpreter's or session's language"},
+                "sandbox_id": {"type": "string", "description": "Run in this sandbox from create_sandbox (optional)"},
                 "timeout": timeout,
             }, "required": ["code"]},
         },
@@ -66,6 +67,8 @@ pub fn list() -> Value {
             "description": "Create a sandbox that lives across calls (files persist between exec calls). Returns its sandbox_id. Destroy it with destroy_sandbox when done.",
             "inputSchema": {"type": "object", "properties": {
                 "pool": {"type": "string", "description": "Claim a ready sandbox from this pool of husk serve instead of making one (faster; its spec is the pool's)"},
+                "warm": {"type": "string", "description": "python or python:MOD1,MOD2: a warm interpreter with MODULES imported; each run_code with this sandbox_id gets a fresh process of it (clean state, imports already done)"},
+                "session": {"type": "string", "enum": ["python", "bash"], "description": "One interpreter whose state (variables and imports; cwd and exports) carries from one run_code with this sandbox_id to the next"},
             }},
         },
         {
@@ -205,6 +208,7 @@ impl Tools {
             "stdout_bytes": verdict["stdout"]["bytes"],
             "stderr_bytes": verdict["stderr"]["bytes"],
             "duration_ms": verdict["duration_ms"],
+            "warm": verdict["warm"],
         });
         Reply { text: summary::summarize(&verdict), structured, is_error: failed }
     }
@@ -226,6 +230,9 @@ impl Tools {
 
     fn run_code(&mut self, args: &Value) -> Result<Reply, ToolError> {
         let code = required(args, "code")?;
+        if args.get("sandbox_id").is_some_and(|v| !v.is_null()) {
+            return self.run_code_in(args, code);
+        }
         let argv: &[&str] = match str_arg(args, "language")?.unwrap_or("python") {
             "python" => &["python3", "-"],
             "bash" => &["bash", "-s"],
@@ -241,6 +248,24 @@ impl Tools {
         // Code on stdin: argv is bounded and shown by ps.
         let verdict = self.runner.run(&a, Some(code.as_bytes()))?.json("run")?;
         Ok(self.verdict_reply(verdict, None))
+    }
+
+    /// run_code with a sandbox_id: `husk exec --code -`, which hands the
+    /// code to the sandbox's warm interpreter or session, or runs it in a
+    /// fresh interpreter there (docs/warm.md).
+    fn run_code_in(&mut self, args: &Value, code: &str) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let timeout = self.timeout(args)?;
+        let mut a = os(&["exec", "--json", "--code=-", "--timeout", &timeout, "--output-limit"]);
+        a.push(self.config.output_limit.to_string().into());
+        match str_arg(args, "language")? {
+            None => {}
+            Some(l @ ("python" | "bash" | "sh")) => a.push(format!("--language={l}").into()),
+            Some(other) => return Err(ToolError::BadArgs(format!("language {other:?}: use python, bash or sh"))),
+        }
+        a.push(id.clone().into());
+        let verdict = self.runner.run(&a, Some(code.as_bytes()))?.json("exec")?;
+        Ok(self.verdict_reply(verdict, Some(&id)))
     }
 
     fn create(&mut self, args: &Value) -> Result<Reply, ToolError> {
@@ -267,6 +292,16 @@ impl Tools {
                 a.extend([OsString::from("--pool"), pool.into()]);
             }
             None => self.root_args(&mut a),
+        }
+        for key in ["warm", "session"] {
+            if let Some(v) = str_arg(args, key)? {
+                if args.get("pool").is_some_and(|p| !p.is_null()) {
+                    return Err(ToolError::BadArgs(format!(
+                        "{key} does not go with pool: a pooled sandbox has its pool's spec (a pool may be warm)"
+                    )));
+                }
+                a.push(format!("--{key}={v}").into());
+            }
         }
         let ran = self.runner.run(&a, None)?;
         let stderr = ran.stderr.clone();

@@ -17,11 +17,12 @@ from husk._http import HttpTransport
 @pytest.fixture(scope="module")
 def pool_state(tmp_path_factory, husk_bin):
     """A state dir of its own whose husk serve keeps pool "py" (the host's
-    root read-only: it has python3) with 2 READY members."""
+    root read-only: it has python3) with 2 READY members, and pool "pyw"
+    of 1 whose members have a warm python with json imported."""
     d = str(tmp_path_factory.mktemp("husk-pool-state"))
     sock = os.path.join(d, "api.sock")
     p = subprocess.Popen(
-        [husk_bin, "--state-dir", d, "serve", "--pool", "py=rootfs=/,memory=256M:2"],
+        [husk_bin, "--state-dir", d, "serve", "--pool", "py=rootfs=/,memory=256M:2", "--pool", "pyw=rootfs=/,memory=256M,warm=python:json:1"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -32,8 +33,8 @@ def pool_state(tmp_path_factory, husk_bin):
                 pytest.fail(f"husk serve exited {p.returncode}: {p.stderr.read().decode(errors='replace')}")
             if os.path.exists(sock):
                 try:
-                    pools = t._json("GET", "/v1/pools/py")
-                    if pools["ready"] == 2:
+                    pools = {p["name"]: p["ready"] for p in t._json("GET", "/v1/pools")["pools"]}
+                    if pools == {"py": 2, "pyw": 1}:
                         break
                 except Exception:
                     pass
@@ -66,6 +67,15 @@ def test_sandbox_from_pool_is_fresh_and_single_use(pool_state, husk_bin, transpo
     # Released: destroyed, never back in the pool.
     ls = subprocess.run([husk_bin, "--state-dir", pool_state, "ls", "--json"], capture_output=True, text=True)
     assert ida not in [s["id"] for s in json.loads(ls.stdout)]
+
+
+@pytest.mark.parametrize("transport", ["serve", "cli"])
+def test_warm_pool_member_runs_code_in_its_preloaded_interpreter(pool_state, husk_bin, transport):
+    kw = dict(transport=transport, husk_bin=husk_bin, state_dir=pool_state)
+    with Sandbox.create(pool="pyw", ttl="1m", **kw) as sb:
+        r = sb.run_code("import sys\nprint('json' in sys.modules)")
+        assert r.stdout.text == "True\n", r.stderr.text
+        assert r.warm["mode"] == "fork"
 
 
 def test_pool_claim_refuses_a_spec_of_its_own(pool_state, husk_bin):

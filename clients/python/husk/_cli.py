@@ -110,6 +110,8 @@ class CliTransport(TarFiles):
             ("user", "--user"),
             ("name", "--name"),
             ("pool", "--pool"),
+            ("warm", "--warm"),
+            ("session", "--session"),
         ):
             if params.get(key) is not None:
                 args += [flag, str(params[key])]
@@ -167,6 +169,12 @@ class CliTransport(TarFiles):
     # ---------------------------------------------------------------- exec --
     def _exec_args(self, sid: str, argv: List[str], opts: Dict[str, Any], mode: str) -> List[str]:
         args = ["exec", mode]
+        if opts.get("code") is not None:
+            # `husk exec --code -`: the sandbox's warm interpreter or session
+            # runs it, else a fresh interpreter (the code comes on stdin).
+            args.append("--code=-")
+            if opts.get("language") is not None:
+                args.append(f"--language={opts['language']}")
         if opts.get("timeout") is not None:
             args += ["--timeout", duration_arg(opts["timeout"])]
         if opts.get("output_limit") is not None:
@@ -179,16 +187,19 @@ class CliTransport(TarFiles):
             args += ["--workdir", str(opts["cwd"])]
         if opts.get("wait"):
             args.append("--wait")
+        if opts.get("code") is not None:
+            return args + [sid]
         return args + [sid, "--"] + list(argv)
 
     @staticmethod
     def _argv(argv: Optional[List[str]], code: Optional[str], language: Optional[str]) -> List[str]:
         if code is None:
             return list(argv or [])
-        try:
-            return list(CODE_ARGV[language or "python"])
-        except KeyError:
-            raise HuskError(f"language {language!r} is not one of {sorted(CODE_ARGV)}") from None
+        # Checked here for the same error as before husk runs; the command
+        # itself is `husk exec --code -` (_exec_args).
+        if language is not None and language not in CODE_ARGV:
+            raise HuskError(f"language {language!r} is not one of {sorted(CODE_ARGV)}")
+        return []
 
     @staticmethod
     def _py_timeout(opts: Dict[str, Any]) -> Optional[float]:

@@ -154,7 +154,10 @@ class HttpTransport(TarFiles):
         body: Dict[str, Any] = {}
         if opts.get("code") is not None:
             body["code"] = opts["code"]
-            body["language"] = opts.get("language") or "python"
+            # None: the sandbox's warm interpreter's or session's language
+            # (python when it has neither).
+            if opts.get("language") is not None:
+                body["language"] = opts["language"]
         else:
             body["argv"] = list(opts["argv"])
         if opts.get("stdin") is not None:

@@ -104,6 +104,8 @@ class Sandbox:
         ready_cmd: Optional[Argv] = None,
         ready_timeout: Union[str, float, None] = None,
         pool: Optional[str] = None,
+        warm: Optional[str] = None,
+        session: Optional[str] = None,
         heartbeat: Union[bool, float] = True,
         retries: int = 3,
         backoff: float = 0.2,
@@ -118,6 +120,13 @@ class Sandbox:
         It is this caller's alone and destroyed on ``close()``, never reused;
         ``info.pooled`` says whether a READY one was claimed (True) or the
         pool was empty and serve created it cold (False).
+
+        ``warm="python[:MOD1,MOD2]"``: a warm interpreter waits in the
+        sandbox with MODULES imported; each ``run_code`` forks a fresh child
+        of it (clean state per call, the imports already done).
+        ``session="python"|"bash"``: one interpreter whose state (variables
+        and imports; cwd and exports) carries from one ``run_code`` to the
+        next. At most one of them (docs/warm.md).
 
         ``heartbeat``: renew the lease in the background (every third of
         ``ttl``, or every N seconds when a number) until ``close()``, so an
@@ -150,6 +159,8 @@ class Sandbox:
             ready_cmd=shlex.split(ready_cmd) if isinstance(ready_cmd, str) else ready_cmd,
             ready_timeout=ready_timeout,
             pool=pool,
+            warm=warm,
+            session=session,
         )
         params = {k: v for k, v in params.items() if v is not None}
         record = _retry(lambda: t.create(params), retries, backoff)
@@ -199,14 +210,18 @@ class Sandbox:
     def run_code(
         self,
         code: str,
-        language: str = "python",
+        language: Optional[str] = None,
         *,
         timeout: Union[str, float, None] = None,
         env: Optional[Dict[str, str]] = None,
         check: bool = False,
     ) -> ExecResult:
-        """Runs source code, passed on stdin (never argv: no size limit, not
-        visible in the host's ps). language: python, bash or sh."""
+        """Runs source code (``husk exec --code``; never in argv: no size
+        limit, not visible in the host's ps). In a sandbox created with
+        ``warm`` or ``session`` its interpreter runs it (``language``, when
+        given, must be that interpreter's); otherwise a fresh ``python3``,
+        ``bash`` or ``sh`` does (language: python, the default, bash or sh).
+        ``result.warm`` says how it ran (mode fork, session or cold)."""
         opts: Dict[str, Any] = dict(code=code, language=language, timeout=timeout, env=env)
         r = ExecResult.from_json(self._t.exec(self.id, {k: v for k, v in opts.items() if v is not None}))
         return _checked(r, check)
@@ -216,7 +231,7 @@ class Sandbox:
         cmd: Optional[Argv] = None,
         *,
         code: Optional[str] = None,
-        language: str = "python",
+        language: Optional[str] = None,
         stdin: Union[bytes, str, None] = None,
         timeout: Union[str, float, None] = None,
         env: Optional[Dict[str, str]] = None,

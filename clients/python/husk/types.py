@@ -82,6 +82,10 @@ class ExecResult:
     #: ``--network allow=``: the egress proxy's accounting (for an exec, the
     #: sandbox's so far): destinations, denied attempts, totals.
     network: Any = None
+    #: ``run_code``: how the code ran: ``{"mode": "fork"|"session"|"cold",
+    #: "interrupted": bool, "restarted": bool}`` (docs/warm.md); None for a
+    #: command.
+    warm: Any = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -101,6 +105,7 @@ class ExecResult:
             id=str(v.get("id") or ""),
             sandbox_id=v.get("sandbox_id"),
             network=v.get("network"),
+            warm=v.get("warm"),
             raw=v,
         )
 
