@@ -16,7 +16,46 @@ pub const MAX_DOCKERFILE: u64 = 1 << 20;
 pub struct ParseError {
     pub file: String,
     pub line: usize,
-    pub why: String,
+    pub why: Syntax,
+}
+
+/// What is wrong with a line, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Syntax {
+    #[error("escape={0:?}: the escape character must be \\ or `")]
+    BadEscape(String),
+    #[error("{kw} --{name}: unknown flag (husk knows: --{known}){hint}")]
+    UnknownFlag { kw: String, name: String, known: String, hint: &'static str },
+    #[error("{kw} --{name} needs a value: --{name}=VALUE")]
+    FlagWithoutValue { kw: String, name: String },
+    #[error("{kw} needs {what}")]
+    Missing { kw: String, what: &'static str },
+    #[error("{kw} {word}: expected KEY=VALUE")]
+    NotKeyValue { kw: String, word: String },
+    #[error("{kw} needs a source and a destination: {kw} SRC... DEST")]
+    NoDestination { kw: String },
+    #[error("ADD --from is not supported: use COPY --from")]
+    AddFrom,
+    #[error("FROM ... AS {0}: a stage name is letters, digits, _ . - (first a letter)")]
+    StageName(String),
+    #[error("FROM needs IMAGE [AS NAME]")]
+    FromShape,
+    #[error("SHELL needs the JSON form: SHELL [\"executable\", \"parameters\"]")]
+    ShellForm,
+    #[error(
+        "{0} is not supported by husk build; remove it (MAINTAINER: use LABEL maintainer=...; VOLUME: husk sandboxes take --bind at run time)"
+    )]
+    Unsupported(String),
+    #[error(
+        "unknown instruction {0:?}; husk build knows FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, CMD, ENTRYPOINT, LABEL, EXPOSE, SHELL, STOPSIGNAL"
+    )]
+    Unknown(String),
+    #[error("only ARG may come before the first FROM; start the build with FROM IMAGE")]
+    BeforeFrom,
+    #[error("no FROM instruction: a Dockerfile starts with FROM IMAGE (or FROM scratch)")]
+    NoFrom,
+    #[error(transparent)]
+    Words(#[from] WordError),
 }
 
 /// RUN/CMD/ENTRYPOINT/SHELL arguments: JSON (exec) or shell form.
@@ -78,7 +117,7 @@ pub struct Dockerfile {
 
 /// Parses `src`; `file` names it in errors.
 pub fn parse(file: &str, src: &str) -> Result<Dockerfile, ParseError> {
-    let err = |line: usize, why: String| ParseError { file: file.to_string(), line, why };
+    let err = |line: usize, why: Syntax| ParseError { file: file.to_string(), line, why };
     let lines: Vec<&str> = src.lines().collect();
     let (escape, first) = directives(&lines).map_err(|(l, why)| err(l, why))?;
     let mut out = Vec::new();
@@ -123,7 +162,7 @@ fn logical_lines(lines: &[&str], escape: char) -> Vec<(usize, String)> {
 
 /// Parser directives: `# key=value` lines at the very top. Returns the
 /// escape character and the index of the first line after them.
-fn directives(lines: &[&str]) -> Result<(char, usize), (usize, String)> {
+fn directives(lines: &[&str]) -> Result<(char, usize), (usize, Syntax)> {
     let mut escape = '\\';
     let mut i = 0;
     while i < lines.len() {
@@ -138,7 +177,7 @@ fn directives(lines: &[&str]) -> Result<(char, usize), (usize, String)> {
                 escape = match v {
                     "\\" => '\\',
                     "`" => '`',
-                    _ => return Err((i + 1, format!("escape={v:?}: the escape character must be \\ or `"))),
+                    _ => return Err((i + 1, Syntax::BadEscape(v.to_string()))),
                 }
             }
             // The frontend image BuildKit would fetch: husk has one frontend.
@@ -150,14 +189,10 @@ fn directives(lines: &[&str]) -> Result<(char, usize), (usize, String)> {
     Ok((escape, i))
 }
 
-fn word_err(e: WordError) -> String {
-    e.to_string()
-}
-
 /// Splits leading `--name=value` flags off `rest`; only `allowed` names.
 type Flags = Vec<(String, String)>;
 
-fn flags<'a>(kw: &str, rest: &'a str, allowed: &[&str]) -> Result<(Flags, &'a str), String> {
+fn flags<'a>(kw: &str, rest: &'a str, allowed: &[&str]) -> Result<(Flags, &'a str), Syntax> {
     let mut out = Vec::new();
     let mut rest = rest.trim_start();
     while let Some(f) = rest.strip_prefix("--") {
@@ -177,10 +212,10 @@ fn flags<'a>(kw: &str, rest: &'a str, allowed: &[&str]) -> Result<(Flags, &'a st
                 _ => "",
             };
             let known = if allowed.is_empty() { "none".to_string() } else { allowed.join(", --") };
-            return Err(format!("{kw} --{name}: unknown flag (husk knows: --{known}){hint}"));
+            return Err(Syntax::UnknownFlag { kw: kw.into(), name: name.into(), known, hint });
         }
         if value.is_empty() {
-            return Err(format!("{kw} --{name} needs a value: --{name}=VALUE"));
+            return Err(Syntax::FlagWithoutValue { kw: kw.into(), name: name.into() });
         }
         out.push((name.to_string(), value.to_string()));
         rest = after.trim_start();
@@ -204,10 +239,10 @@ fn cmd_form(rest: &str) -> CmdForm {
     }
 }
 
-fn pairs(kw: &str, rest: &str, escape: char, legacy: bool) -> Result<Vec<(String, String)>, String> {
-    let words = words::split(rest, escape).map_err(word_err)?;
+fn pairs(kw: &str, rest: &str, escape: char, legacy: bool) -> Result<Vec<(String, String)>, Syntax> {
+    let words = words::split(rest, escape)?;
     if words.is_empty() {
-        return Err(format!("{kw} needs at least one KEY=VALUE"));
+        return Err(Syntax::Missing { kw: kw.into(), what: "at least one KEY=VALUE" });
     }
     if !words[0].contains('=') {
         if legacy && words.len() >= 2 {
@@ -216,47 +251,48 @@ fn pairs(kw: &str, rest: &str, escape: char, legacy: bool) -> Result<Vec<(String
             let value = rest.trim_start()[key.len()..].trim().to_string();
             return Ok(vec![(key, value)]);
         }
-        return Err(format!("{kw} {}: expected KEY=VALUE", words[0]));
+        return Err(Syntax::NotKeyValue { kw: kw.into(), word: words[0].clone() });
     }
     words
         .into_iter()
         .map(|w| match w.split_once('=') {
             Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(format!("{kw} {w}: expected KEY=VALUE")),
+            _ => Err(Syntax::NotKeyValue { kw: kw.into(), word: w }),
         })
         .collect()
 }
 
-fn copy_args(kw: &str, rest: &str, escape: char) -> Result<CopyArgs, String> {
+fn copy_args(kw: &str, rest: &str, escape: char) -> Result<CopyArgs, Syntax> {
     let (fl, rest) = flags(kw, rest, &["chown", "chmod", "from"])?;
     let mut words = match json_array(rest) {
         Some(v) => v,
-        None => words::split(rest, escape).map_err(word_err)?,
+        None => words::split(rest, escape)?,
     };
     if words.len() < 2 {
-        return Err(format!("{kw} needs a source and a destination: {kw} SRC... DEST"));
+        return Err(Syntax::NoDestination { kw: kw.into() });
     }
     let dest = words.pop().unwrap_or_default();
     let get = |n: &str| fl.iter().rev().find(|(k, _)| k == n).map(|(_, v)| v.clone());
     if kw == "ADD" && get("from").is_some() {
-        return Err("ADD --from is not supported: use COPY --from".into());
+        return Err(Syntax::AddFrom);
     }
     Ok(CopyArgs { srcs: words, dest, chown: get("chown"), chmod: get("chmod"), from: get("from") })
 }
 
-fn instruction(logical: &str, line: usize, escape: char) -> Result<Instruction, String> {
+fn instruction(logical: &str, line: usize, escape: char) -> Result<Instruction, Syntax> {
     let t = logical.trim();
     let (kw, rest) = match t.find(char::is_whitespace) {
         Some(n) => (&t[..n], t[n..].trim()),
         None => (t, ""),
     };
     let kw = kw.to_ascii_uppercase();
-    let needs =
-        |what: &str| -> Result<(), String> { if rest.is_empty() { Err(format!("{kw} needs {what}")) } else { Ok(()) } };
+    let needs = |what: &'static str| -> Result<(), Syntax> {
+        if rest.is_empty() { Err(Syntax::Missing { kw: kw.clone(), what }) } else { Ok(()) }
+    };
     let inst = match kw.as_str() {
         "FROM" => {
             let (fl, rest) = flags("FROM", rest, &["platform"])?;
-            let w = words::split(rest, escape).map_err(word_err)?;
+            let w = words::split(rest, escape)?;
             let platform = fl.into_iter().find(|(k, _)| k == "platform").map(|(_, v)| v);
             match w.as_slice() {
                 [image] => Inst::From { image: image.clone(), platform, alias: None },
@@ -265,19 +301,17 @@ fn instruction(logical: &str, line: usize, escape: char) -> Result<Instruction, 
                         && alias.starts_with(|c: char| c.is_ascii_alphabetic())
                         && alias.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
                     if !ok {
-                        return Err(format!(
-                            "FROM ... AS {alias}: a stage name is letters, digits, _ . - (first a letter)"
-                        ));
+                        return Err(Syntax::StageName(alias.clone()));
                     }
                     Inst::From { image: image.clone(), platform, alias: Some(alias.to_ascii_lowercase()) }
                 }
-                _ => return Err("FROM needs IMAGE [AS NAME]".into()),
+                _ => return Err(Syntax::FromShape),
             }
         }
         "RUN" => {
             let (_, rest) = flags("RUN", rest, &[])?;
             if rest.is_empty() {
-                return Err("RUN needs a command".into());
+                return Err(Syntax::Missing { kw, what: "a command" });
             }
             Inst::Run(cmd_form(rest))
         }
@@ -290,9 +324,9 @@ fn instruction(logical: &str, line: usize, escape: char) -> Result<Instruction, 
         "ENV" => Inst::Env(pairs("ENV", rest, escape, true)?),
         "LABEL" => Inst::Label(pairs("LABEL", rest, escape, false)?),
         "ARG" => {
-            let w = words::split(rest, escape).map_err(word_err)?;
+            let w = words::split(rest, escape)?;
             if w.is_empty() {
-                return Err("ARG needs NAME[=DEFAULT]".into());
+                return Err(Syntax::Missing { kw, what: "NAME[=DEFAULT]" });
             }
             Inst::Arg(
                 w.into_iter()
@@ -313,49 +347,41 @@ fn instruction(logical: &str, line: usize, escape: char) -> Result<Instruction, 
         }
         "EXPOSE" => {
             needs("a port")?;
-            Inst::Expose(words::split(rest, escape).map_err(word_err)?)
+            Inst::Expose(words::split(rest, escape)?)
         }
         "SHELL" => match json_array(rest) {
             Some(v) if !v.is_empty() => Inst::Shell(v),
-            _ => return Err("SHELL needs the JSON form: SHELL [\"executable\", \"parameters\"]".into()),
+            _ => return Err(Syntax::ShellForm),
         },
         "STOPSIGNAL" => {
             needs("a signal")?;
             Inst::StopSignal(rest.to_string())
         }
         "VOLUME" | "ONBUILD" | "HEALTHCHECK" | "MAINTAINER" => {
-            return Err(format!(
-                "{kw} is not supported by husk build; remove it (MAINTAINER: use LABEL maintainer=...; VOLUME: husk sandboxes take --bind at run time)"
-            ));
+            return Err(Syntax::Unsupported(kw));
         }
         _ => {
-            return Err(format!(
-                "unknown instruction {:?}; husk build knows FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, CMD, ENTRYPOINT, LABEL, EXPOSE, SHELL, STOPSIGNAL",
-                crate::image::digest::truncate(&kw, 40)
-            ));
+            return Err(Syntax::Unknown(crate::image::digest::truncate(&kw, 40).to_string()));
         }
     };
     Ok(Instruction { line, text: t.to_string(), inst })
 }
 
 /// Only ARG may come before the first FROM; a file needs a FROM.
-fn check_order(insts: &[Instruction]) -> Result<(), (usize, String)> {
+fn check_order(insts: &[Instruction]) -> Result<(), (usize, Syntax)> {
     let mut seen_from = false;
     for i in insts {
         match &i.inst {
             Inst::From { .. } => seen_from = true,
             Inst::Arg(_) => {}
             _ if !seen_from => {
-                return Err((
-                    i.line,
-                    "only ARG may come before the first FROM; start the build with FROM IMAGE".into(),
-                ));
+                return Err((i.line, Syntax::BeforeFrom));
             }
             _ => {}
         }
     }
     if !seen_from {
-        return Err((1, "no FROM instruction: a Dockerfile starts with FROM IMAGE (or FROM scratch)".into()));
+        return Err((1, Syntax::NoFrom));
     }
     Ok(())
 }
@@ -415,7 +441,10 @@ mod tests {
         let e = parse("Df", "FROM x\nRUN --mount=type=cache,target=/c true\n").unwrap_err();
         assert!(e.to_string().contains("--mount"), "{e}");
         let e = parse("Df", "RUN true\n").unwrap_err();
+        assert_eq!(e.why, Syntax::BeforeFrom);
         assert!(e.to_string().contains("before the first FROM"), "{e}");
+        assert_eq!(parse("Df", "FROM x\nCOPY a\n").unwrap_err().why, Syntax::NoDestination { kw: "COPY".into() });
+        assert_eq!(parse("Df", "# escape=x\nFROM x\n").unwrap_err().why, Syntax::BadEscape("x".into()));
         assert!(parse("Df", "# only a comment\n").is_err());
         assert!(parse("Df", "FROM x\nSHELL /bin/bash\n").is_err());
         assert!(parse("Df", "FROM x\nCOPY onlyone\n").is_err());
