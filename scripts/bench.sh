@@ -31,6 +31,9 @@
 #             serve (BENCH_NO_WARM=1 skips it); numbers in docs/warm.md
 #    network  scripts/bench-network.sh: the egress proxy vs --network host
 #             (BENCH_NETWORK=0 skips it); numbers in docs/network.md
+#    build  scripts/bench-build.sh: husk build vs docker build (cold and
+#             cached) and husk fork --count 10 (BENCH_NO_BUILD=1 skips it);
+#             numbers in docs/build.md
 # 5. writes docs/benchmarks.md, docs/benchmarks.svg and the README's
 #    Benchmarks block (benches/report), and keeps the raw hyperfine JSON in
 #    build/bench/results.
@@ -544,6 +547,17 @@ if [ "${BENCH_NETWORK:-1}" = 1 ]; then
     BENCH_WORK=$WORK scripts/bench-network.sh "$HUSK" || echo "bench: scripts/bench-network.sh failed" >&2
 else
     echo "BENCH_NETWORK=0: scripts/bench-network.sh is left out"
+fi
+
+# ------------------------------------------------------------------ build --
+# husk build vs docker build (its own private dockerd), cold and cached, and
+# husk fork: scripts/bench-build.sh, numbers in docs/build.md.
+say "build and fork"
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+    HUSK=$HUSK HUSK_IMAGES=$IMAGES BENCH_WORK=$WORK/build scripts/bench-build.sh \
+        || echo "bench: scripts/bench-build.sh failed" >&2
+else
+    echo "BENCH_NO_BUILD is set: scripts/bench-build.sh is left out"
 fi
 
 # ------------------------------------------------------------------ report --
