@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Warm starts (docs/warm.md), one section per mechanism; run as root:
 #
-#   scripts/bench-warm.sh            # every section
+#   scripts/bench-warm.sh            # every section (pools, code)
 #   scripts/bench-warm.sh pools      # one section
 #
 # scripts/bench.sh calls it (BENCH_NO_WARM=1 skips it there) with its husk
@@ -27,6 +27,8 @@ fi
 [ -f "$IMAGES/busybox/index.json" ] || HUSK_IMAGES=$IMAGES scripts/build-images.sh busybox
 mkdir -p "$RES"
 SERVE_PID=""
+DOCKERD_PID=""
+DOCKER=""
 cleanup() {
     local rc=$?
     set +e
@@ -34,13 +36,22 @@ cleanup() {
         kill -TERM "$SERVE_PID" 2>/dev/null
         wait "$SERVE_PID" 2>/dev/null
     fi
-    rm -rf --one-file-system "${WORK:?}/pools"
+    if [ -n "${DOCKERD_PID:-}" ]; then
+        $DOCKER ps -aq 2>/dev/null | xargs -r $DOCKER rm -f >/dev/null 2>&1
+        kill -TERM "$DOCKERD_PID" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.2; done
+        kill -0 "$DOCKERD_PID" 2>/dev/null && kill -KILL "$DOCKERD_PID"
+        for m in $(awk -v w="$WORK/code/docker/" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
+            umount -l "$m" 2>/dev/null
+        done
+    fi
+    rm -rf --one-file-system "${WORK:?}/pools" "${WORK:?}/code"
     exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 SECTIONS=("$@")
-[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(pools)
+[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(pools code)
 
 # ------------------------------------------------------------------ pools --
 # Claims from `husk serve --pool` against cold creates, all through the
@@ -162,9 +173,187 @@ EOF
     grep -h "pool member" "$T/serve.err" || true
 }
 
+# ------------------------------------------------------------------- code --
+# run_code through the Python client (clients/python) and serve, as an
+# agent's tool call makes it: `print(1)` in a sandbox claimed from a warm
+# pool (--warm python: a fresh fork of a waiting interpreter per call)
+# against `--code` in a live sandbox without one (a fresh python3 per call),
+# a cold `husk run` (sandbox and interpreter made per call), the host's own
+# `python3 -c`, and `docker run --rm` of the python image (a private
+# dockerd, when the image and dockerd are there); then `import numpy;
+# print(1)` with numpy preloaded vs cold vs host; and the claim from the
+# warm pool. Every husk sandbox is the host's root read-only (Debian's
+# python3 and python3-numpy, as tests/warm.rs uses it) with --memory 512M;
+# the cases of a round run interleaved, their order rotating. The verdict's
+# own duration and phases split serve's and the client's share from husk
+# exec's. Last, one warm call under strace -f -T: the system calls over
+# 1 ms, the profile of where the time goes.
+bench_code() {
+    local T=$WORK/code PY=/usr/bin/python3
+    rm -rf --one-file-system "${T:?}"
+    mkdir -p "$T"
+    "$PY" -c 'import numpy' 2>/dev/null \
+        || { echo "bench-warm: $PY has no numpy: apt-get install python3-numpy" >&2; exit 1; }
+    export HUSK_ROOT=$T/store HUSK_STATE_DIR=$T/state
+    "$HUSK" serve --pool "pyw=rootfs=/,memory=512M,warm=python:2" --pool "np=rootfs=/,memory=512M,warm=python:numpy:2" \
+        >"$T/serve.out" 2>"$T/serve.err" &
+    SERVE_PID=$!
+    local docker_cmd=""
+    if [ -f "$IMAGES/python.docker.tar" ] && command -v dockerd >/dev/null; then
+        mkdir -p "$T/docker/data" "$T/docker/exec"
+        dockerd --data-root "$T/docker/data" --exec-root "$T/docker/exec" --pidfile "$T/docker/dockerd.pid" \
+            -H "unix://$T/docker/docker.sock" --iptables=false --ip6tables=false --bridge=none --ip-masq=false \
+            >"$T/docker/dockerd.log" 2>&1 &
+        DOCKERD_PID=$!
+        DOCKER="/usr/bin/docker -H unix://$T/docker/docker.sock"
+        export DOCKER_CONFIG=$T/docker/client
+        for _ in $(seq 240); do $DOCKER info >/dev/null 2>&1 && break; sleep 0.5; done
+        if $DOCKER load -i "$IMAGES/python.docker.tar" >/dev/null 2>&1; then
+            docker_cmd="$DOCKER run --rm --network none --memory 512m python:latest"
+        else
+            echo "bench-warm: dockerd did not load $IMAGES/python.docker.tar; docker left out" >&2
+        fi
+    else
+        echo "bench-warm: no $IMAGES/python.docker.tar (scripts/build-images.sh python) or no dockerd: docker left out" >&2
+    fi
+    PYTHONPATH=$SRC/clients/python python3 - "$T/state" "$ROUNDS" "$HUSK" "$RES/code.json" "$docker_cmd" <<'EOF'
+import json, shlex, statistics as st, subprocess, sys, time
+from husk import Sandbox
+from husk._http import HttpTransport
+state, rounds, husk, out, docker = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+t = HttpTransport(socket_path=f"{state}/api.sock")
+for _ in range(3000):
+    try:
+        ready = {p["name"]: p["ready"] for p in t._json("GET", "/v1/pools")["pools"]}
+        if ready == {"pyw": 2, "np": 2}:
+            break
+    except Exception:
+        pass
+    time.sleep(0.02)
+else:
+    sys.exit("bench-warm: the warm pools did not fill within 60 s")
+
+def refilled(pool):
+    while True:
+        p = t._json("GET", f"/v1/pools/{pool}")
+        if p["ready"] == p["size"] and p["creating"] == 0:
+            return
+        time.sleep(0.01)
+
+warm = Sandbox.create(pool="pyw", transport=t, heartbeat=False)
+numpy = Sandbox.create(pool="np", transport=t, heartbeat=False)
+plain = Sandbox.create(rootfs="/", memory="512M", transport=t, heartbeat=False)
+assert warm.info.pooled and numpy.info.pooled, (warm.info, numpy.info)
+
+def code(sb, src, mode):
+    def f():
+        r = sb.run_code(src)
+        assert r.ok and r.stdout.text == "1\n" and r.warm["mode"] == mode, r.raw
+        return r.raw
+    return f
+
+def proc(argv):
+    def f():
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.returncode == 0 and p.stdout == b"1\n", (argv, p)
+    return f
+
+def claim():
+    refilled("pyw")
+    body = {"pool": "pyw"}
+    t0 = time.perf_counter()
+    rec = t._json("POST", "/v1/sandboxes", body)
+    ms = (time.perf_counter() - t0) * 1e3
+    assert rec["pooled"], rec
+    t.destroy(rec["id"])
+    return ms, rec["claim_ms"]
+
+run = [husk, "run", "--rootfs", "/", "--memory", "512M", "--"]
+cases = {
+    "print1_warm_pool": code(warm, "print(1)", "fork"),
+    "print1_code_cold_in_sandbox": code(plain, "print(1)", "cold"),
+    "print1_husk_run": proc(run + ["python3", "-c", "print(1)"]),
+    "print1_host_python": proc(["/usr/bin/python3", "-c", "print(1)"]),
+    "numpy_warm_pool": code(numpy, "import numpy; print(1)", "fork"),
+    "numpy_husk_run": proc(run + ["python3", "-c", "import numpy; print(1)"]),
+    "numpy_host_python": proc(["/usr/bin/python3", "-c", "import numpy; print(1)"]),
+}
+if docker:
+    cases["print1_docker_run"] = proc(shlex.split(docker) + ["python3", "-c", "print(1)"])
+r = {k: [] for k in cases}
+r.update({"print1_warm_husk_exec_ms": [], "print1_warm_plan_ms": [], "print1_warm_run_ms": [],
+          "numpy_warm_husk_exec_ms": [], "claim_client_ms": [], "claim_serve_ms": []})
+names = list(cases)
+for i in range(rounds + 2):
+    order = names[i % len(names):] + names[:i % len(names)]
+    for k in order:
+        t0 = time.perf_counter()
+        v = cases[k]()
+        ms = (time.perf_counter() - t0) * 1e3
+        if i < 2:
+            continue
+        r[k].append(ms)
+        if k == "print1_warm_pool":
+            r["print1_warm_husk_exec_ms"].append(v["duration_ms"])
+            r["print1_warm_plan_ms"].append(v["phases_ms"].get("plan", 0.0))
+            r["print1_warm_run_ms"].append(v["phases_ms"].get("run", 0.0))
+        if k == "numpy_warm_pool":
+            r["numpy_warm_husk_exec_ms"].append(v["duration_ms"])
+    if i >= 2:
+        c, s = claim()
+        r["claim_client_ms"].append(c)
+        r["claim_serve_ms"].append(s)
+for sb in (warm, numpy, plain):
+    sb.close()
+summary = {k: {"median": st.median(v), "p90": sorted(v)[int(0.9 * (len(v) - 1))], "n": len(v)} for k, v in r.items() if v}
+summary["load"] = open("/proc/loadavg").read().split()[:3]
+json.dump({"raw": r, "summary": summary}, open(out, "w"), indent=1)
+label = {
+    "print1_warm_pool": "run_code('print(1)'), warm pool (client + serve)",
+    "print1_warm_husk_exec_ms": "  of which husk exec (verdict duration_ms)",
+    "print1_warm_plan_ms": "    phase plan (husk exec start to the call sent)",
+    "print1_warm_run_ms": "    phase run (fork, cgroup move, code, status)",
+    "print1_code_cold_in_sandbox": "run_code('print(1)'), live sandbox, fresh python3",
+    "print1_husk_run": "husk run python3 -c 'print(1)' (cold, CLI)",
+    "print1_host_python": "host python3 -c 'print(1)'",
+    "print1_docker_run": "docker run --rm python3 -c 'print(1)'",
+    "numpy_warm_pool": "run_code('import numpy; print(1)'), numpy preloaded",
+    "numpy_warm_husk_exec_ms": "  of which husk exec (verdict duration_ms)",
+    "numpy_husk_run": "husk run python3 -c 'import numpy; print(1)' (cold)",
+    "numpy_host_python": "host python3 -c 'import numpy; print(1)'",
+    "claim_client_ms": "claim from the warm pool (client round trip)",
+    "claim_serve_ms": "claim from the warm pool (in serve: claim_ms)",
+}
+print(f"code ({rounds} rounds, load {' '.join(summary['load'])}):")
+for k, name in label.items():
+    if k in summary:
+        s = summary[k]
+        print(f"  {name:58s} median {s['median']:8.3f} ms  p90 {s['p90']:8.3f} ms  (n={s['n']})")
+for a, b in (("print1_warm_pool", "print1_host_python"), ("print1_warm_pool", "print1_husk_run"),
+             ("numpy_warm_pool", "numpy_husk_run"), ("print1_warm_pool", "print1_docker_run")):
+    if a in summary and b in summary:
+        print(f"  {a} / {b}: {summary[a]['median'] / summary[b]['median']:.2f}x")
+EOF
+    # Where a warm call's time goes: one `husk exec --code` under strace.
+    if command -v strace >/dev/null; then
+        local id
+        id=$("$HUSK" create --rootfs / --memory 512M --warm python)
+        echo 'print(1)' >"$T/p1.py"
+        "$HUSK" exec --code "$T/p1.py" "$id" >/dev/null
+        strace -f -T -o "$T/strace.txt" "$HUSK" exec --code "$T/p1.py" "$id" >/dev/null
+        echo "  one warm call under strace -f -T: system calls that took over 1 ms"
+        awk 'match($0, /<[0-9.]+>$/) { t = substr($0, RSTART + 1, RLENGTH - 2); if (t > 0.001) printf "    %7.2f ms  %s\n", t * 1000, substr($0, 1, 110) }' "$T/strace.txt"
+        "$HUSK" rm "$id" >/dev/null
+    fi
+    kill -TERM "$SERVE_PID"
+    wait "$SERVE_PID" || true
+    SERVE_PID=""
+}
+
 for s in "${SECTIONS[@]}"; do
     case "$s" in
         pools) bench_pools ;;
-        *) echo "bench-warm: no section $s (sections: pools)" >&2; exit 2 ;;
+        code) bench_code ;;
+        *) echo "bench-warm: no section $s (sections: pools, code)" >&2; exit 2 ;;
     esac
 done

@@ -1,9 +1,12 @@
 #!/bin/sh
-# Recipe layer 2 (python): python3 from Debian, installed with apt in a
-# chroot of the base. The resulting diff is cached in $CACHE.
+# Recipe layer 2 (python): python3 and python3-numpy from Debian, installed
+# with apt in a chroot of the base (numpy: what warm interpreters preload in
+# scripts/bench-warm.sh and docs/warm.md's examples). The resulting diff is
+# cached in $CACHE, by package list.
 set -eu
 : "${ROOTFS:?}" "${CACHE:?}"
-cached="$CACHE/python-layer.tar"
+packages="python3 python3-numpy"
+cached="$CACHE/python-layer-$(echo "$packages" | sha256sum | cut -c1-12).tar"
 if [ -s "$cached" ]; then
     # The cache holds the whole tree after installation.
     rm -rf "${ROOTFS:?}"/*
@@ -16,7 +19,7 @@ chmod 755 "$ROOTFS/usr/sbin/policy-rc.d"
 mount -t proc proc "$ROOTFS/proc"
 trap 'umount "$ROOTFS/proc" 2>/dev/null || true' EXIT
 chroot "$ROOTFS" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c \
-    'apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 >/dev/null && apt-get clean'
+    'apt-get update -qq && apt-get install -y -qq --no-install-recommends '"$packages"' >/dev/null && apt-get clean'
 umount "$ROOTFS/proc"
 trap - EXIT
 rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS/usr/sbin/policy-rc.d" "$ROOTFS"/var/log/apt/* "$ROOTFS"/var/cache/debconf/*-old
