@@ -62,7 +62,7 @@ command -v npm >/dev/null || PACKAGES+=(npm)
 # tests/image_out.rs and build_docker.rs: a private dockerd (tests/dockerkit) that
 # loads, pulls and builds images to compare with husk's.
 PACKAGES+=(docker.io)
-# husk as an OCI runtime (tests/oci_cli.rs; tests/oci_docker.rs held back): dockerd and
+# husk as an OCI runtime (tests/oci_docker.rs, tests/oci_cli.rs): dockerd and
 # containerd (started privately by tests/ocikit, never the packaged
 # services), ctr, and real runc, whose state and spec the tests compare
 # husk's with.

@@ -24,6 +24,129 @@ fn require_root() {
     assert!(nix::unistd::Uid::effective().is_root(), "the OCI runtime tests create containers as root");
 }
 
+#[test]
+fn pid_file_has_no_newline() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let b = Bundle::new(&["true"]);
+    let id = unique("pidfile");
+    let pid_file = b.dir.join("init.pid");
+    let so = std::fs::File::create(b.dir.join("create.out")).unwrap();
+    let status = rt.create_cmd(&b, &id, &pid_file).stdout(so.try_clone().unwrap()).stderr(so).status().unwrap();
+    assert!(status.success(), "create: {}", std::fs::read_to_string(b.dir.join("create.out")).unwrap());
+    let bytes = std::fs::read(&pid_file).unwrap();
+    assert!(!bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit), "pid file bytes: {bytes:?}");
+    let pid = read_pid_file(&pid_file);
+    assert_eq!(rt.state(&id)["pid"], json!(pid));
+    assert_eq!(rt.status(&id), "created");
+    assert!(proc_stat(pid).is_some_and(|(s, _)| s != 'Z'), "init {pid} is not alive in created");
+    rt.start(&id);
+    assert_eq!(reap(pid), 0);
+    let o = rt.run(&["delete", &id]);
+    assert!(o.status.success(), "{}", show(&o));
+}
+
+/// After `create` returns, init's parent is the caller (a subreaper), not
+/// a runtime process that stays behind: the caller reaps it and gets the
+/// container's exit status.
+#[test]
+fn create_leaves_init_to_subreaper() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let b = Bundle::new(&["sh", "-c", "exit 7"]);
+    let id = unique("reaper");
+    let pid = rt.create(&b, &id);
+    let me = std::process::id() as i32;
+    assert_eq!(proc_stat(pid).map(|(_, pp)| pp), Some(me), "init {pid} was not left to the subreaper {me}");
+    rt.start(&id);
+    assert_eq!(reap(pid), 7, "the exit status reaped from init");
+    assert_eq!(rt.status(&id), "stopped");
+    let o = rt.run(&["delete", &id]);
+    assert!(o.status.success(), "{}", show(&o));
+}
+
+/// `state` has runc's keys with runc's JSON types, for the same bundle in
+/// the same status.
+#[test]
+fn state_json_matches_runc_fields() {
+    require_root();
+    become_subreaper();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let mut states = Vec::new();
+    for rt in [Runtime::with_bin(RUNC.into()), Runtime::new()] {
+        let id = unique("state");
+        let pid = rt.create(&b, &id);
+        let st = rt.state(&id);
+        assert_eq!(st["id"], json!(id));
+        assert_eq!(st["pid"], json!(pid));
+        assert_eq!(st["status"], json!("created"));
+        assert_eq!(st["bundle"], json!(b.path().to_str().unwrap()));
+        assert_eq!(st["rootfs"], json!(b.dir.join("rootfs").to_str().unwrap()));
+        let created = st["created"].as_str().unwrap_or_default();
+        assert!(created.len() >= 20 && created.as_bytes()[10] == b'T', "created is not RFC 3339: {created:?}");
+        rt.start(&id);
+        assert_eq!(rt.status(&id), "running");
+        let o = rt.run(&["kill", &id, "KILL"]);
+        assert!(o.status.success(), "{}", show(&o));
+        assert_eq!(reap(pid), 137);
+        assert_eq!(rt.status(&id), "stopped");
+        let o = rt.run(&["delete", &id]);
+        assert!(o.status.success(), "{}", show(&o));
+        states.push(st);
+    }
+    let shape = |v: &Value| -> Vec<(String, &'static str)> {
+        let mut s: Vec<_> = v
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let t = match v {
+                    Value::Null => "null",
+                    Value::Bool(_) => "bool",
+                    Value::Number(_) => "number",
+                    Value::String(_) => "string",
+                    Value::Array(_) => "array",
+                    Value::Object(_) => "object",
+                };
+                (k.clone(), t)
+            })
+            .collect();
+        s.sort();
+        s
+    };
+    assert_eq!(
+        shape(&states[1]),
+        shape(&states[0]),
+        "state of the runtime under test vs runc's:\n{}\n{}",
+        states[1],
+        states[0]
+    );
+}
+
+/// `kill --all` of a stopped container succeeds (the shim sends it after
+/// init exited); a plain kill says "container not running".
+#[test]
+fn kill_all_on_stopped_succeeds() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let b = Bundle::new(&["true"]);
+    let id = unique("killall");
+    let pid = rt.create(&b, &id);
+    rt.start(&id);
+    assert_eq!(reap(pid), 0);
+    assert_eq!(rt.status(&id), "stopped");
+    let o = rt.run(&["kill", "--all", &id, "KILL"]);
+    assert!(o.status.success(), "kill --all on a stopped container: {}", show(&o));
+    let o = rt.run(&["kill", &id, "9"]);
+    assert!(!o.status.success(), "kill of a stopped container succeeded: {}", show(&o));
+    assert!(err(&o).contains("container not running"), "wording: {}", show(&o));
+    let o = rt.run(&["delete", &id]);
+    assert!(o.status.success(), "{}", show(&o));
+}
+
 /// The errors the shim matches on: "does not exist" for an unknown id,
 /// "container not running" for a kill of a stopped one.
 #[test]
@@ -39,6 +162,153 @@ fn unknown_id_errors_match_runc_wording() {
     // The shim's delete --force of a container already gone is not an error.
     let o = rt.run(&["delete", "--force", &id]);
     assert!(o.status.success(), "delete --force of an unknown id: {}", show(&o));
+}
+
+/// `pause` freezes every process of the container (the freezer says
+/// FROZEN, status "paused"); `resume` thaws it and it goes on.
+#[test]
+fn pause_resume_freezes() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let host = imagekit::TempDir::new("pause-io");
+    let mut b = Bundle::new(&[
+        "sh",
+        "-c",
+        &format!("echo ready > {0}/ready; read x < {0}/fifo; echo thawed > {0}/done", host.path().display()),
+    ]);
+    b.bind_same_path(host.path());
+    b.write();
+    nix::unistd::mkfifo(&host.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let id = unique("pause");
+    let pid = rt.create(&b, &id);
+    rt.start(&id);
+    wait_for("the container to start", || host.join("ready").exists().then_some(()));
+    let o = rt.run(&["pause", &id]);
+    assert!(o.status.success(), "pause: {}", show(&o));
+    assert_eq!(rt.status(&id), "paused");
+    assert_eq!(frozen(&b.cgroup), Some(true), "the freezer of {} is not frozen", b.cgroup);
+    let o = rt.run(&["resume", &id]);
+    assert!(o.status.success(), "resume: {}", show(&o));
+    assert_eq!(rt.status(&id), "running");
+    assert_eq!(frozen(&b.cgroup), Some(false));
+    std::fs::write(host.join("fifo"), "go\n").unwrap();
+    assert_eq!(reap(pid), 0);
+    assert_eq!(std::fs::read_to_string(host.join("done")).unwrap(), "thawed\n");
+    let o = rt.run(&["delete", &id]);
+    assert!(o.status.success(), "{}", show(&o));
+}
+
+/// A second container joins the first's network and IPC namespaces by
+/// path (a Kubernetes pod joins its pause container's).
+#[test]
+fn join_namespace_by_path() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let pause = Bundle::new(&["sleep", "1000"]);
+    let pause_id = unique("pod-pause");
+    let pause_pid = rt.create(&pause, &pause_id);
+    rt.start(&pause_id);
+    let host = imagekit::TempDir::new("join-io");
+    let mut b = Bundle::new(&[
+        "sh",
+        "-c",
+        &format!("(readlink /proc/self/ns/net; readlink /proc/self/ns/ipc) > {}/ns", host.path().display()),
+    ]);
+    b.bind_same_path(host.path());
+    for ns in b.config["linux"]["namespaces"].as_array_mut().unwrap() {
+        match ns["type"].as_str() {
+            Some("network") => ns["path"] = json!(format!("/proc/{pause_pid}/ns/net")),
+            Some("ipc") => ns["path"] = json!(format!("/proc/{pause_pid}/ns/ipc")),
+            _ => {}
+        }
+    }
+    b.write();
+    let id = unique("pod-app");
+    let pid = rt.create(&b, &id);
+    rt.start(&id);
+    assert_eq!(reap(pid), 0, "{}", b.logged(&id, "err"));
+    let want = |n: &str| std::fs::read_link(format!("/proc/{pause_pid}/ns/{n}")).unwrap().display().to_string();
+    let got = std::fs::read_to_string(host.join("ns")).unwrap();
+    assert_eq!(got, format!("{}\n{}\n", want("net"), want("ipc")), "the joined namespaces");
+    let mine = std::fs::read_link("/proc/self/ns/net").unwrap().display().to_string();
+    assert_ne!(want("net"), mine, "the pause container shares the host's netns");
+    let _ = rt.run(&["delete", &id]);
+    let _ = rt.run(&["kill", &pause_id, "KILL"]);
+    assert_eq!(reap(pause_pid), 137);
+    let _ = rt.run(&["delete", &pause_id]);
+}
+
+/// Every hook runs at its point of the lifecycle, in runc's order, with
+/// `args` verbatim and the container's state JSON on stdin.
+#[test]
+fn hooks_run_in_order_with_state_on_stdin() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let host = imagekit::TempDir::new("hooks-io");
+    let mut b = Bundle::new(&["true"]);
+    b.bind_same_path(host.path());
+    let dir = host.path().display().to_string();
+    let hook = |name: &str| {
+        json!([{
+            "path": "/bin/sh",
+            "args": ["sh", "-c", format!("cat > {dir}/{name}.json; echo \"{name} $0 $1\" >> {dir}/order"), "arg0", name],
+            "env": ["HOOK_ENV=1"]
+        }])
+    };
+    b.config["hooks"] = json!({
+        "prestart": hook("prestart"),
+        "createRuntime": hook("createRuntime"),
+        "createContainer": hook("createContainer"),
+        "startContainer": hook("startContainer"),
+        "poststart": hook("poststart"),
+        "poststop": hook("poststop"),
+    });
+    b.write();
+    let id = unique("hooks");
+    let pid = rt.create(&b, &id);
+    let read_order = || std::fs::read_to_string(host.join("order")).unwrap_or_default();
+    let line = |name: &str| format!("{name} arg0 {name}\n");
+    let mut by_create: Vec<&str> = vec!["prestart", "createRuntime", "createContainer"];
+    let mut by_start: Vec<&str> = vec!["startContainer", "poststart"];
+    // runc before 1.5 runs poststart in `create` (runc#4347, against the
+    // spec's lifecycle step 9); the reference run takes it as it is.
+    if runtime_is_runc() {
+        by_create.push(by_start.pop().unwrap());
+    }
+    let expect = |names: &[&str]| names.iter().map(|n| line(n)).collect::<String>();
+    assert_eq!(read_order(), expect(&by_create), "hooks run by create");
+    rt.start(&id);
+    assert_eq!(reap(pid), 0);
+    let o = rt.run(&["delete", &id]);
+    assert!(o.status.success(), "{}", show(&o));
+    let all: Vec<&str> = by_create.iter().chain(&by_start).copied().chain(["poststop"]).collect();
+    assert_eq!(read_order(), expect(&all), "hooks run by start and delete");
+    for (name, status) in [
+        ("prestart", "creating"),
+        ("createRuntime", "creating"),
+        ("createContainer", "creating"),
+        ("startContainer", "created"),
+        ("poststart", if runtime_is_runc() { "created" } else { "running" }),
+        ("poststop", "stopped"),
+    ] {
+        let text = std::fs::read_to_string(host.join(&format!("{name}.json"))).unwrap();
+        let st: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}'s stdin is not JSON ({e}): {text:?}"));
+        assert_eq!(st["id"], json!(id), "{name}: {st}");
+        assert_eq!(st["bundle"], json!(b.path().to_str().unwrap()), "{name}: {st}");
+        assert_eq!(st["status"], json!(status), "{name}: {st}");
+        assert!(st["ociVersion"].is_string(), "{name}: {st}");
+        // Hooks run in the runtime's namespaces see init's host pid; the
+        // ones run in the container's see it from there (runc: 1).
+        match name {
+            "prestart" | "createRuntime" | "poststart" => assert_eq!(st["pid"], json!(pid), "{name}: {st}"),
+            "createContainer" | "startContainer" => assert!(st["pid"].is_u64(), "{name}: {st}"),
+            _ => {}
+        }
+    }
 }
 
 /// `features` is a runtime-spec features document (validated against the
