@@ -130,7 +130,7 @@ impl Record {
             Status::Stopped | Status::Creating => 0,
             _ => self.init.map(|p| p.pid).unwrap_or(0),
         };
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "ociVersion": OCI_VERSION,
             "id": self.id,
             "pid": pid,
@@ -138,9 +138,14 @@ impl Record {
             "bundle": self.bundle,
             "rootfs": self.rootfs,
             "created": self.created,
-            "annotations": self.annotations,
             "owner": self.owner,
-        })
+        });
+        // runc's `annotations` is omitempty: a shim or client comparing
+        // keys sees the same set for a container without annotations.
+        if !self.annotations.is_empty() {
+            v["annotations"] = serde_json::json!(self.annotations);
+        }
+        v
     }
 
     /// The hooks' state: the pid even for a stopped container (poststop
@@ -320,9 +325,12 @@ mod tests {
         r.init = Some(me);
         assert_eq!(r.status(&store), Status::Running);
         let s = r.oci_state(Status::Running);
-        for k in ["ociVersion", "id", "pid", "status", "bundle", "rootfs", "created", "annotations", "owner"] {
+        for k in ["ociVersion", "id", "pid", "status", "bundle", "rootfs", "created", "owner"] {
             assert!(s.get(k).is_some(), "{k}");
         }
+        assert!(s.get("annotations").is_none(), "runc omits empty annotations");
+        r.annotations.insert("a".into(), "b".into());
+        assert_eq!(r.oci_state(Status::Running)["annotations"]["a"], "b");
         assert!(matches!(store.load("nope"), Err(OciError::NotExist(_))));
         assert_eq!(store.ids(), vec!["c1".to_string()]);
         std::fs::remove_dir_all(tmp).unwrap();
