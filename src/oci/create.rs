@@ -157,7 +157,9 @@ fn create_container(store: &Store, a: &CreateArgs) -> Result<ProcRef, OciError> 
                 let state = record.hook_state(Status::Creating);
                 hooks::run_all("prestart", &plan.hooks.prestart, &state)?;
                 hooks::run_all("createRuntime", &plan.hooks.create_runtime, &state)?;
-                let state = record.hook_state(Status::Created);
+                // createContainer still sees "creating" (runc's, and the
+                // spec's: create has not finished); init marks it
+                // "created" for startContainer.
                 parent.send(&Msg::State(state.to_string())).map_err(|e| OciError::sys("container init", e))?;
             }
             Ok(Msg::Ready) => break,

@@ -86,7 +86,7 @@ fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Fai
     }
     set_rlimits(&plan.process)?;
     mounts::prepare_root(plan, &ctx.cgroup_dirs, in_userns)?;
-    let state = run_create_hooks(plan, &ctx.chan)?;
+    let mut state = run_create_hooks(plan, &ctx.chan)?;
     mounts::pivot(&plan.rootfs)?;
     // Before /proc/sys turns read-only (readonlyPaths).
     set_sysctls(plan)?;
@@ -104,6 +104,8 @@ fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Fai
     let _started =
         await_start(ctx).map_err(|e| Failure::After(1, format!("container init: waiting for start: {e}")))?;
     if !plan.hooks.start_container.is_empty() {
+        // create has returned: the container is "created" until execve.
+        state["status"] = serde_json::json!(super::state::Status::Created.name());
         hooks::run_all("startContainer", &plan.hooks.start_container, &state)
             .map_err(|e| Failure::After(1, e.to_string()))?;
     }
