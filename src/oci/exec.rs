@@ -2,14 +2,18 @@
 //! cgroup and namespaces (through /proc/<init>/ns/*, user first, mount
 //! last), forks the process (so it is inside the pid namespace too) and
 //! exits; like init after `create`, the process is then the caller's to
-//! reap (the shim's), or ours without --detach.
+//! reap (the shim's), or ours without --detach. With a terminal (-t or
+//! process.terminal, and --console-socket) the process makes its pty from
+//! the container's /dev/ptmx and sends the master to the socket before it
+//! execs (console.rs).
 
 use super::channel::{self, Msg};
 use super::config::{self, Ns, ProcessPlan, RawProcess};
 use super::state::{Status, Store};
-use super::{ExecArgs, OciError, cgroups, init};
+use super::{ExecArgs, OciError, cgroups, console, init};
 use crate::step::Step;
 use crate::sys::process::Forked;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
@@ -18,12 +22,18 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
         (Some(i), Status::Running | Status::Created) => i,
         _ => return Err(OciError::NotRunning),
     };
-    if a.console_socket.is_some() || a.tty {
-        return Err(OciError::Refused(
-            "exec with a terminal (-t / --console-socket) is not supported by husk yet".into(),
-        ));
-    }
     let process = process_of(a, &record.exec_defaults)?;
+    let terminal = console::wanted(process.terminal || a.tty, a.console_socket.is_some())
+        .map_err(|e| OciError::Refused(format!("exec: {e}")))?;
+    // Connected here, on the host's side of the namespaces (the path is the
+    // caller's); the process that execs sends the pty master through it.
+    let console = match (&a.console_socket, terminal) {
+        (Some(p), true) => Some(OwnedFd::from(
+            std::os::unix::net::UnixStream::connect(p)
+                .map_err(|e| OciError::io(format!("--console-socket {}", p.display()), e))?,
+        )),
+        _ => None,
+    };
     let ns: Vec<(Ns, PathBuf)> = Ns::JOIN_ORDER
         .iter()
         .filter(|n| record.namespaces.iter().any(|r| r == n.proc_name()))
@@ -49,6 +59,15 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
             }
             match crate::sys::process::fork(&one) {
                 Ok(Forked::Child(_)) => {
+                    if let Some(sock) = console
+                        && let Err(e) = console::attach(sock)
+                    {
+                        child.fail(e, "exec's terminal");
+                        crate::sys::process::exit_now(1);
+                    }
+                    // The pty is set up (or none was asked for): exec may
+                    // return, the caller's socket has its master.
+                    let _ = child.send(&Msg::Ready);
                     drop(child);
                     let e = init::exec_process(&process, a.preserve_fds, last_cap);
                     let code = if e.step == Step::Exec && e.errno == nix::errno::Errno::ENOENT { 127 } else { 126 };
@@ -71,13 +90,21 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
         Forked::Parent { pid, .. } => pid,
     };
     drop(child);
-    let pid = match parent.recv() {
-        Ok(Msg::Pid(p)) => p,
-        Ok(Msg::Fail { step, errno, .. }) => {
-            return Err(OciError::Init { step: step.name(), errno, detail: " (exec)".into() });
+    drop(console);
+    let failed = |step: Step, errno| OciError::Init { step: step.name(), errno, detail: " (exec)".into() };
+    // The intermediate's report of the pid and the process's own word that
+    // its terminal is in place (so that when exec returns, the shim's
+    // ReceiveMaster finds the master sent) come in either order.
+    let (mut pid, mut ready) = (None, false);
+    while pid.is_none() || !ready {
+        match parent.recv() {
+            Ok(Msg::Pid(p)) => pid = Some(p),
+            Ok(Msg::Ready) => ready = true,
+            Ok(Msg::Fail { step, errno, .. }) => return Err(failed(step, errno)),
+            _ => return Err(OciError::Refused("exec: the process could not be started".into())),
         }
-        _ => return Err(OciError::Refused("exec: the process could not be started".into())),
-    };
+    }
+    let pid = pid.unwrap_or_default();
     let _ = nix::sys::wait::waitpid(mid, None);
     if let Some(p) = &a.pid_file {
         crate::files::write_atomic(p, pid.to_string().as_bytes())
@@ -111,6 +138,8 @@ fn process_of(a: &ExecArgs, defaults: &serde_json::Value) -> Result<ProcessPlan,
                 return Err(OciError::Refused("exec: give --process FILE or a command".into()));
             }
             p.args = a.command.clone();
+            // runc: a command-line exec has a terminal only with -t.
+            p.terminal = a.tty;
             if let Some(c) = &a.cwd {
                 p.cwd = c.clone();
             }

@@ -6,7 +6,7 @@
 
 use super::channel::{Channel, Msg};
 use super::config::{Ns, Plan, ProcessPlan};
-use super::{LogFormat, hooks, mounts};
+use super::{LogFormat, console, hooks, mounts};
 use crate::step::{AtStep, Step, StepError};
 use crate::sys::Errno;
 use crate::sys::fd::CStrArray;
@@ -15,7 +15,7 @@ use nix::sys::stat::Mode;
 use nix::unistd::{Gid, Uid};
 use std::ffi::CString;
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 /// What init holds besides the plan, all opened by `create` before clone.
@@ -95,7 +95,8 @@ fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Fai
         mounts::readonly_root()?;
     }
     if plan.process.terminal {
-        console(ctx)?;
+        let sock = ctx.console.take().ok_or(StepError::new(Step::ConsoleSocket, Errno::EBADF))?;
+        console::attach(sock)?;
     }
     ctx.chan.send(&Msg::Ready).map_err(|e| StepError::new(Step::AwaitRelease, e))?;
     // Held (close-on-exec) until execve: start reads it to EOF, so its
@@ -174,27 +175,6 @@ fn set_sysctls(plan: &Plan) -> Result<(), Failure> {
                 k.to_string(),
             )
         })?;
-    }
-    Ok(())
-}
-
-/// A pty made inside the container (its /dev/ptmx, so the slave is in the
-/// container's devpts); the master goes to --console-socket, the slave
-/// becomes stdio and the controlling terminal.
-fn console(ctx: &mut InitCtx) -> Result<(), StepError> {
-    let step = Step::OpenPty;
-    let master =
-        nix::fcntl::open("/dev/ptmx", OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC, Mode::empty()).at(step)?;
-    crate::sys::tty::unlock(master.as_fd()).at(step)?;
-    let slave = crate::sys::tty::open_peer(master.as_fd()).at(step)?;
-    let sock = ctx.console.take().ok_or(StepError::new(Step::ConsoleSocket, Errno::EBADF))?;
-    crate::sys::socket::send_with_fd(sock.as_fd(), b"/dev/ptmx", master.as_fd()).at(Step::ConsoleSocket)?;
-    drop(master);
-    drop(sock);
-    nix::unistd::setsid().at(Step::Setsid)?;
-    crate::sys::tty::set_controlling(slave.as_fd()).at(Step::ControllingTty)?;
-    for fd in 0..3 {
-        crate::sys::fd::dup_onto(slave.as_raw_fd(), fd).at(Step::RedirectStdio)?;
     }
     Ok(())
 }

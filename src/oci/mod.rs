@@ -8,6 +8,7 @@
 //! ```text
 //! mod.rs      mode detection, runc's CLI (clap), dispatch, exit codes
 //! channel.rs  create <-> intermediate/init messages (pid, go, hooks, state, ready, fail)
+//! console.rs  --console-socket: a pty from the container's /dev/ptmx, master sent over SCM_RIGHTS
 //! log.rs      --log / --log-format: JSON lines {"level","msg","time"}; errors also on stderr
 //! state.rs    the state store under --root: <root>/<id>/state.json + exec.fifo (documented there)
 //! spec.rs     the runtime-spec subset as serde reads it (unknown keys ignored)
@@ -27,6 +28,7 @@
 pub mod cgroups;
 pub mod channel;
 pub mod config;
+pub mod console;
 pub mod create;
 pub mod exec;
 pub mod features;
