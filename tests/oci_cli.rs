@@ -24,6 +24,9 @@ fn require_root() {
     assert!(nix::unistd::Uid::effective().is_root(), "the OCI runtime tests create containers as root");
 }
 
+/// The pid file holds init's host pid as bare decimal digits, no newline
+/// (the shim parses it with strconv.Atoi, which rejects "123\n"), and it
+/// is written before `create` returns, with init alive in "created".
 #[test]
 fn pid_file_has_no_newline() {
     require_root();

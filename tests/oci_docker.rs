@@ -1,8 +1,9 @@
 //! husk as the OCI runtime of real engines (issue 22): Debian's dockerd
 //! (`--add-runtime husk=...`, through its containerd and the runc shim)
 //! and containerd's `ctr run --runc-binary`, the path Kubernetes' CRI
-//! takes. Each test starts its own private daemon (tests/ocikit) and
-//! stops it by pid. The threat in every case is an engine that believes
+//! takes. The tests share one private dockerd and one containerd
+//! (tests/ocikit, started by the first test that needs each and stopped
+//! by pid when this test process exits), and run side by side in them. The threat in every case is an engine that believes
 //! something happened that did not: an exit code, a limit, a kill, a
 //! removal, a tty, a log line that is not the container's.
 //!
@@ -12,7 +13,6 @@ mod imagekit;
 mod ocikit;
 
 use ocikit::*;
-use std::process::Stdio;
 
 fn require_root() {
     assert!(nix::unistd::Uid::effective().is_root(), "the OCI engine tests start dockerd/containerd: run as root");
@@ -23,7 +23,7 @@ fn require_root() {
 #[test]
 fn docker_run_echo_and_exit_code() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&["--rm", IMAGE, "sh", "-c", "echo hello from the container; exit 3"]);
     assert_eq!(o.status.code(), Some(3), "{}\ndockerd: {}", show(&o), d.log());
     assert_eq!(out(&o), "hello from the container\n", "{}", show(&o));
@@ -32,26 +32,36 @@ fn docker_run_echo_and_exit_code() {
 }
 
 /// `docker run --rm`: no state left under the runtime's --root, no cgroup,
-/// no mount, no process of the runtime.
+/// no mount (the container's overlay included), no process of the runtime.
 #[test]
 fn docker_run_rm_leaves_nothing() {
     require_root();
-    let d = Dockerd::start();
-    let mounts_before = mounts_under(d.dir());
-    let cidfile = d.dir().join("cid");
-    let o = d.run(&["--rm", "--cidfile", cidfile.to_str().unwrap(), IMAGE, "sh", "-c", "echo ran"]);
+    let d = Dockerd::shared();
+    let cidfile = d.dir().join(unique("cid"));
+    // The root's upperdir names the overlay2 layer dockerd mounted for it.
+    let o = d.run(&["--rm", "--cidfile", cidfile.to_str().unwrap(), IMAGE, "grep", " / ", "/proc/self/mountinfo"]);
     assert!(o.status.success(), "{}", show(&o));
     let id = std::fs::read_to_string(&cidfile).unwrap().trim().to_string();
     assert_eq!(id.len(), 64, "cidfile: {id:?}");
+    let root_mount = out(&o);
+    let layer = root_mount
+        .split(',')
+        .find_map(|opt| opt.strip_prefix("upperdir="))
+        .and_then(|u| u.strip_suffix("/diff"))
+        .unwrap_or_else(|| panic!("no overlay upperdir in the container's root mount: {root_mount:?}"))
+        .to_string();
     // The removal is done when the engine no longer knows the container.
     wait_for("the container to be removed", || (!d.docker(&["inspect", &id]).status.success()).then_some(()));
     let root = d.runtime_root();
-    let left: Vec<_> =
-        std::fs::read_dir(&root).map(|rd| rd.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().contains(&id)).collect())
+        .unwrap_or_default();
     assert!(left.is_empty(), "state left under the runtime's --root {}: {left:?}", root.display());
     let cg = format!("{}/{id}", d.cgroup_parent);
     assert_eq!(cgroup_dirs(&cg), Vec::<std::path::PathBuf>::new(), "cgroups left for {cg}");
-    assert_eq!(mounts_under(d.dir()), mounts_before, "mounts left under the daemon's directories");
+    let mounts: Vec<String> =
+        mounts_under(d.dir()).into_iter().filter(|m| m.contains(&id) || m.starts_with(&layer)).collect();
+    assert!(mounts.is_empty(), "mounts left for the container: {mounts:?}");
     let procs = pids_mentioning(&id);
     assert!(procs.is_empty(), "processes left that name the container: {procs:?}");
 }
@@ -61,7 +71,7 @@ fn docker_run_rm_leaves_nothing() {
 #[test]
 fn docker_exec_into_running() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&["-d", "--name", "target", IMAGE, "sleep", "1000"]);
     assert!(o.status.success(), "{}", show(&o));
     let o = d.docker(&["exec", "target", "sh", "-c", "echo in-exec; cat /proc/1/cmdline | tr '\\0' ' '; exit 6"]);
@@ -73,52 +83,42 @@ fn docker_exec_into_running() {
     assert!(o.status.success(), "{}", show(&o));
 }
 
-/// `docker run -it` through a real pty (`script`): the container's stdin
-/// and stdout are a terminal, and what is typed reaches it.
+/// `docker run -it` on a pty the test opens: the container's stdin and
+/// stdout are a terminal (the pty husk made from the container's
+/// /dev/ptmx and sent over --console-socket), and what is typed reaches it.
 #[test]
 fn docker_run_it_tty() {
     require_root();
-    let d = Dockerd::start();
-    let docker = format!(
-        "docker -H {} run -it --rm --runtime husk --network none {IMAGE} \
-         sh -c 'test -t 0 && test -t 1 && echo STDIN-AND-STDOUT-ARE-A-TTY; tty; read line; echo \"typed: $line\"; exit 5'",
-        d.daemon.host()
+    let d = Dockerd::shared();
+    let mut docker = d.daemon.cmd();
+    docker.args(["run", "-it", "--rm", "--runtime", "husk", "--network", "none", IMAGE, "sh", "-c"]).arg(
+        "test -t 0 && test -t 1 && echo STDIN-AND-STDOUT-ARE-A-TTY; tty; read line; echo \"typed: $line\"; exit 5",
     );
-    let mut child = std::process::Command::new("script")
-        .args(["-q", "-e", "-c", &docker, "/dev/null"])
-        .env("DOCKER_CONFIG", d.dir().join("client"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("script (util-linux)");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    // Type only once the container's shell is reading.
-    let reader = std::thread::spawn(move || {
-        use std::io::Read;
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        let mut typed = false;
-        loop {
-            match stdout.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
-            }
-            if !typed && String::from_utf8_lossy(&seen).contains("/dev/pts/") {
-                use std::io::Write;
-                stdin.write_all(b"hello-tty\r").unwrap();
-                typed = true;
-            }
-        }
-        String::from_utf8_lossy(&seen).into_owned()
-    });
-    let status = child.wait().unwrap();
-    let seen = reader.join().unwrap();
+    let (seen, status) = on_pty(docker, "/dev/pts/", b"hello-tty\r");
     assert!(seen.contains("STDIN-AND-STDOUT-ARE-A-TTY"), "not a tty: {seen:?}");
     assert!(seen.contains("/dev/pts/0"), "tty name: {seen:?}");
     assert!(seen.contains("typed: hello-tty"), "input did not reach the container: {seen:?}");
     assert_eq!(status.code(), Some(5), "exit code through the tty: {seen:?}");
+}
+
+/// `docker exec -it` into a running container: the exec'd process gets a
+/// terminal of its own (exec --console-socket), in the container's devpts.
+#[test]
+fn docker_exec_it_tty() {
+    require_root();
+    let d = Dockerd::shared();
+    let name = unique("exec-it");
+    let o = d.run(&["-d", "--name", &name, IMAGE, "sleep", "1000"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let mut docker = d.daemon.cmd();
+    docker
+        .args(["exec", "-it", &name, "sh", "-c"])
+        .arg("test -t 0 && test -t 1 && echo EXEC-HAS-A-TTY; tty; read line; echo \"typed: $line\"; exit 4");
+    let (seen, status) = on_pty(docker, "/dev/pts/", b"exec-tty\r");
+    let _ = d.docker(&["rm", "-f", &name]);
+    assert!(seen.contains("EXEC-HAS-A-TTY"), "not a tty: {seen:?}");
+    assert!(seen.contains("typed: exec-tty"), "input did not reach the exec: {seen:?}");
+    assert_eq!(status.code(), Some(4), "exit code through the tty: {seen:?}");
 }
 
 /// `docker stop`: SIGTERM first (the container's trap runs), SIGKILL after
@@ -126,7 +126,7 @@ fn docker_run_it_tty() {
 #[test]
 fn docker_stop_sends_sigterm_then_kill() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&[
         "-d",
         "--name",
@@ -153,7 +153,7 @@ fn docker_stop_sends_sigterm_then_kill() {
 #[test]
 fn docker_logs_has_only_the_containers_output() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&["--name", "talker", IMAGE, "sh", "-c", "echo to-stdout; echo to-stderr >&2"]);
     assert!(o.status.success(), "{}", show(&o));
     let o = d.docker(&["logs", "talker"]);
@@ -167,7 +167,7 @@ fn docker_logs_has_only_the_containers_output() {
 #[test]
 fn docker_run_memory_and_pids_limits_hold() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&[
         "-d",
         "--name",
@@ -205,7 +205,7 @@ fn docker_run_memory_and_pids_limits_hold() {
 #[test]
 fn docker_run_read_only_and_tmpfs() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&[
         "--rm",
         "--read-only",
@@ -228,7 +228,7 @@ fn docker_run_read_only_and_tmpfs() {
 #[test]
 fn docker_oom_reported() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&["--name", "hog", "--memory", "32m", "--memory-swap", "32m", IMAGE, "tail", "/dev/zero"]);
     assert_eq!(o.status.code(), Some(137), "{}", show(&o));
     assert_eq!(d.inspect("hog", "{{.State.OOMKilled}}"), "true", "dockerd did not see the OOM kill");
@@ -239,7 +239,7 @@ fn docker_oom_reported() {
 #[test]
 fn docker_restart_policy_no_zombies() {
     require_root();
-    let d = Dockerd::start();
+    let d = Dockerd::shared();
     let o = d.run(&["-d", "--name", "flaky", "--restart", "on-failure:3", IMAGE, "sh", "-c", "exit 1"]);
     assert!(o.status.success(), "{}", show(&o));
     wait_for("three restarts and a final exit", || {
@@ -247,11 +247,18 @@ fn docker_restart_policy_no_zombies() {
         (s.trim() == "3 exited").then_some(())
     });
     assert_eq!(d.inspect("flaky", "{{.State.ExitCode}}"), "1");
-    let mut roots = d.daemon.helpers();
-    roots.extend(pids_mentioning(&d.runtime.display().to_string()));
-    let zombies: Vec<_> =
-        descendants(&roots).into_iter().filter(|&p| proc_stat(p).is_some_and(|(s, _)| s == 'Z')).collect();
-    assert!(zombies.is_empty(), "zombies under containerd and its shims: {zombies:?}");
+    // Other tests' containers come and go in the same daemon: a zombie
+    // seen now must be reaped soon (a leaked one never is).
+    let zombies = || {
+        let mut roots = d.daemon.helpers();
+        roots.extend(pids_mentioning(&d.runtime.display().to_string()));
+        descendants(&roots).into_iter().filter(|&p| proc_stat(p).is_some_and(|(s, _)| s == 'Z')).collect::<Vec<_>>()
+    };
+    let seen = zombies();
+    wait_for(&format!("the zombies {seen:?} under containerd and its shims to be reaped"), || {
+        let now = zombies();
+        (!seen.iter().any(|p| now.contains(p))).then_some(())
+    });
 }
 
 /// `ctr run --runc-binary RUNTIME`: the runc shim drives the runtime; the
@@ -259,13 +266,13 @@ fn docker_restart_policy_no_zombies() {
 #[test]
 fn ctr_run_with_runc_binary() {
     require_root();
-    let c = Containerd::start();
+    let c = Containerd::shared();
     let id = unique("run");
     let o = c.run(&["--rm"], &id, &["sh", "-c", "echo hello from ctr; exit 4"]);
     assert_eq!(o.status.code(), Some(4), "{}\ncontainerd: {}", show(&o), c.log());
     assert_eq!(out(&o), "hello from ctr\n", "{}", show(&o));
-    let left = c.ctr(&["container", "ls", "-q"]);
-    assert_eq!(out(&left).trim(), "", "container left after --rm");
+    let left = out(&c.ctr(&["container", "ls", "-q"]));
+    assert!(!left.lines().any(|l| l == id), "container left after --rm: {left}");
 }
 
 /// `ctr task exec` into a running task and `ctr task kill`: exec output
@@ -273,7 +280,7 @@ fn ctr_run_with_runc_binary() {
 #[test]
 fn ctr_exec_and_kill() {
     require_root();
-    let c = Containerd::start();
+    let c = Containerd::shared();
     let id = unique("exec");
     let o = c.run(&["-d"], &id, &["sleep", "1000"]);
     assert!(o.status.success(), "{}\ncontainerd: {}", show(&o), c.log());

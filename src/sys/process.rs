@@ -212,6 +212,19 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+/// atexit(3): `f` runs when the process exits normally (main returns or
+/// `std::process::exit`), once. The integration tests stop a daemon
+/// shared by every test of one binary with it: statics are never dropped,
+/// and a daemon left running would outlive the test process.
+pub fn at_exit(f: extern "C" fn()) -> SysResult<()> {
+    // SAFETY: atexit stores a plain function pointer (no captured state,
+    // 'static by type) and calls it from exit(3) on this process's stack.
+    match unsafe { libc::atexit(f) } {
+        0 => Ok(()),
+        _ => Err(Errno::ENOMEM),
+    }
+}
+
 /// pidfd_send_signal(2): signal exactly the process the pidfd refers to,
 /// immune to pid reuse.
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> SysResult<()> {

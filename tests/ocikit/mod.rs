@@ -11,7 +11,11 @@
 //!
 //! Everything a kit object starts is stopped by pid when it is dropped (a
 //! panicking test included): containers, daemons, the shims they left,
-//! mounts under the private directory and the cgroups made for it.
+//! mounts under the private directory and the cgroups made for it. The
+//! daemons are shared by every test of one test binary (`shared()`,
+//! started by the first test that asks) and stopped when that process
+//! exits (atexit): one daemon start per file keeps the suite fast, and the
+//! tests name their containers uniquely so they run side by side.
 #![allow(dead_code)]
 
 use crate::dockerkit;
@@ -19,8 +23,9 @@ use crate::imagekit::{self, Layout, TempDir};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const RUNC: &str = "/usr/sbin/runc";
@@ -215,6 +220,86 @@ pub fn busybox_oci_archive(dir: &Path) -> PathBuf {
     archive
 }
 
+// --------------------------------------------------------------- shared --
+
+/// One daemon for every test of this binary; stopped at exit.
+pub struct Shared<T: 'static>(Mutex<Option<Arc<T>>>);
+
+impl<T> Shared<T> {
+    pub const fn new() -> Shared<T> {
+        Shared(Mutex::new(None))
+    }
+
+    /// The daemon, started by the first caller (the others wait for it);
+    /// `stop` (an `extern "C" fn` calling `self.stop()`) runs at exit.
+    pub fn get(&self, start: impl FnOnce() -> T, stop: extern "C" fn()) -> Arc<T> {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            husk::sys::process::at_exit(stop).expect("atexit");
+            *slot = Some(Arc::new(start()));
+        }
+        slot.as_ref().unwrap().clone()
+    }
+
+    /// Drops the daemon (its Drop stops it) once no test holds it; at exit
+    /// every test has returned.
+    pub fn stop(&self) {
+        let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // A panic must not unwind out of an atexit handler.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(taken)));
+    }
+}
+
+// ------------------------------------------------------------------ pty --
+
+/// Runs `cmd` with its stdin, stdout and stderr on the slave of a pty this
+/// test opens (a terminal, as a user's shell gives `docker run -it`), types
+/// `input` once `trigger` shows on the master, and returns everything
+/// read from the master and the exit status.
+pub fn on_pty(mut cmd: Command, trigger: &str, input: &[u8]) -> (String, ExitStatus) {
+    use std::io::{Read, Write};
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let slave = pty.slave;
+    cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave));
+    let mut child = cmd.spawn().expect("spawn on the pty");
+    // Our copies of the slave go with the Command: the master reads EIO
+    // once the child (and whatever it passed the slave to) is gone.
+    drop(cmd);
+    let mut master = std::fs::File::from(pty.master);
+    let input = input.to_vec();
+    let trigger = trigger.to_string();
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut typed = false;
+        loop {
+            match master.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+            if !typed && String::from_utf8_lossy(&seen).contains(&trigger) {
+                master.write_all(&input).unwrap();
+                typed = true;
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (reader.join().unwrap(), status)
+}
+
 // --------------------------------------------------------------- dockerd --
 
 /// tests/dockerkit's private dockerd with the runtime under test registered
@@ -227,7 +312,17 @@ pub struct Dockerd {
     pub runtime: PathBuf,
 }
 
+static DOCKERD: Shared<Dockerd> = Shared::new();
+extern "C" fn stop_dockerd() {
+    DOCKERD.stop()
+}
+
 impl Dockerd {
+    /// The dockerd every test of this binary shares.
+    pub fn shared() -> Arc<Dockerd> {
+        DOCKERD.get(Dockerd::start, stop_dockerd)
+    }
+
     pub fn start() -> Dockerd {
         let runtime = runtime_bin();
         let cgroup_parent = format!("/{}", unique("docker"));
@@ -282,7 +377,17 @@ pub struct Containerd {
     pub runtime: PathBuf,
 }
 
+static CONTAINERD: Shared<Containerd> = Shared::new();
+extern "C" fn stop_containerd() {
+    CONTAINERD.stop()
+}
+
 impl Containerd {
+    /// The containerd every test of this binary shares.
+    pub fn shared() -> Arc<Containerd> {
+        CONTAINERD.get(Containerd::start, stop_containerd)
+    }
+
     pub fn start() -> Containerd {
         let runtime = runtime_bin();
         let dir = TempDir::new("containerd");
