@@ -145,13 +145,33 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OciCgroupError + '_ {
 /// directory is empty (no cpus, no mems: attaching fails with ENOSPC), so
 /// it inherits its parent's.
 fn mkdirs(mount: &Path, rel: &Path, cpuset: bool, created: &mut Vec<PathBuf>) -> Result<(), OciCgroupError> {
+    retry_vanished_parent(|| mkdirs_once(mount, rel, cpuset, created))
+}
+
+/// Another container's delete may remove a shared parent between our
+/// mkdir of it (EEXIST) and of the next level (ENOENT): start over.
+fn retry_vanished_parent(mut f: impl FnMut() -> Result<(), OciCgroupError>) -> Result<(), OciCgroupError> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(OciCgroupError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound && tries < 10 => {
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+fn mkdirs_once(mount: &Path, rel: &Path, cpuset: bool, created: &mut Vec<PathBuf>) -> Result<(), OciCgroupError> {
     let mut dir = mount.to_path_buf();
     for c in rel.components() {
         let parent = dir.clone();
         dir.push(c);
         match std::fs::create_dir(&dir) {
             Ok(()) => {
-                created.push(dir.clone());
+                if !created.contains(&dir) {
+                    created.push(dir.clone());
+                }
                 if cpuset {
                     for f in ["cpuset.cpus", "cpuset.mems"] {
                         let v = crate::files::read_text(parent.join(f)).map_err(io(&parent))?;
@@ -167,6 +187,10 @@ fn mkdirs(mount: &Path, rel: &Path, cpuset: bool, created: &mut Vec<PathBuf>) ->
 }
 
 fn mkdirs_v2(mount: &Path, rel: &Path, created: &mut Vec<PathBuf>) -> Result<(), OciCgroupError> {
+    retry_vanished_parent(|| mkdirs_v2_once(mount, rel, created))
+}
+
+fn mkdirs_v2_once(mount: &Path, rel: &Path, created: &mut Vec<PathBuf>) -> Result<(), OciCgroupError> {
     let mut dir = mount.to_path_buf();
     for c in rel.components() {
         // Delegate the controllers one level down before making the child.
@@ -182,7 +206,8 @@ fn mkdirs_v2(mount: &Path, rel: &Path, created: &mut Vec<PathBuf>) -> Result<(),
         }
         dir.push(c);
         match std::fs::create_dir(&dir) {
-            Ok(()) => created.push(dir.clone()),
+            Ok(()) if !created.contains(&dir) => created.push(dir.clone()),
+            Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io(&dir)(e)),
         }
@@ -374,23 +399,27 @@ pub fn pids(dirs: &BTreeMap<String, PathBuf>) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// Removes the directories `create` made, deepest first. A directory
-/// still holding processes (EBUSY) is retried briefly while they exit.
-pub fn remove(created: &[PathBuf]) -> Result<(), OciCgroupError> {
+/// Removes the directories `create` made, deepest first. The
+/// container's own directories (`leaves`) must go: one still holding
+/// processes (EBUSY) is retried briefly while they exit. A parent husk made
+/// on the way (e.g. /docker, or a ctr namespace) goes only when nothing else
+/// is in it: while another container's cgroup lives below it, rmdir says
+/// EBUSY (v1) or ENOTEMPTY (v2) and it stays for the last one out.
+pub fn remove(created: &[PathBuf], leaves: &[PathBuf]) -> Result<(), OciCgroupError> {
     let mut sorted: Vec<&PathBuf> = created.iter().collect();
     sorted.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for dir in sorted {
+        let leaf = leaves.contains(dir);
         let mut tries = 0;
         loop {
             match std::fs::remove_dir(dir) {
                 Ok(()) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                // A shared parent (e.g. /docker) that holds other containers.
-                Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => break,
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 200 => {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && leaf && tries < 200 => {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
+                Err(_) if !leaf => break,
                 Err(e) => return Err(io(dir)(e)),
             }
         }

@@ -33,6 +33,7 @@ struct Undo<'a> {
     id: String,
     init: Option<i32>,
     cgroups: Vec<PathBuf>,
+    leaves: Vec<PathBuf>,
     armed: bool,
 }
 
@@ -44,7 +45,7 @@ impl Drop for Undo<'_> {
         if let Some(pid) = self.init {
             let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
-        let _ = cgroups::remove(&self.cgroups);
+        let _ = cgroups::remove(&self.cgroups, &self.leaves);
         let _ = self.store.remove(&self.id);
     }
 }
@@ -65,7 +66,7 @@ fn create_container(store: &Store, a: &CreateArgs) -> Result<ProcRef, OciError> 
         _ => {}
     }
     let dir = store.make(&a.id)?;
-    let mut undo = Undo { store, id: a.id.clone(), init: None, cgroups: Vec::new(), armed: true };
+    let mut undo = Undo { store, id: a.id.clone(), init: None, cgroups: Vec::new(), leaves: Vec::new(), armed: true };
     // Init opens exec.fifo as the container's root, which in a user
     // namespace is an unprivileged host uid: it needs "other" search on the
     // directory and write on the fifo (runc's 0622).
@@ -87,6 +88,7 @@ fn create_container(store: &Store, a: &CreateArgs) -> Result<ProcRef, OciError> 
         cgroups::Made::default()
     };
     undo.cgroups = made.created.clone();
+    undo.leaves = made.dirs.values().cloned().collect();
     let mut record = Record {
         id: a.id.clone(),
         init: None,

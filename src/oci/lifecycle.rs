@@ -132,7 +132,8 @@ pub fn delete(store: &Store, a: &DeleteArgs) -> Result<(), OciError> {
         }
     }
     kill_everything(&record);
-    cgroups::remove(&record.made_cgroups)?;
+    let leaves: Vec<_> = record.cgroups.values().cloned().collect();
+    cgroups::remove(&record.made_cgroups, &leaves)?;
     store.remove(&a.id)?;
     if let Err(e) = hooks::run_all("poststop", &record.poststop, &record.hook_state(Status::Stopped)) {
         // runc: poststop failures are logged, the delete stands.
