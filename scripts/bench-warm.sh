@@ -280,6 +280,7 @@ cases = {
 }
 if docker:
     cases["print1_docker_run"] = proc(shlex.split(docker) + ["python3", "-c", "print(1)"])
+    cases["numpy_docker_run"] = proc(shlex.split(docker) + ["python3", "-c", "import numpy; print(1)"])
 r = {k: [] for k in cases}
 r.update({"print1_warm_husk_exec_ms": [], "print1_warm_plan_ms": [], "print1_warm_run_ms": [],
           "numpy_warm_husk_exec_ms": [], "claim_client_ms": [], "claim_serve_ms": []})
@@ -321,6 +322,7 @@ label = {
     "numpy_warm_husk_exec_ms": "  of which husk exec (verdict duration_ms)",
     "numpy_husk_run": "husk run python3 -c 'import numpy; print(1)' (cold)",
     "numpy_host_python": "host python3 -c 'import numpy; print(1)'",
+    "numpy_docker_run": "docker run --rm python3 -c 'import numpy; print(1)'",
     "claim_client_ms": "claim from the warm pool (client round trip)",
     "claim_serve_ms": "claim from the warm pool (in serve: claim_ms)",
 }

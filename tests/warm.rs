@@ -98,6 +98,11 @@ try:
 except OSError as e:
     res.append(("mem", e.errno))
 try:
+    with open("/proc/1/mem", "r+b") as m:
+        m.write(b"x"); res.append(("mem_write", "written"))
+except OSError as e:
+    res.append(("mem_write", e.errno))
+try:
     os.listdir("/proc/1/fd"); res.append(("fd", "listed"))
 except OSError as e:
     res.append(("fd", e.errno))
@@ -121,6 +126,10 @@ print(res)
     let out = stdout_of(&v);
     assert!(out.contains("('ppid', 0)") || out.contains("('ppid', 1)"), "{out}");
     assert!(out.contains("('mem', 13)") || out.contains("('mem', 1)"), "the parent's memory was readable: {out}");
+    assert!(
+        out.contains("('mem_write', 13)") || out.contains("('mem_write', 1)"),
+        "the parent's memory was writable: {out}"
+    );
     assert!(out.contains("('fd', 13)") || out.contains("('fd', 1)"), "the parent's fds were listable: {out}");
     assert!(out.contains("('ptrace', -1, 1)"), "ptrace of the parent was not refused with EPERM: {out}");
     assert!(out.contains("('socket_fds', [])"), "the child holds a socket: {out}");
@@ -139,17 +148,21 @@ fn warm_exec_timeout_kills_only_that_exec() {
     python3();
     let s = Sbx::new();
     let id = s.create_with(&["--warm", "python"]);
+    // The call and the grandchild it forks name themselves, so the next
+    // call can look for them in /proc (the sandbox's, which shows the
+    // zygote's nested pid namespace too).
     let (v, code) = code_json(
         &s,
         &id,
         &["--timeout", "1s"],
-        "import os, time\nos.fork()\nprint('started', flush=True)\ntime.sleep(60)",
+        "import os, time\nos.fork()\nopen('/proc/self/comm', 'w').write('husk-timed-out')\nprint('started', flush=True)\ntime.sleep(60)",
     );
     assert_eq!((code, &v["termination"]), (124, &serde_json::json!("wall_timeout")), "{v:#}");
     // Its processes (the call's child and the grandchild it forked) are gone,
     // the zygote is not: the next call runs.
-    let (v, code) = code_json(&s, &id, &[], "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))");
-    assert_eq!(code, 0, "{v:#}");
+    let census = "import os\nn = 0\nfor p in os.listdir('/proc'):\n    try:\n        n += p.isdigit() and open(f'/proc/{p}/comm').read().strip() == 'husk-timed-out'\n    except OSError:\n        pass\nprint(n)";
+    let (v, code) = code_json(&s, &id, &[], census);
+    assert_eq!((code, stdout_of(&v)), (0, "0\n"), "processes of the timed-out call outlived it: {v:#}");
     let (v, code) = code_json(&s, &id, &[], "print('next')");
     assert_eq!((code, stdout_of(&v)), (0, "next\n"), "{v:#}");
 }
