@@ -42,6 +42,8 @@ pub struct Capture {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: u64,
+    /// Secret values out of what is kept (`redact`); None without secrets.
+    redactor: Option<crate::redact::Redactor>,
 }
 
 /// A finished capture, as it appears in the verdict.
@@ -62,10 +64,28 @@ impl Capture {
     pub fn new(limit: u64) -> Self {
         let limit = usize::try_from(limit.min(MAX_LIMIT)).unwrap_or(0);
         let head_cap = limit.div_ceil(2);
-        Capture { head_cap, tail_cap: limit - head_cap, head: Vec::new(), tail: VecDeque::new(), total: 0 }
+        Capture {
+            head_cap,
+            tail_cap: limit - head_cap,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+            redactor: crate::redact::Redactor::current(),
+        }
     }
 
-    pub fn push(&mut self, mut data: &[u8]) {
+    /// Takes bytes the command wrote (secret values replaced on the way).
+    pub fn push(&mut self, data: &[u8]) {
+        if self.redactor.is_none() {
+            self.redactor = crate::redact::Redactor::current();
+        }
+        match self.redactor.as_mut().map(|r| r.push(data)) {
+            Some(clean) => self.keep(&clean),
+            None => self.keep(data),
+        }
+    }
+
+    fn keep(&mut self, mut data: &[u8]) {
         self.total += data.len() as u64;
         let room = self.head_cap - self.head.len();
         if room > 0 {
@@ -90,7 +110,10 @@ impl Capture {
         self.total
     }
 
-    pub fn finish(self) -> Captured {
+    pub fn finish(mut self) -> Captured {
+        if let Some(rest) = self.redactor.as_mut().map(|r| r.finish()) {
+            self.keep(&rest);
+        }
         let kept = (self.head.len() + self.tail.len()) as u64;
         let truncated = self.total > kept;
         let mut head = self.head;

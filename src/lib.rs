@@ -30,6 +30,7 @@ pub mod paths;
 pub mod plan;
 pub mod print;
 pub mod procref;
+pub mod redact;
 pub mod rootfs;
 pub mod sandbox;
 pub mod seccomp;

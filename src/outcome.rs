@@ -41,9 +41,24 @@ pub struct ErrorReport {
     /// The kernel's errno when a syscall failed (`"EINVAL"` in JSON).
     #[serde(serialize_with = "crate::step::serialize_errno")]
     pub errno: Option<Errno>,
+    /// Serialized through `redact::text`: no secret value reaches a
+    /// verdict, and with `--redact` no host path, host or user name.
+    #[serde(serialize_with = "redacted")]
     pub message: String,
     /// How to fix the host or the invocation, when known.
+    #[serde(serialize_with = "redacted_opt")]
     pub hint: Option<String>,
+}
+
+fn redacted<S: serde::Serializer>(m: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::redact::text(m))
+}
+
+fn redacted_opt<S: serde::Serializer>(m: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match m {
+        Some(m) => s.serialize_some(&crate::redact::text(m)),
+        None => s.serialize_none(),
+    }
 }
 
 impl ErrorReport {

@@ -127,6 +127,8 @@ pub struct Tap {
 
 struct Inner {
     chunker: Chunker,
+    /// Secret values out of the events, per stream (`redact`).
+    redactors: [Option<crate::redact::Redactor>; 2],
     pending: Vec<u8>,
     sent: usize,
     /// Whether a blocking write of any size may stall husk (pipes and
@@ -149,7 +151,14 @@ impl Tap {
             let kind = st.st_mode & libc::S_IFMT;
             kind == libc::S_IFIFO || kind == libc::S_IFSOCK
         });
-        let inner = Inner { chunker: Chunker::default(), pending: Vec::new(), sent: 0, may_block, error: None };
+        let inner = Inner {
+            chunker: Chunker::default(),
+            redactors: [crate::redact::Redactor::current(), crate::redact::Redactor::current()],
+            pending: Vec::new(),
+            sent: 0,
+            may_block,
+            error: None,
+        };
         Tap { fd, inner: RefCell::new(inner) }
     }
 
@@ -161,7 +170,12 @@ impl Tap {
     /// Queues the event for bytes read from `which`.
     pub fn push(&self, which: Which, data: &[u8]) {
         let mut i = self.inner.borrow_mut();
-        if let Some(c) = i.chunker.chunk(which, data) {
+        let r = &mut i.redactors[which.index()];
+        if r.is_none() {
+            *r = crate::redact::Redactor::current();
+        }
+        let clean = r.as_mut().map(|r| r.push(data));
+        if let Some(c) = i.chunker.chunk(which, clean.as_deref().unwrap_or(data)) {
             i.queue(&c);
         }
     }
@@ -169,6 +183,11 @@ impl Tap {
     /// `which` reached its end.
     pub fn end(&self, which: Which) {
         let mut i = self.inner.borrow_mut();
+        if let Some(rest) = i.redactors[which.index()].as_mut().map(|r| r.finish())
+            && let Some(c) = i.chunker.chunk(which, &rest)
+        {
+            i.queue(&c);
+        }
         if let Some(c) = i.chunker.end(which) {
             i.queue(&c);
         }

@@ -4,6 +4,7 @@
 pub mod cp;
 pub mod images;
 pub mod report;
+pub mod secret;
 pub mod spec;
 
 use crate::units::{parse_duration, parse_size};
@@ -424,6 +425,9 @@ pub struct ProcessArgs {
     /// is captured as stdout.
     #[arg(long, short = 't')]
     pub tty: bool,
+
+    #[command(flatten)]
+    pub secrets: secret::SecretArgs,
 }
 
 #[derive(Args, Debug)]
@@ -494,6 +498,11 @@ pub struct CreateArgs {
     /// Allow execs to run in parallel (default: one at a time).
     #[arg(long)]
     pub concurrent: bool,
+
+    /// Secrets of every exec (held in the supervisor's memory, never in
+    /// state.json or `inspect`, which lists their names only).
+    #[command(flatten)]
+    pub secrets: secret::SecretArgs,
 
     /// A warm interpreter: python[:MOD1,MOD2] waits inside the sandbox with
     /// MODULES imported, and each `husk exec --code` forks a fresh child of

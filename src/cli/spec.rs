@@ -26,6 +26,8 @@ pub enum ArgsError {
     #[error(transparent)]
     Plan(#[from] crate::plan::PlanError),
     #[error(transparent)]
+    Secret(#[from] super::secret::SecretError),
+    #[error(transparent)]
     IdRange(#[from] crate::userns::IdMapError),
     #[error(transparent)]
     IdRangeRefused(#[from] crate::idrange::RangeRefused),
@@ -190,6 +192,19 @@ pub fn network_args(a: &SandboxArgs) -> Result<(NetworkMode, Option<crate::net::
 pub const ENV_FILE_LIMIT: u64 = 1 << 20;
 
 /// Applies per-command flags (shared with `exec`).
+/// `--secret-env` / `--secret-file` of run and exec: the values join the
+/// command's environment (after the sandbox's, before --env) and, before
+/// any output is captured, the values to hide (`redact`); `--redact` too.
+/// The spec holds them in memory only: run and exec write no spec down.
+/// (create keeps its secrets out of its spec, which state.json holds.)
+pub fn apply_secrets(spec: &mut Spec, a: &super::secret::SecretArgs) -> Result<(), ArgsError> {
+    crate::redact::set_host(a.redact);
+    let secrets = a.resolve()?;
+    spec.env.extend(super::secret::env_pairs(&secrets));
+    crate::redact::add(secrets);
+    Ok(())
+}
+
 pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsError> {
     spec.timeout = p.timeout;
     spec.kill_grace = p.kill_grace;
@@ -200,6 +215,7 @@ pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsEr
         return Err(ArgsError::TtyJsonStream);
     }
     spec.tty = p.tty;
+    apply_secrets(spec, &p.secrets)?;
     for f in &p.env_file {
         let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT)?;
         for (n, line) in text.lines().enumerate() {

@@ -91,6 +91,9 @@ fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(Commit
         p.host_port = 0;
     }
     let sandboxes = store_of(paths)?;
+    // The source's secrets, from its supervisor: a fork runs what its
+    // source ran, with the same environment.
+    let secrets = crate::sandbox::exec::secrets_of(&sandboxes, &source)?;
     let mut made: Vec<(Record, Handover)> = Vec::new();
     for n in 1..=a.count {
         let meta = Meta {
@@ -100,6 +103,7 @@ fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(Commit
             max_lifetime: source.max_lifetime_ms.map(Duration::from_millis),
             concurrent: source.concurrent,
             ready_check: false,
+            secrets: secrets.clone(),
         };
         match create_spec(spec.clone(), meta, paths) {
             Ok(r) => made.push(r),

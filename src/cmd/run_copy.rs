@@ -54,6 +54,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         warm: None,
         session: None,
         ready_cmd: None,
+        secrets: p.secrets.clone(),
         ready_timeout: std::time::Duration::from_secs(60),
         json: false,
         pool: None,

@@ -143,6 +143,9 @@ pub(crate) fn create_inner(
     }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
+    crate::redact::set_host(args.secrets.redact);
+    let secrets = args.secrets.resolve().map_err(|e| args_err(e.into()))?;
+    crate::redact::add(secrets.clone());
     let meta = Meta {
         name: args.name,
         labels,
@@ -150,6 +153,7 @@ pub(crate) fn create_inner(
         max_lifetime: args.max_lifetime,
         concurrent: args.concurrent,
         ready_check: args.ready_cmd.is_some(),
+        secrets,
     };
     create_spec(spec, meta, paths)
 }
@@ -163,6 +167,9 @@ pub(crate) struct Meta {
     pub concurrent: bool,
     /// `--ready-cmd`: the sandbox stays CREATING until the check passes.
     pub ready_check: bool,
+    /// `--secret-env/--secret-file`: not in the spec (state.json holds
+    /// it); the supervisor keeps them in memory.
+    pub secrets: Vec<crate::redact::Secret>,
 }
 
 /// Starts a sandbox for a complete spec (create's, or a fork's: its
@@ -195,6 +202,7 @@ pub(crate) fn create_spec(
         backend: selected.backend,
         runtime_choice: selected.note,
         ready_check: meta.ready_check,
+        secrets: meta.secrets,
     };
     crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
 }
@@ -308,6 +316,7 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
         env_file,
         user,
         tty: false,
+        secrets: Default::default(),
     }
 }
 

@@ -477,19 +477,41 @@ fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
     let (args, secrets) = req.to_args(&ctx.address)?;
     let mut argv = ctx.argv(&["create", "--json"]);
     argv.extend(args.into_iter().map(OsString::from));
-    Ok(Reply::Json(201, create_child(argv, secrets)?))
+    let (_held, files) = secret_files(&secrets)?;
+    argv.extend(files);
+    Ok(Reply::Json(201, create_child(argv)?))
+}
+
+/// Each secret in a memfd of its own, inherited by the command (no
+/// CLOEXEC), and the `--secret-file NAME=/proc/self/fd/N` arguments that
+/// name them: the values never appear in argv (`ps`), and never in the
+/// environment of husk itself (a secret named `HUSK_NO_CGROUP` or
+/// `LD_PRELOAD` would change what husk does). Keep the files until the
+/// command has read them.
+fn secret_files(secrets: &body::Secrets) -> Result<(Vec<std::fs::File>, Vec<OsString>), ApiError> {
+    use std::io::Write;
+    let mut held = Vec::new();
+    let mut args = Vec::new();
+    for (name, value) in secrets {
+        let mut f = nix::sys::memfd::memfd_create(c"husk-secret", nix::sys::memfd::MFdFlags::empty())
+            .map(std::fs::File::from)
+            .map_err(|e| ApiError::new(500, "serve", format!("memfd_create: {e}")))?;
+        f.write_all(value.as_bytes()).map_err(|e| ApiError::new(500, "serve", format!("holding a secret: {e}")))?;
+        args.push(OsString::from(format!("--secret-file={name}=/proc/self/fd/{}", f.as_raw_fd())));
+        held.push(f);
+    }
+    Ok((held, args))
 }
 
 /// `husk create --json` as a program of its own; its record.
-fn create_child(argv: Vec<OsString>, secrets: body::Secrets) -> Result<Value, ApiError> {
+fn create_child(argv: Vec<OsString>) -> Result<Value, ApiError> {
     // Refused here, with clap's own words, before a program starts.
     parse_cli(argv.clone())?;
     // A program of its own (see the module text): the supervisor it forks
-    // must not inherit this connection. Secrets go by environment, never
-    // by argv (which `ps` shows).
+    // must not inherit this connection.
     let mut cmd = std::process::Command::new("/proc/self/exe");
     std::os::unix::process::CommandExt::arg0(&mut cmd, "husk");
-    cmd.args(&argv[1..]).envs(secrets).stdin(std::process::Stdio::null());
+    cmd.args(&argv[1..]).stdin(std::process::Stdio::null());
     let out = cmd.output().map_err(|e| ApiError::new(500, "create", format!("starting husk create: {e}")))?;
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     if out.status.success() && v.get("id").is_some() {
@@ -629,6 +651,8 @@ fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_star
     let (args, stdin) = req.to_args(stream)?;
     let mut argv = ctx.argv(&["exec"]);
     argv.extend(args.opts.into_iter().map(OsString::from));
+    let (_held, files) = secret_files(&args.secrets)?;
+    argv.extend(files);
     argv.push(id.into());
     if !args.command.is_empty() {
         argv.push("--".into());

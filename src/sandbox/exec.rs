@@ -62,10 +62,11 @@ pub fn exec_to(
 ) -> Result<ExecResult, SandboxError> {
     let rec = super::registry::live_record_for(store, &req.target, req.ready_check)?;
     let dir = store.dir(&rec.id);
-    let mut plan = plan_in(&rec, &req.exec, t_start)?;
+    let client = Client::connect(&dir, rec.supervisor)?;
+    let x = with_secrets(&client, &rec, &req.exec)?;
+    let mut plan = plan_in(&rec, &x, t_start)?;
     plan.seccomp = seccomp_of(&rec, store)?;
 
-    let client = Client::connect(&dir, rec.supervisor)?;
     let exec_id = crate::backend::announced_exec_id(&rec.backend);
     let (reply, fds) = admit(
         &client,
@@ -112,13 +113,15 @@ pub fn exec_code(
             "--user and -t do not go with --code in a warm sandbox: its interpreter runs as the sandbox's user, without a terminal; run a command instead (husk exec ID -- python3 -)".into(),
         ));
     }
-    let mut x = req.exec.clone();
+    let dir = store.dir(&rec.id);
+    let client = Client::connect(&dir, rec.supervisor)?;
+    // The interpreter has the secrets already; this registers them for the
+    // call's output.
+    let mut x = with_secrets(&client, &rec, &req.exec)?;
     // The plan's command is the interpreter's: what the call runs is the
     // code, in a process that inherits the interpreter's confinement.
     x.argv = vec![crate::warm::INTERPRETER.into()];
     let plan = plan_in(&rec, &x, t_start)?;
-    let dir = store.dir(&rec.id);
-    let client = Client::connect(&dir, rec.supervisor)?;
     let (reply, mut fds) =
         admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: None, warm: true, ready_check: false }, "exec")?;
     let ctl = match (reply.warm, fds.len() > reply.namespaces.len()) {
@@ -167,6 +170,39 @@ fn cold_code(
     let mut res = exec_to(store, &r, t_start, tap)?;
     res.extra.insert(VERDICT_KEYS[4], serde_json::json!({"mode": "cold", "interrupted": false, "restarted": false}));
     Ok(res)
+}
+
+/// The exec with the sandbox's secrets (`create --secret-env`), asked of
+/// its supervisor, in its environment (after the sandbox's, before the
+/// exec's own), and registered for redaction before any output is read.
+fn with_secrets(client: &Client, rec: &Record, x: &ExecSpec) -> Result<ExecSpec, SandboxError> {
+    if rec.secret_names.is_empty() {
+        return Ok(x.clone());
+    }
+    let (reply, _) = client.call(&Request::Secrets)?;
+    if !reply.ok {
+        return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "the secrets were refused".into())));
+    }
+    let mut out = x.clone();
+    crate::redact::add(
+        reply.secrets.iter().map(|(n, v)| crate::redact::Secret { name: n.clone(), value: v.as_bytes().to_vec() }),
+    );
+    out.env = reply.secrets.into_iter().chain(x.env.iter().cloned()).collect();
+    Ok(out)
+}
+
+/// A live sandbox's secrets, asked of its supervisor (`husk fork` gives
+/// them to the forks).
+pub fn secrets_of(store: &Store, rec: &Record) -> Result<Vec<crate::redact::Secret>, SandboxError> {
+    if rec.secret_names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let client = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
+    let (reply, _) = client.call(&Request::Secrets)?;
+    if !reply.ok {
+        return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "the secrets were refused".into())));
+    }
+    Ok(reply.secrets.into_iter().map(|(name, v)| crate::redact::Secret { name, value: v.into_bytes() }).collect())
 }
 
 /// Asks the supervisor to admit one exec (or copy, `what`): its answer and

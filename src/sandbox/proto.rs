@@ -77,6 +77,10 @@ pub enum Request {
     /// the exec started (OOM kills and pids-limit hits anywhere in the
     /// sandbox, renewals, other execs), for its verdict.
     Events,
+    /// The sandbox's secrets (`create --secret-env`), for an exec about to
+    /// start: they go to the command's environment and the exec's output
+    /// redaction, and are never written to disk.
+    Secrets,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
@@ -109,6 +113,9 @@ pub struct Reply {
     /// (`--network allow=`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<crate::net::account::NetworkReport>>,
+    /// `secrets`: (name, value) pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<(String, String)>,
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go

@@ -126,6 +126,10 @@ pub struct Record {
     /// `--publish`: the host addresses bound, and the ports inside.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<crate::net::publish::Published>,
+    /// `create --secret-env/--secret-file`: the names only; the values live
+    /// in the supervisor's memory (`Request::Secrets`), never on disk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_names: Vec<String>,
 }
 
 pub fn now_ms() -> u64 {

@@ -289,6 +289,24 @@ def test_ready_cmd_gates_create_and_a_failed_check_raises_not_ready(connect_kw):
         Sandbox.create(rootfs="/", ttl="1m", ready_cmd=["sleep", "30"], ready_timeout=0.5, **connect_kw)
 
 
+def test_secret_env_reaches_the_command_and_never_its_output_or_state(connect_kw, state_dir):
+    value = "py-secret-6c1d0b7e"
+    # A name that is also one of husk's own variables: it is the sandbox's
+    # secret, and never changes what husk itself does.
+    with Sandbox.create(rootfs="/", ttl="1m", secret_env={"API_TOKEN": value, "HUSK_NO_CGROUP": value + "-2"}, **connect_kw) as sb:
+        r = sb.exec(f'[ "$API_TOKEN" = {value} ] && echo got; echo "$API_TOKEN"; echo "$HUSK_NO_CGROUP" >&2')
+        assert r.stdout.text == "got\n[husk: secret API_TOKEN]\n", r.raw
+        assert r.stderr.text == "[husk: secret HUSK_NO_CGROUP]\n", r.raw
+        assert value not in repr(r.raw)
+        assert value not in repr(sb.inspect().raw)
+        assert sorted(sb.inspect().raw["secret_names"]) == ["API_TOKEN", "HUSK_NO_CGROUP"]
+        assert r.limits["cgroup"] is not None, "a secret's name turned husk's cgroups off"
+        state = Path(state_dir, "sandboxes", sb.id, "state.json").read_text()
+        assert value not in state
+        events = list(sb.stream(f"echo {value}"))
+        assert value not in repr([e.raw if hasattr(e, "raw") else e for e in events])
+
+
 @pytest.fixture
 def flaky_husk(tmp_path, husk_bin):
     """A husk that fails its first N creates the way a busy host does

@@ -52,6 +52,7 @@ class CliTransport(TarFiles):
         stdin: Optional[bytes] = None,
         timeout: Optional[float] = None,
         env: Optional[Dict[str, str]] = None,
+        pass_fds: tuple = (),
     ) -> subprocess.CompletedProcess:
         try:
             return subprocess.run(
@@ -62,6 +63,7 @@ class CliTransport(TarFiles):
                 stderr=subprocess.PIPE,
                 timeout=timeout,
                 env=env,
+                pass_fds=pass_fds,
             )
         except subprocess.TimeoutExpired as e:
             raise HuskError(f"husk {args[0]} did not answer within {timeout:.0f}s") from e
@@ -130,12 +132,14 @@ class CliTransport(TarFiles):
             args += ["--env", f"{k}={v}"]
         for k, v in (params.get("labels") or {}).items():
             args += ["--label", f"{k}={v}"]
-        if params.get("secret_env"):
-            # Values go by husk's environment, never by argv (ps shows argv).
-            env = dict(os.environ)
-            for k, v in params["secret_env"].items():
-                args += ["--secret-env", k]
-                env[k] = str(v)
+        fds: List[int] = []
+        # Each value in a memfd husk reads as --secret-file: never in argv
+        # (ps shows it), never in husk's own environment.
+        for k, v in (params.get("secret_env") or {}).items():
+            fd = os.memfd_create("husk-secret", 0)
+            fds.append(fd)
+            os.write(fd, str(v).encode())
+            args += ["--secret-file", f"{k}=/proc/self/fd/{fd}"]
         if params.get("ready_cmd"):
             rc = params["ready_cmd"]
             # One shell command line (run by sh -c inside), as serve builds it.
@@ -145,7 +149,11 @@ class CliTransport(TarFiles):
         if params.get("writable"):
             args.append("--writable")
         args += list(params.get("extra_args") or [])
-        return self._json_or_raise(self._run(args, env=env), "create")
+        try:
+            return self._json_or_raise(self._run(args, env=env, pass_fds=tuple(fds)), "create")
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def inspect(self, sid: str) -> Dict[str, Any]:
         return self._json_or_raise(self._run(["inspect", sid]), "inspect")

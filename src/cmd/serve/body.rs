@@ -50,8 +50,27 @@ fn pairs(flag: &str, key: &str, map: &BTreeMap<String, String>, out: &mut Vec<St
     Ok(())
 }
 
-/// `secret_env` as (name, value) pairs for `husk create`'s environment.
+/// `secret_env` as (name, value) pairs, handed to the command as files
+/// (`--secret-file NAME=/proc/self/fd/N`, serve's `secret_files`): never
+/// in argv, and never as husk's own environment, where a name like
+/// `HUSK_NO_CGROUP` or `LD_PRELOAD` would change husk itself.
 pub type Secrets = Vec<(String, String)>;
+
+/// Checks `secret_env`'s names; the pairs.
+fn secrets(map: &BTreeMap<String, String>) -> Result<Secrets, ApiError> {
+    let mut out = Vec::new();
+    for (k, v) in map {
+        if !crate::cli::secret::valid_name(k) {
+            return Err(ApiError::new(
+                400,
+                "request",
+                format!("secret_env: {k:?} is not an environment variable name"),
+            ));
+        }
+        out.push((k.clone(), clean("secret_env", v)?));
+    }
+    Ok(out)
+}
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -229,22 +248,7 @@ impl CreateBody {
                 cmd.iter().map(|w| clean("ready_cmd", w).map(|w| shell_quote(&w))).collect();
             a.push(format!("--ready-cmd={}", words?.join(" ")));
         }
-        let mut secrets = Vec::new();
-        for (k, v) in &self.secret_env {
-            let valid = !k.is_empty()
-                && !k.starts_with(|c: char| c.is_ascii_digit())
-                && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !valid {
-                return Err(ApiError::new(
-                    400,
-                    "request",
-                    format!("secret_env: {k:?} is not an environment variable name"),
-                ));
-            }
-            a.push(format!("--secret-env={k}"));
-            secrets.push((k.clone(), clean("secret_env", v)?));
-        }
-        Ok((a, secrets))
+        Ok((a, secrets(&self.secret_env)?))
     }
 }
 
@@ -271,6 +275,9 @@ pub struct ExecBody {
     stdin_b64: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// `husk exec --secret-env`: this exec's secrets.
+    #[serde(default)]
+    secret_env: BTreeMap<String, String>,
     timeout: Option<Value>,
     output_limit: Option<Value>,
     cwd: Option<String>,
@@ -284,6 +291,7 @@ pub struct ExecBody {
 pub struct ExecArgs {
     pub opts: Vec<String>,
     pub command: Vec<String>,
+    pub secrets: Secrets,
 }
 
 impl ExecBody {
@@ -353,7 +361,7 @@ impl ExecBody {
         if self.wait {
             opts.push("--wait".into());
         }
-        Ok((ExecArgs { opts, command }, stdin))
+        Ok((ExecArgs { opts, command, secrets: secrets(&self.secret_env)? }, stdin))
     }
 }
 

@@ -56,7 +56,7 @@ pub fn claim(ctx: &Ctx, req: ClaimArgs) -> Result<Reply, ApiError> {
     for (k, v) in &req.labels {
         argv.push(format!("--label={k}={v}").into());
     }
-    let mut v = super::create_child(argv, Vec::new())?;
+    let mut v = super::create_child(argv)?;
     v["pooled"] = json!(false);
     Ok(Reply::Json(201, v))
 }

@@ -228,6 +228,10 @@ impl Supervisor {
                 };
                 self.answer(c, reply)
             }
+            Request::Secrets => {
+                let secrets = crate::redact::env_pairs(&self.secrets);
+                self.answer(c, Reply { ok: true, secrets, ..self.lease() })
+            }
             Request::Events => {
                 self.journal.sample(self.rec.cgroup.as_ref());
                 let events = self.journal.since(c.since);

@@ -62,6 +62,8 @@ pub struct CreateRequest {
     /// `--ready-cmd`: the sandbox stays CREATING (admitting only the check's
     /// exec) until husk create promotes it (`Handover::promote`).
     pub ready_check: bool,
+    /// Given to every exec (`Request::Secrets`), held in memory only.
+    pub secrets: Vec<crate::redact::Secret>,
 }
 
 fn setup_err(step: Phase, message: impl std::fmt::Display) -> SandboxError {
@@ -168,6 +170,7 @@ pub fn create(
                 warm_leaf: None,
                 warm_error: None,
                 checking: req.ready_check,
+                secrets: req.secrets,
             };
             sup.run(ready_w)
         }
@@ -228,6 +231,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         events: Vec::new(),
         network: None,
         published: Vec::new(),
+        secret_names: req.secrets.iter().map(|s| s.name.clone()).collect(),
     }
 }
 
@@ -348,6 +352,8 @@ struct Supervisor {
     warm_error: Option<String>,
     /// `--ready-cmd`'s check is pending: CREATING, only its exec admitted.
     checking: bool,
+    /// `create --secret-env/--secret-file`: handed to each exec that asks.
+    secrets: Vec<crate::redact::Secret>,
 }
 
 /// The sandbox, held.

@@ -15,7 +15,10 @@ impl Supervisor {
     pub(super) fn start_warm(&mut self, init: &dyn Live) -> Result<(), SandboxError> {
         let Some(w) = self.rec.spec.warm.clone() else { return Ok(()) };
         self.warm = None;
-        let spec = crate::spec::ExecSpec { argv: crate::warm::argv(&w), ..Default::default() };
+        // The sandbox's secrets reach code run by the interpreter as they
+        // reach an exec's command (its output is redacted by husk exec).
+        let env = crate::redact::env_pairs(&self.secrets);
+        let spec = crate::spec::ExecSpec { argv: crate::warm::argv(&w), env, ..Default::default() };
         let mut plan = crate::sandbox::held::plan_in(&self.rec, &spec, crate::spawn::now_ns())?;
         plan.seccomp = crate::sandbox::held::seccomp_in(&self.rec, &self.dir)?;
         if self.warm_leaf.is_none()
