@@ -110,3 +110,33 @@ fn fork_of_busy_sandbox_is_consistent() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+mod rootless {
+    use super::*;
+
+    #[test]
+    fn fork_refuses_a_sandbox_it_cannot_freeze() {
+        // A sandbox without a cgroup (HUSK_NO_CGROUP=1, what a rootless
+        // user gets here) cannot be frozen: fork refuses rather than read
+        // a filesystem that changes under it, and stores nothing.
+        let t = TempDir::new("fork-nocgroup");
+        let live = Live::new(&t, base(&t));
+        let o = std::process::Command::new(husk_bin())
+            .args(["create", "--image", "bb", "--workdir", "/work"])
+            .env("HUSK_ROOT", &live.store)
+            .env("HUSK_STATE_DIR", &live.state)
+            .env("HUSK_NO_CGROUP", "1")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let id = stdout(&o).trim().to_string();
+        live.adopt(&id);
+        let o = live.husk(&["fork", &id, "--count", "2"]);
+        assert_eq!(o.status.code(), Some(125), "{}", stdout(&o));
+        assert!(stderr(&o).contains("cannot be frozen"), "{}", stderr(&o));
+        assert!(!live.ok(&["image", "ls"]).contains("snapshot/"), "no snapshot image is left");
+        let ls: Value = serde_json::from_str(&live.ok(&["ls", "--json"])).unwrap();
+        assert_eq!(ls.as_array().unwrap().len(), 1, "no fork was started: {ls}");
+    }
+}
