@@ -167,6 +167,10 @@ phases! {
     /// `create --ready-cmd`: the readiness check failed, timed out or could
     /// not run; the sandbox was destroyed.
     ReadyCheck => "ready_check",
+    /// `husk selftest` itself (its probe binary, a probe's run).
+    Selftest => "selftest",
+    /// `husk build` (its context, Dockerfile, a step).
+    Build => "build",
 }
 
 impl Phase {

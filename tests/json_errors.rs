@@ -96,6 +96,21 @@ fn every_json_error_is_verdict_shaped() {
             "image",
             &["--root", store_arg, "image", "import", "--json", "/husk-no-such-layout"],
         ),
+        fail("gc: a bad --cgroup-parent", "arguments", &["gc", "--json", "--cgroup-parent", "/../x"]),
+        fail("doctor: an unknown flag", "arguments", &["doctor", "--json", "--no-such-flag"]),
+        fail("seccomp check: no such profile", "seccomp", &["seccomp", "check", "--json", "/husk-no-such-profile"]),
+        fail("cp --list: an unknown sandbox", "sandbox", &["cp", "--list", "husk-no-such-sandbox:/"]),
+        fail("selftest: an unknown probe", "arguments", &["selftest", "--json", "--only", "husk-no-such-probe"]),
+        fail(
+            "commit: an unknown sandbox",
+            "image",
+            &["--root", store_arg, "commit", "--json", "husk-no-such-sandbox", "img:1"],
+        ),
+        fail(
+            "build: no such context",
+            "build",
+            &["--root", store_arg, "build", "--json", "-t", "x", "/husk-no-such-context"],
+        ),
     ];
 
     // Busy: a sandbox that runs one exec at a time, running one.

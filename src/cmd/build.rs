@@ -11,7 +11,16 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let json = a.json;
     let fail = |e: &dyn std::fmt::Display, code: i32| {
         if json {
-            crate::outln!("{}", json!({ "event": "error", "error": e.to_string(), "exit_code": code }));
+            // The one JSON failure shape, tagged as the event stream's
+            // error event (as `pull --json`'s); exit_code is build's own (1
+            // when a RUN step failed, as `docker build`).
+            let r = crate::outcome::ErrorReport::new(crate::step::Phase::Build, e.to_string());
+            let outcome = crate::outcome::Outcome::setup_failed(r);
+            let mut v = serde_json::to_value(crate::outcome::Verdict::new("", "none", &outcome, None, true))
+                .unwrap_or_default();
+            v["event"] = json!("error");
+            v["exit_code"] = json!(code);
+            crate::outln!("{v}");
         }
         crate::errln!("husk build: {e}");
         code

@@ -52,6 +52,10 @@ pub fn cp(args: CpArgs, paths: &Result<Paths, PathsError>) -> i32 {
             0
         }
         Err(e) => {
+            // --list prints JSON: its failure is the one JSON failure shape.
+            if args.list {
+                crate::cli::report::json_failure(e.report(), Default::default(), false);
+            }
             crate::errln!("husk: cp: {e}");
             if let Some(h) = e.hint() {
                 crate::errln!("husk: hint: {h}");

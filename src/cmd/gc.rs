@@ -93,6 +93,10 @@ pub fn gc(
     if let Some(p) = &args.cgroup_parent
         && let Err(e) = cgroup::parse_parent(p)
     {
+        if args.json {
+            let r = crate::outcome::ErrorReport::new(crate::step::Phase::Arguments, format!("gc: {e}"));
+            crate::cli::report::json_failure(r, Default::default(), false);
+        }
         crate::errln!("husk: gc: {e}");
         return crate::outcome::EXIT_HUSK_FAILED;
     }

@@ -23,6 +23,17 @@ pub fn seccomp(cmd: SeccompCommand) -> i32 {
                 0
             }
             Err(e) => {
+                if args.json {
+                    let errno = match &e {
+                        CheckError::Read(crate::userfile::UserFileError::Io { source, .. }) => {
+                            crate::step::io_errno(source)
+                        }
+                        _ => None,
+                    };
+                    let r =
+                        crate::outcome::ErrorReport::new(crate::step::Phase::Seccomp, e.to_string()).with_errno(errno);
+                    crate::cli::report::json_failure(r, Default::default(), false);
+                }
                 crate::errln!("husk: {e}");
                 EXIT_HUSK_FAILED
             }

@@ -4,6 +4,7 @@
 use crate::cli::{RuntimeArg, SelftestArgs};
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::selftest::{self, Options, report, runner};
+use crate::step::Phase;
 use std::path::PathBuf;
 
 fn stored_image(
@@ -28,6 +29,8 @@ fn stored_image(
 }
 
 pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
+    let json = args.json;
+    let fail = |step: Phase, msg: &str| fail(step, msg, json);
     if args.list {
         for l in report::list() {
             crate::outln!("{l}");
@@ -36,11 +39,11 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     }
     let husk = match std::env::current_exe() {
         Ok(p) => p,
-        Err(e) => return fail(&format!("cannot find the husk binary itself (/proc/self/exe): {e}")),
+        Err(e) => return fail(Phase::Selftest, &format!("cannot find the husk binary itself (/proc/self/exe): {e}")),
     };
     let probe = match runner::find_probe(args.probe.as_deref()) {
         Ok(p) => p,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return fail(Phase::Selftest, &e.to_string()),
     };
     let runtime = args.runtime.map(|r| match r {
         RuntimeArg::Native => "native".to_string(),
@@ -58,7 +61,7 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     let image = match &args.image {
         Some(r) => match stored_image(r, args.pull.into(), &remote, store_root.as_deref()) {
             Ok(name) => Some(name),
-            Err(e) => return fail(&format!("--image {r}: {e}")),
+            Err(e) => return fail(Phase::Root, &format!("--image {r}: {e}")),
         },
         None => None,
     };
@@ -70,9 +73,8 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     };
     let count = match selftest::select(&opts.only) {
         Ok(s) => s.len(),
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return fail(Phase::Arguments, &e.to_string()),
     };
-    let json = args.json;
     if !json {
         crate::outln!(
             "husk selftest: {count} probes, runtime {}, root {}, probe {}",
@@ -97,14 +99,7 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     });
     let rep = match result {
         Ok(r) => r,
-        Err(e) => {
-            if json {
-                let v = serde_json::json!({"selftest_version": selftest::SELFTEST_VERSION, "error": e.to_string(),
-                                           "exit_code": EXIT_HUSK_FAILED});
-                crate::outln!("{v}");
-            }
-            return fail(&e.to_string());
-        }
+        Err(e) => return fail(Phase::Selftest, &e.to_string()),
     };
     if json {
         crate::print::json_line(&rep);
@@ -117,7 +112,13 @@ pub fn selftest(args: SelftestArgs, store_root: Option<PathBuf>) -> i32 {
     rep.exit_code
 }
 
-fn fail(msg: &str) -> i32 {
+/// A selftest that could not run; with --json, the one failure shape of
+/// every command (verdict-shaped, `selftest_version` added).
+fn fail(step: Phase, msg: &str, json: bool) -> i32 {
+    if json {
+        let extra = [("selftest_version", serde_json::json!(selftest::SELFTEST_VERSION))].into_iter().collect();
+        crate::cli::report::json_failure(crate::outcome::ErrorReport::new(step, msg), extra, false);
+    }
     crate::errln!("husk selftest: {msg}");
     EXIT_HUSK_FAILED
 }
