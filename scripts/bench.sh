@@ -31,6 +31,9 @@
 #             serve (BENCH_NO_WARM=1 skips it); numbers in docs/warm.md
 #    network  scripts/bench-network.sh: the egress proxy vs --network host
 #             (BENCH_NETWORK=0 skips it); numbers in docs/network.md
+#    api      scripts/bench-api.sh: exec round trips and create+exec+destroy
+#             through serve, the CLI and the Python client vs docker-py
+#             (BENCH_API=0 skips it); numbers in docs/api.md
 #    build  scripts/bench-build.sh: husk build vs docker build (cold and
 #             cached) and husk fork --count 10 (BENCH_NO_BUILD=1 skips it);
 #             numbers in docs/build.md
@@ -536,6 +539,17 @@ if [ -z "${BENCH_NO_WARM:-}" ]; then
     HUSK=$HUSK HUSK_IMAGES=$IMAGES BENCH_WORK=$WORK scripts/bench-warm.sh
 else
     echo "BENCH_NO_WARM is set: scripts/bench-warm.sh is left out"
+fi
+
+# -------------------------------------------------------------------- api --
+# The API's round trips (serve, CLI, Python client) against docker-py on a
+# private dockerd: scripts/bench-api.sh, numbers in docs/api.md.
+# BENCH_API=0 leaves it out.
+say "api: serve, CLI and the Python client vs docker-py"
+if [ "${BENCH_API:-1}" = 1 ]; then
+    HUSK=$HUSK HUSK_IMAGES=$IMAGES BENCH_WORK=$WORK/api scripts/bench-api.sh || echo "bench: scripts/bench-api.sh failed" >&2
+else
+    echo "BENCH_API=0: scripts/bench-api.sh is left out"
 fi
 
 # ---------------------------------------------------------------- network --
