@@ -7,7 +7,8 @@
 //!
 //! - `rules`: the rule grammar and the address classes;
 //! - `http`, `socks`, `tls`: the parsers of what clients send (fuzzed);
-//! - `proxy`: the helper process;
+//! - `proxy`: the helper process; `relay`: a granted connection's bytes,
+//!   moved by splice(2);
 //! - `account`: the bounded accounting that becomes the verdict's `network`;
 //! - this file: the spec, the helper's configuration, and its handle.
 
@@ -15,6 +16,7 @@ pub mod account;
 pub mod http;
 pub mod proxy;
 pub mod publish;
+pub mod relay;
 pub mod rules;
 pub mod socks;
 pub mod tls;

@@ -13,11 +13,10 @@
 use super::account::{Ledger, NetworkReport};
 use super::http::{self, Authority, Request};
 use super::rules::{Policy, is_internal};
-use super::{ProxyConfig, socks, tls};
+use super::{ProxyConfig, relay, socks, tls};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -220,57 +219,28 @@ fn refuse_tunnel(s: &Shared, c: &mut TcpStream, t: &Authority, (d, first): Refus
     }
 }
 
-/// Copies both ways until both sides are done or the connection idles
-/// past the timeout; accounts the bytes and stops at the egress cap.
-fn relay(s: &Shared, t: &Authority, client: &TcpStream, upstream: &TcpStream) {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let mut buf = vec![0u8; 32 * 1024];
-    let (mut c, mut u) = (client, upstream);
-    let mut open = [true, true]; // client->upstream, upstream->client
-    let timeout = PollTimeout::try_from(s.idle.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
-    while open[0] || open[1] {
-        let mut fds =
-            [PollFd::new(client.as_fd(), PollFlags::empty()), PollFd::new(upstream.as_fd(), PollFlags::empty())];
-        if open[0] {
-            fds[0].set_events(PollFlags::POLLIN);
-        }
-        if open[1] {
-            fds[1].set_events(PollFlags::POLLIN);
-        }
-        match poll(&mut fds, timeout) {
-            Ok(0) => return, // idle
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-        }
-        let ready = [fds[0].revents().unwrap_or(PollFlags::empty()), fds[1].revents().unwrap_or(PollFlags::empty())];
-        for dir in 0..2 {
-            if !open[dir] || ready[dir].is_empty() {
-                continue;
-            }
-            let (from, to): (&mut &TcpStream, &mut &TcpStream) =
-                if dir == 0 { (&mut c, &mut u) } else { (&mut u, &mut c) };
-            let n = match from.read(&mut buf) {
-                Ok(0) | Err(_) => 0,
-                Ok(n) => n,
-            };
-            if n == 0 {
-                open[dir] = false;
-                let _ = to.shutdown(std::net::Shutdown::Write);
-                continue;
-            }
-            let total = s.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-            if let Ok(mut l) = s.ledger.lock() {
-                let (up, down) = if dir == 0 { (n as u64, 0) } else { (0, n as u64) };
-                l.bytes(&t.host, t.port, up, down);
-                if s.limit.is_some_and(|lim| total > lim) {
-                    l.exceeded = true;
-                }
-            }
-            if s.limit.is_some_and(|lim| total > lim) || to.write_all(&buf[..n]).is_err() {
-                return;
+/// One granted connection's accounting, as the relay moves its bytes.
+struct Flow<'a> {
+    s: &'a Shared,
+    t: &'a Authority,
+}
+
+impl relay::Meter for Flow<'_> {
+    fn allowance(&self) -> Option<u64> {
+        self.s.limit.map(|l| l.saturating_sub(self.s.bytes.load(Ordering::Relaxed)))
+    }
+
+    fn moved(&self, up: bool, n: u64) -> bool {
+        let total = self.s.bytes.fetch_add(n, Ordering::Relaxed) + n;
+        let over = self.s.limit.is_some_and(|lim| total > lim);
+        if let Ok(mut l) = self.s.ledger.lock() {
+            let (u, d) = if up { (n, 0) } else { (0, n) };
+            l.bytes(&self.t.host, self.t.port, u, d);
+            if over {
+                l.exceeded = true;
             }
         }
+        !over
     }
 }
 
@@ -358,7 +328,7 @@ fn start(s: &Shared, t: &Authority, c: &TcpStream, up: &TcpStream, first: &[u8])
         return;
     }
     let _ = c.set_read_timeout(None);
-    relay(s, t, c, up);
+    relay::relay(c, up, s.idle, &Flow { s, t });
 }
 
 fn socks_client(s: &Shared, mut c: TcpStream) {

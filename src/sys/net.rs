@@ -95,3 +95,25 @@ pub fn inherited_socket(fd: std::os::fd::RawFd) -> SysResult<std::os::fd::OwnedF
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     Ok(super::fd::owned(fd as libc::c_long))
 }
+
+/// splice(2) of up to `len` bytes from `from` to `to` (one of them a pipe),
+/// without offsets, with SPLICE_F_MOVE: the egress relay's way of moving a
+/// connection's payload without copying it through user memory. Ok(0): EOF
+/// on `from`.
+pub fn splice_move(from: std::os::fd::BorrowedFd<'_>, to: std::os::fd::BorrowedFd<'_>, len: usize) -> SysResult<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: two live fds borrowed for the call; null offsets (splice
+    // then uses and advances the file positions, of which sockets and
+    // pipes have none); no memory of ours is passed.
+    let n = unsafe {
+        libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE,
+        )
+    };
+    super::check(n as libc::c_long).map(|n| n as usize)
+}
