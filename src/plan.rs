@@ -9,6 +9,7 @@ use crate::spec::{NetworkMode, RlimitSpec, Spec};
 use crate::sys::fd::CStrArray;
 use crate::userns::{IdMap, IdMapError};
 use std::ffi::CString;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +134,11 @@ pub struct ProcessPlan {
     /// `-t`: the command makes a pty in the sandbox, hands its master to
     /// husk and takes the slave as its controlling terminal (src/tty/).
     pub tty: bool,
+    /// With `tty`: the caller's window size when the plan was made, set on
+    /// the slave before the command runs. husk's relay sets the master's
+    /// size too, but only once it has the master, which can be after the
+    /// command asked (a `stty size` that saw 0 rows).
+    pub winsize: Option<crate::sys::tty::Winsize>,
 }
 
 /// The namespaces a run creates, split by who creates them; their names
@@ -503,6 +509,11 @@ impl ProcessPlan {
             caps_keep,
             rlimits: rlimits(&spec.rlimits)?,
             tty: spec.tty,
+            winsize: if spec.tty {
+                crate::tty::terminal::size_of_any([std::io::stdin().as_fd(), std::io::stdout().as_fd()])
+            } else {
+                None
+            },
         })
     }
 }

@@ -14,7 +14,7 @@ use nix::sys::prctl;
 use nix::sys::signal::SigSet;
 use nix::sys::stat::{Mode, umask};
 use nix::unistd::{Gid, Uid};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 type R<T> = Result<T, StepError>;
 
@@ -86,6 +86,9 @@ pub fn confine(c: &Confinement<'_>, chan: &Channel) -> R<()> {
     // and has no terminal yet, so the slave becomes its controlling one.
     if p.tty {
         let slave = crate::tty::pty::open_and_hand_out(chan)?;
+        if let Some(ws) = &p.winsize {
+            crate::sys::tty::set_window_size(slave.as_fd(), ws).at(Step::ControllingTty)?;
+        }
         crate::tty::pty::make_controlling(slave)?;
     }
     for r in &p.rlimits {
