@@ -36,6 +36,8 @@ struct Shared {
     limit: Option<u64>,
     max: usize,
     idle: Duration,
+    /// The relay may take two pipes per connection (`fd_budget`).
+    pipes: bool,
 }
 
 /// Why a target is refused (the verdict's `reason`, the `X-Husk-Denied`
@@ -328,7 +330,7 @@ fn start(s: &Shared, t: &Authority, c: &TcpStream, up: &TcpStream, first: &[u8])
         return;
     }
     let _ = c.set_read_timeout(None);
-    relay::relay(c, up, s.idle, &Flow { s, t });
+    relay::relay(c, up, s.idle, s.pipes, &Flow { s, t });
 }
 
 fn socks_client(s: &Shared, mut c: TcpStream) {
@@ -439,6 +441,26 @@ fn refuse_at_once(c: &mut TcpStream, answer: &[u8]) {
     let _ = c.read(&mut sink);
 }
 
+/// File descriptors a relayed connection holds: its two sockets and the
+/// relay's two pipes.
+const FDS_PER_CONNECTION: u64 = 6;
+
+/// Raises the soft limit on open files to what `max` connections with
+/// pipes need (the usual soft limit, 1024, is less than 256 x 6), within
+/// the hard limit. Whether that was enough: if not, the relay copies
+/// through a buffer (two fds per connection), so a full proxy still gets
+/// the sockets it needs instead of failing connects with EMFILE.
+fn fd_budget(max: usize) -> bool {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let need = max as u64 * FDS_PER_CONNECTION + 64;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return false };
+    if soft >= need {
+        return true;
+    }
+    let want = need.min(hard);
+    setrlimit(Resource::RLIMIT_NOFILE, want, hard).is_ok() && want >= need
+}
+
 fn own_addresses() -> Vec<IpAddr> {
     let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return Vec::new() };
     addrs
@@ -482,6 +504,8 @@ pub fn main() -> i32 {
     }
     // The end comes as SIGTERM, waited for below: blocked before any thread
     // starts, so every thread inherits the block.
+    let max = cfg.max_connections.max(1);
+    let pipes = fd_budget(max);
     let mut term = nix::sys::signal::SigSet::empty();
     term.add(nix::sys::signal::Signal::SIGTERM);
     if crate::sys::signal::block(&term).is_err() {
@@ -495,8 +519,9 @@ pub fn main() -> i32 {
         active: AtomicUsize::new(0),
         bytes: AtomicU64::new(0),
         limit: cfg.egress_bytes,
-        max: cfg.max_connections.max(1),
+        max,
         idle: Duration::from_millis(cfg.idle_timeout_ms.max(1)),
+        pipes,
     });
     for (fd, kind) in [(cfg.http_fd, Kind::Http), (cfg.socks_fd, Kind::Socks)] {
         let l = match crate::sys::net::inherited_listener(fd) {

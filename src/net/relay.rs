@@ -35,7 +35,10 @@ enum Path {
 }
 
 impl Path {
-    fn new() -> Path {
+    fn new(pipes: bool) -> Path {
+        if !pipes {
+            return Path::Copy(vec![0u8; 32 * 1024]);
+        }
         match nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK) {
             Ok((r, w)) => {
                 // A bigger pipe: fewer steps per megabyte. Kept at the
@@ -98,9 +101,10 @@ impl Path {
 }
 
 /// Relays until both directions reached EOF, a side failed, the cap was
-/// crossed, or nothing moved either way for `idle`.
-pub fn relay(client: &TcpStream, upstream: &TcpStream, idle: Duration, m: &impl Meter) {
-    let mut paths = [Path::new(), Path::new()]; // client->upstream, upstream->client
+/// crossed, or nothing moved either way for `idle`. `pipes`: splice
+/// through two pipes (four more fds), else copy.
+pub fn relay(client: &TcpStream, upstream: &TcpStream, idle: Duration, pipes: bool, m: &impl Meter) {
+    let mut paths = [Path::new(pipes), Path::new(pipes)]; // client->upstream, upstream->client
     let mut open = [true, true];
     let timeout = PollTimeout::try_from(idle.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
     while open[0] || open[1] {
@@ -172,6 +176,12 @@ mod tests {
 
     #[test]
     fn bytes_go_both_ways_and_are_counted() {
+        for pipes in [true, false] {
+            both_ways(pipes);
+        }
+    }
+
+    fn both_ways(pipes: bool) {
         let ((rc, mut client), (mut server, ru)) = pairs();
         let m = Count { cap: None, up: AtomicU64::new(0), down: AtomicU64::new(0) };
         let t = std::thread::spawn(move || {
@@ -188,7 +198,7 @@ mod tests {
             client.read_to_end(&mut all).unwrap();
             all.len()
         });
-        relay(&rc, &ru, Duration::from_secs(30), &m);
+        relay(&rc, &ru, Duration::from_secs(30), pipes, &m);
         assert_eq!(t.join().unwrap(), b"hello");
         assert_eq!(reader.join().unwrap(), 3 << 20);
         assert_eq!((m.up.load(Ordering::SeqCst), m.down.load(Ordering::SeqCst)), (5, 3 << 20));
@@ -206,7 +216,7 @@ mod tests {
             let _ = client.read_to_end(&mut all);
             all.len()
         });
-        relay(&rc, &ru, Duration::from_secs(30), &m);
+        relay(&rc, &ru, Duration::from_secs(30), true, &m);
         drop((rc, ru));
         assert!(reader.join().unwrap() <= 100_000);
         let _ = t.join();
