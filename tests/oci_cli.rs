@@ -384,3 +384,55 @@ fn spec_writes_a_config_runc_runs() {
     assert_eq!(reap(pid), 9);
     let _ = runc.run(&["delete", &id]);
 }
+
+/// `husk gc --oci-root ROOT`: a stopped container no engine deleted goes
+/// (state, cgroup) while a running one in the same parent cgroup stays;
+/// the parent husk made for the first goes with the last of them (no
+/// /docker-like parent is left once the engine's containers are gone).
+#[test]
+fn gc_removes_stopped_containers_and_the_empty_parent_cgroup() {
+    require_root();
+    become_subreaper();
+    // husk's own gc: always husk, whatever runtime the other tests drive.
+    let rt = Runtime::with_bin(imagekit::husk_bin());
+    let parent = format!("/{}", unique("gc-parent"));
+    let mut live = Bundle::new(&["sleep", "1000"]);
+    live.config["linux"]["cgroupsPath"] = json!(format!("{parent}/live"));
+    live.cgroup = parent.clone();
+    live.write();
+    let mut done = Bundle::new(&["true"]);
+    done.config["linux"]["cgroupsPath"] = json!(format!("{parent}/done"));
+    done.cgroup = parent.clone();
+    done.write();
+    let (live_id, done_id) = (unique("gc-live"), unique("gc-done"));
+    // The first container makes the parent; it is not the last to leave.
+    let done_pid = rt.create(&done, &done_id);
+    rt.start(&done_id);
+    assert_eq!(reap(done_pid), 0);
+    let live_pid = rt.create(&live, &live_id);
+    rt.start(&live_id);
+    let gc = || {
+        let o = std::process::Command::new(imagekit::husk_bin())
+            .args(["gc", "--json", "--min-age", "0s", "--oci-root"])
+            .arg(rt.root.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "husk gc: {}", show(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("gc --json ({e}): {}", show(&o)));
+        v["oci"].clone()
+    };
+    let report = gc();
+    let me = |id: &str| json!(format!("{}/{id}", rt.root.path().display()));
+    assert_eq!(report["removed"], json!([me(&done_id)]), "{report}");
+    assert!(!rt.root.join(&done_id).exists(), "the stopped container's state is left");
+    assert_eq!(cgroup_dirs(&format!("{parent}/done")), Vec::<std::path::PathBuf>::new());
+    assert_eq!(rt.status(&live_id), "running", "gc touched a running container");
+    assert!(!cgroup_dirs(&parent).is_empty(), "the parent went while a container is in it");
+    let o = rt.run(&["kill", &live_id, "KILL"]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(reap(live_pid), 137);
+    let report = gc();
+    assert_eq!(report["removed"], json!([me(&live_id)]), "{report}");
+    assert_eq!(cgroup_dirs(&parent), Vec::<std::path::PathBuf>::new(), "parent cgroup left: {report}");
+}

@@ -695,6 +695,12 @@ pub struct GcArgs {
     /// Leave cgroups younger than this (a run may be starting in them).
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
     pub min_age: Duration,
+
+    /// Also sweep this OCI-runtime state root (the `--root` an engine gives
+    /// husk as its runtime, e.g. /run/containerd/runc/k8s.io); the default
+    /// one (/run/husk/oci as root) always is.
+    #[arg(long, value_name = "DIR")]
+    pub oci_root: Vec<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -21,6 +21,8 @@ pub struct Report {
     pub backends: crate::backend::gc::GcReport,
     pub sandboxes: crate::sandbox::gc::SandboxGcReport,
     pub images: ImageGcReport,
+    /// husk as an OCI runtime: stopped containers no engine deleted.
+    pub oci: crate::oci::gc::OciGcReport,
 }
 
 /// Partial layer builds killed imports left in the image store's tmp/.
@@ -105,12 +107,15 @@ pub fn gc(
     // which the cgroup pass can then remove.
     let sandboxes = gc_sandboxes(&host, &args, paths);
     let backends = crate::backend::gc::gc_all(state_dir);
+    let oci_roots: Vec<_> = std::iter::once(crate::oci::state::default_root()).chain(args.oci_root.clone()).collect();
+    let oci = crate::oci::gc::gc(&oci_roots, args.min_age);
     let report = Report {
         state_dir: paths.as_ref().ok().map(|p| p.state.display().to_string()),
         cgroups: gc_cgroups(&host, &args),
         backends,
         sandboxes,
         images: gc_images(paths),
+        oci,
     };
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
@@ -133,7 +138,14 @@ pub fn gc(
         for d in &c.busy {
             crate::outln!("kept cgroup {d}: it still has processes");
         }
-        for e in b.errors().chain(&c.errors).chain(&s.errors).chain(&report.images.errors) {
+        let o = &report.oci;
+        for id in &o.removed {
+            crate::outln!("removed OCI container {id}");
+        }
+        for d in &o.cgroup_parents_removed {
+            crate::outln!("removed OCI parent cgroup {d}");
+        }
+        for e in b.errors().chain(&c.errors).chain(&s.errors).chain(&report.images.errors).chain(&o.errors) {
             crate::errln!("husk: gc: {e}");
         }
         crate::outln!(
@@ -148,10 +160,18 @@ pub fn gc(
         }
         crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
         crate::outln!("images: {} partial layer builds removed", report.images.partial_builds_removed);
+        crate::outln!(
+            "OCI containers under {}: {} removed, {} live, {} too young",
+            if o.roots.is_empty() { "(no root)".to_string() } else { o.roots.join(", ") },
+            o.removed.len(),
+            o.live,
+            o.young
+        );
     }
     let clean = report.backends.errors().next().is_none()
         && report.cgroups.errors.is_empty()
         && report.sandboxes.errors.is_empty()
-        && report.images.errors.is_empty();
+        && report.images.errors.is_empty()
+        && report.oci.errors.is_empty();
     if clean { 0 } else { crate::outcome::EXIT_HUSK_FAILED }
 }

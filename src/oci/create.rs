@@ -46,6 +46,7 @@ impl Drop for Undo<'_> {
             let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
         let _ = cgroups::remove(&self.cgroups, &self.leaves);
+        let _ = self.store.sweep_parents();
         let _ = self.store.remove(&self.id);
     }
 }
@@ -89,6 +90,8 @@ fn create_container(store: &Store, a: &CreateArgs) -> Result<ProcRef, OciError> 
     };
     undo.cgroups = made.created.clone();
     undo.leaves = made.dirs.values().cloned().collect();
+    let parents: Vec<PathBuf> = made.created.iter().filter(|d| !undo.leaves.contains(d)).cloned().collect();
+    store.note_parents(&parents)?;
     let mut record = Record {
         id: a.id.clone(),
         init: None,

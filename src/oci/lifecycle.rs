@@ -135,6 +135,11 @@ pub fn delete(store: &Store, a: &DeleteArgs) -> Result<(), OciError> {
     let leaves: Vec<_> = record.cgroups.values().cloned().collect();
     cgroups::remove(&record.made_cgroups, &leaves)?;
     store.remove(&a.id)?;
+    // Parents husk made for this root (e.g. /docker), if this was the last
+    // container in them.
+    if let Err(e) = store.sweep_parents() {
+        log::warn(&format!("removing empty parent cgroups: {e}"));
+    }
     if let Err(e) = hooks::run_all("poststop", &record.poststop, &record.hook_state(Status::Stopped)) {
         // runc: poststop failures are logged, the delete stands.
         log::warn(&e.to_string());

@@ -19,6 +19,7 @@
 //! exec.rs     exec: join a running container's namespaces and cgroup
 //! cgroups.rs  cgroupsPath + resources on cgroup v1 (this hybrid host) / v2
 //! hooks.rs    runtime-spec hooks: path + args verbatim, state JSON on stdin
+//! gc.rs       `husk gc` of this mode's state: stopped containers nobody deleted, empty parents
 //! ```
 //!
 //! Nothing husk prints in this mode goes to stdout, which belongs to the
@@ -32,6 +33,7 @@ pub mod console;
 pub mod create;
 pub mod exec;
 pub mod features;
+pub mod gc;
 pub mod hooks;
 pub mod init;
 pub mod lifecycle;

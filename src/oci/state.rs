@@ -6,6 +6,10 @@
 //! <root>/<id>/state.json      the Record below, replaced atomically
 //! <root>/<id>/exec.fifo       while "created": init blocks opening it for write
 //!                             until `start` opens it for read (then start removes it)
+//! <root>/@cgroup-parents      JSON list of parent cgroup directories husk made for
+//!                             containers of this root (e.g. /docker), removed by the
+//!                             last delete (or `husk gc`) that finds them empty; '@'
+//!                             is no id's character
 //! ```
 //!
 //! API for the other verbs (pause/resume/ps/update build on it):
@@ -265,6 +269,76 @@ impl Store {
     }
 }
 
+/// The registry of parent cgroups: who made a shared parent (the first
+/// container under /docker) is rarely the last to leave it, so the parent
+/// is recorded here and removed by whichever delete finds it empty.
+const PARENTS: &str = "@cgroup-parents";
+
+impl Store {
+    /// Opens an existing store without creating it (`husk gc`).
+    pub fn existing(root: &Path) -> Option<Store> {
+        root.is_dir().then(|| Store { root: root.to_path_buf() })
+    }
+
+    fn with_parents<T>(&self, f: impl FnOnce(&mut Vec<PathBuf>) -> T) -> Result<T, OciError> {
+        use std::io::{Read, Seek, Write};
+        let path = self.root.join(PARENTS);
+        let io = |source| StateError::Io { path: path.clone(), source };
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
+        let file = file.map_err(io)?;
+        let mut locked = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| OciError::sys(format!("locking {}", path.display()), e))?;
+        let mut text = String::new();
+        locked.read_to_string(&mut text).map_err(io)?;
+        // A damaged list is rebuilt: it only ever names directories to try.
+        let mut list: Vec<PathBuf> = serde_json::from_str(&text).unwrap_or_default();
+        let before = list.clone();
+        let out = f(&mut list);
+        if list != before {
+            let text = serde_json::to_vec(&list).expect("paths serialize");
+            locked.set_len(0).map_err(io)?;
+            locked.rewind().map_err(io)?;
+            locked.write_all(&text).map_err(io)?;
+        }
+        Ok(out)
+    }
+
+    /// Records parent cgroup directories `create` made.
+    pub fn note_parents(&self, dirs: &[PathBuf]) -> Result<(), OciError> {
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        self.with_parents(|list| {
+            for d in dirs {
+                if !list.contains(d) {
+                    list.push(d.clone());
+                }
+            }
+        })
+    }
+
+    /// Removes every recorded parent that is empty now (deepest first; a
+    /// parent holding another container's cgroup stays) and forgets the
+    /// ones gone. Returns the directories removed.
+    pub fn sweep_parents(&self) -> Result<Vec<PathBuf>, OciError> {
+        if !self.root.join(PARENTS).exists() {
+            return Ok(Vec::new());
+        }
+        self.with_parents(|list| {
+            list.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+            let mut removed = Vec::new();
+            list.retain(|d| match std::fs::remove_dir(d) {
+                Ok(()) => {
+                    removed.push(d.clone());
+                    false
+                }
+                Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+            });
+            removed
+        })
+    }
+}
+
 /// runc refuses ids that could name another path.
 pub fn check_id(id: &str) -> Result<(), OciError> {
     let ok = !id.is_empty()
@@ -275,7 +349,8 @@ pub fn check_id(id: &str) -> Result<(), OciError> {
     if ok { Ok(()) } else { Err(OciError::BadId(id.to_string())) }
 }
 
-fn default_root() -> PathBuf {
+/// The runtime's --root when none is given.
+pub fn default_root() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
         return PathBuf::from("/run/husk/oci");
     }
