@@ -420,6 +420,67 @@ print(\"refused\", refused, \"waiting\", waiting)
     assert!(w.heads.lock().unwrap().is_empty());
 }
 
+/// 250 tunnels relayed at once by a proxy started under the usual soft
+/// limit of 1024 open files: each holds two sockets and, when splicing,
+/// two pipes, so the proxy must raise its limit (or copy instead) rather
+/// than fail connects with EMFILE.
+#[test]
+fn proxy_relays_250_tunnels_under_a_1024_fd_soft_limit() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nheld");
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let script = format!(
+        "python3 -c '
+import socket
+held = []
+for i in range(250):
+    s = socket.create_connection((\"127.0.0.1\", 3128))
+    s.sendall(b\"CONNECT web.test:{port} HTTP/1.1\\r\\nHost: web.test:{port}\\r\\n\\r\\n\")
+    assert s.recv(4096).startswith(b\"HTTP/1.1 200\"), i
+    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: web.test\\r\\n\\r\\n\")
+    held.append(s)
+n = 0
+for s in held:
+    s.settimeout(60)
+    data = b\"\"
+    while not data.endswith(b\"held\"):
+        d = s.recv(4096)
+        if not d:
+            break
+        data += d
+    n += data.endswith(b\"held\")
+print(\"held\", n)
+'"
+    );
+    let rule = format!("--network=allow=web.test:{port}");
+    let o = Command::new("sh")
+        .args(["-c", "ulimit -Sn 1024 && exec \"$0\" \"$@\""])
+        .arg(common::husk_bin())
+        .args(["run", "--json", &rule, "--add-host", "web.test:127.0.0.1", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let v = verdict_of(&o);
+    assert_eq!(common::stdout_of(&v), "held 250\n", "{}\n{:#}", out(&v), v["network"]);
+    assert_eq!(destination(&v, "web.test").map(|d| d["connections"].clone()), Some(250.into()), "{:#}", v["network"]);
+}
+
 #[test]
 fn no_listener_left_after_run() {
     let w = web(3);
