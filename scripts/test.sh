@@ -90,6 +90,12 @@ fi
 HOST_DEVS=(/dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty)
 dev_state() { stat -c '%n: %F, owner %U:%G (%u:%g), mode %a, device %t:%T' "${HOST_DEVS[@]}" 2>&1; }
 DEVS_BEFORE=$(dev_state)
+# The host's static busybox: fixture roots hold absolute symlinks to
+# /bin/busybox (one per applet), so a host-side write through one of them
+# would replace the host's binary. It happened once during development
+# (2026-12-06, overwritten by a husk-probe; cause not found): the summary
+# now fails if the file changed.
+BUSYBOX_BEFORE=$(sha256sum /bin/busybox 2>&1)
 
 # -------------------------------------------------------------------- lint --
 step "cargo fmt --check"
@@ -196,6 +202,9 @@ step "summary"
 for dev in "${HOST_DEVS[@]}"; do
     [ -c "$dev" ] || fail_step "host $dev is no longer a character device (a test or husk replaced it)"
 done
+if [ "$(sha256sum /bin/busybox 2>&1)" != "$BUSYBOX_BEFORE" ]; then
+    fail_step "the host's /bin/busybox changed during the tests (a write through a fixture's /bin/busybox symlink?): apt-get install --reinstall busybox-static"
+fi
 if [ "$(dev_state)" != "$DEVS_BEFORE" ]; then
     diff <(echo "$DEVS_BEFORE") <(dev_state) | sed 's/^/  /'
     fail_step "a host device node changed during the tests (owner, mode or device numbers; see the diff above)"
