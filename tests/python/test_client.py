@@ -305,6 +305,9 @@ def test_secret_env_reaches_the_command_and_never_its_output_or_state(connect_kw
         assert value not in state
         events = list(sb.stream(f"echo {value}"))
         assert value not in repr([e.raw if hasattr(e, "raw") else e for e in events])
+        # An exec's own secret.
+        r = sb.exec('echo "$ONE_CALL"', secret_env={"ONE_CALL": "call-secret-41"})
+        assert r.stdout.text == "[husk: secret ONE_CALL]\n" and "call-secret-41" not in repr(r.raw), r.raw
 
 
 @pytest.fixture

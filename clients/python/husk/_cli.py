@@ -223,7 +223,20 @@ class CliTransport(TarFiles):
     def exec(self, sid: str, opts: Dict[str, Any]) -> Dict[str, Any]:
         argv = self._argv(opts.get("argv"), opts.get("code"), opts.get("language"))
         stdin = opts.get("code").encode() if opts.get("code") is not None else opts.get("stdin")
-        p = self._run(self._exec_args(sid, argv, opts, "--json"), stdin=stdin, timeout=self._py_timeout(opts))
+        args = self._exec_args(sid, argv, opts, "--json")
+        fds: List[int] = []
+        # As create's: each value in a memfd husk reads (--secret-file),
+        # never in argv or husk's own environment.
+        for k, v in (opts.get("secret_env") or {}).items():
+            fd = os.memfd_create("husk-secret", 0)
+            fds.append(fd)
+            os.write(fd, str(v).encode())
+            args.insert(2, f"--secret-file={k}=/proc/self/fd/{fd}")
+        try:
+            p = self._run(args, stdin=stdin, timeout=self._py_timeout(opts), pass_fds=tuple(fds))
+        finally:
+            for fd in fds:
+                os.close(fd)
         out = p.stdout.decode("utf-8", errors="replace").strip()
         try:
             verdict = json.loads(out) if out else None

@@ -162,7 +162,7 @@ class HttpTransport(TarFiles):
             body["argv"] = list(opts["argv"])
         if opts.get("stdin") is not None:
             body["stdin_b64"] = base64.b64encode(opts["stdin"]).decode()
-        for k in ("env", "cwd", "user", "wait"):
+        for k in ("env", "secret_env", "cwd", "user", "wait"):
             if opts.get(k) is not None:
                 body[k] = opts[k]
         if opts.get("timeout") is not None:

@@ -198,12 +198,17 @@ class Sandbox:
         output_limit: Union[int, str, None] = None,
         wait: bool = False,
         check: bool = False,
+        secret_env: Optional[Dict[str, str]] = None,
     ) -> ExecResult:
         """Runs a command: an argv list, or a string run by ``sh -c``.
         Returns the verdict whatever the command's exit; raises ``HuskError``
         when husk itself failed (no such sandbox, busy, setup), and with
-        ``check=True`` ``CommandError``/``CommandTimeout`` unless it exited 0."""
+        ``check=True`` ``CommandError``/``CommandTimeout`` unless it exited 0.
+        ``secret_env``: this command's secrets (in its environment, shown as
+        ``[husk: secret NAME]`` in its output, never written down)."""
         opts = self._opts(cmd, stdin, timeout, env, cwd, user, output_limit, wait)
+        if secret_env:
+            opts["secret_env"] = {str(k): str(v) for k, v in secret_env.items()}
         r = ExecResult.from_json(self._t.exec(self.id, opts))
         return _checked(r, check)
 
