@@ -6,10 +6,10 @@
 //! <root>/<id>/state.json      the Record below, replaced atomically
 //! <root>/<id>/exec.fifo       while "created": init blocks opening it for write
 //!                             until `start` opens it for read (then start removes it)
-//! <root>/@cgroup-parents      JSON list of parent cgroup directories husk made for
-//!                             containers of this root (e.g. /docker), removed by the
-//!                             last delete (or `husk gc`) that finds them empty; '@'
-//!                             is no id's character
+//! <root>/@cgroup-parents      (not root; as root /run/husk/oci-cgroup-parents, for
+//!                             every root) JSON list of parent cgroup directories husk
+//!                             made (e.g. /docker), removed by the last delete (or
+//!                             `husk gc`) that finds them empty; '@' is no id's character
 //! ```
 //!
 //! API for the other verbs (pause/resume/ps/update build on it):
@@ -271,8 +271,16 @@ impl Store {
 
 /// The registry of parent cgroups: who made a shared parent (the first
 /// container under /docker) is rarely the last to leave it, so the parent
-/// is recorded here and removed by whichever delete finds it empty.
+/// is recorded and removed by whichever delete finds it empty. Cgroups are
+/// the host's, not a root's: as root one registry serves every --root
+/// (engines with different roots may share a parent); otherwise it lives
+/// in the root.
 const PARENTS: &str = "@cgroup-parents";
+const HOST_PARENTS: &str = "/run/husk/oci-cgroup-parents";
+
+fn parents_registry(root: &Path) -> PathBuf {
+    if nix::unistd::geteuid().is_root() { PathBuf::from(HOST_PARENTS) } else { root.join(PARENTS) }
+}
 
 impl Store {
     /// Opens an existing store without creating it (`husk gc`).
@@ -282,8 +290,11 @@ impl Store {
 
     fn with_parents<T>(&self, f: impl FnOnce(&mut Vec<PathBuf>) -> T) -> Result<T, OciError> {
         use std::io::{Read, Seek, Write};
-        let path = self.root.join(PARENTS);
+        let path = parents_registry(&self.root);
         let io = |source| StateError::Io { path: path.clone(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
         let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
         let file = file.map_err(io)?;
         let mut locked = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
@@ -321,7 +332,7 @@ impl Store {
     /// parent holding another container's cgroup stays) and forgets the
     /// ones gone. Returns the directories removed.
     pub fn sweep_parents(&self) -> Result<Vec<PathBuf>, OciError> {
-        if !self.root.join(PARENTS).exists() {
+        if !parents_registry(&self.root).exists() {
             return Ok(Vec::new());
         }
         self.with_parents(|list| {
