@@ -436,3 +436,38 @@ fn gc_removes_stopped_containers_and_the_empty_parent_cgroup() {
     assert_eq!(report["removed"], json!([me(&live_id)]), "{report}");
     assert_eq!(cgroup_dirs(&parent), Vec::<std::path::PathBuf>::new(), "parent cgroup left: {report}");
 }
+
+/// `exec` with a terminal needs the socket the pty master goes to, and a
+/// socket needs a terminal: either half alone is refused (husk's rule;
+/// runc instead falls back to its own terminal), and the refused exec
+/// leaves the container running. The whole path (`docker exec -it`) is
+/// tests/oci_docker.rs `docker_exec_it_tty`.
+#[test]
+fn exec_terminal_without_console_socket_is_refused() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::with_bin(imagekit::husk_bin());
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("exec-tty");
+    let pid = rt.create(&b, &id);
+    rt.start(&id);
+    // `husk oci ...`: a bare `exec ID CMD` is husk's own exec otherwise.
+    let exec = |args: &[&str]| {
+        let mut c = std::process::Command::new(&rt.bin);
+        c.arg("oci").arg("--root").arg(rt.root.path()).arg("exec").args(args).stdin(Stdio::null());
+        c.output().unwrap()
+    };
+    let o = exec(&["-t", &id, "true"]);
+    assert!(!o.status.success(), "exec -t without --console-socket ran: {}", show(&o));
+    assert!(err(&o).contains("--console-socket"), "{}", show(&o));
+    let sock = b.dir.join("console.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let o = exec(&["--console-socket", sock.to_str().unwrap(), &id, "true"]);
+    assert!(!o.status.success(), "--console-socket without a terminal ran: {}", show(&o));
+    assert_eq!(rt.status(&id), "running");
+    let o = exec(&[&id, "true"]);
+    assert!(o.status.success(), "a plain exec: {}", show(&o));
+    let _ = rt.run(&["kill", &id, "KILL"]);
+    assert_eq!(reap(pid), 137);
+    let _ = rt.run(&["delete", &id]);
+}
