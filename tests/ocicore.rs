@@ -47,6 +47,11 @@ impl Bundle {
         let root = self.root();
         let log = self.path().join("log.json");
         let (out, err) = (self.path().join("out"), self.path().join("err"));
+        // New files every call, not truncated ones: after `create` the old
+        // ones are the container's stdout/stderr, and its writes (the
+        // script's `echo $$`) would land in this call's output.
+        let _ = std::fs::remove_file(&out);
+        let _ = std::fs::remove_file(&err);
         let status = Command::new(husk_bin())
             .args(["--root", root.to_str().unwrap(), "--log", log.to_str().unwrap(), "--log-format", "json"])
             .args(args)
