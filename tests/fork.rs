@@ -3,18 +3,7 @@
 //! one layer the forks share. Root pass (forks need the source's cgroup).
 mod imagekit;
 use imagekit::*;
-use serde_json::{Value, json};
-use std::path::PathBuf;
-
-/// A store with the busybox base imported as `bb` (plus /data/{a,b}).
-fn base(t: &TempDir) -> PathBuf {
-    let store = t.join("store");
-    let extra = Tar::new().file("data/a", b"a").file("data/b", b"b").finish();
-    let mut l = Layout::new(&t.join("bb"));
-    l.image(&[Layer::gzip(busybox_tar()), Layer::plain(extra)], json!({"Env": ["PATH=/bin"], "Cmd": ["sh"]}), None);
-    import_ok(&store, &l.dir, &["--name", "bb"]);
-    store
-}
+use serde_json::Value;
 
 fn layer_count(live: &Live) -> usize {
     std::fs::read_dir(live.store.join("layers")).unwrap().flatten().filter(|e| e.path().is_dir()).count()
@@ -37,7 +26,7 @@ fn fork(live: &Live, args: &[&str]) -> (Value, Vec<String>) {
 #[test]
 fn fork_n_copies_diverge_independently() {
     let t = TempDir::new("fork");
-    let live = Live::new(&t, base(&t));
+    let live = Live::new(&t, busybox_data_store(&t));
     let src = live.create(&["--image", "bb", "--writable", "--workdir", "/work", "-e", "STAGE=prepared"]);
     live.sh(&src, "echo base > /work/state && echo sys > /data/sys && rm /data/a");
     let before = layer_count(&live);
@@ -75,7 +64,7 @@ fn fork_n_copies_diverge_independently() {
 #[test]
 fn fork_of_busy_sandbox_is_consistent() {
     let t = TempDir::new("fork-busy");
-    let live = Live::new(&t, base(&t));
+    let live = Live::new(&t, busybox_data_store(&t));
     let src = live.create(&["--image", "bb", "--workdir", "/work", "--concurrent"]);
     // Ten token files move between two directories, one rename at a
     // time: at every instant each is in exactly one of them. A reader that
@@ -120,7 +109,7 @@ mod rootless {
         // user gets here) cannot be frozen: fork refuses rather than read
         // a filesystem that changes under it, and stores nothing.
         let t = TempDir::new("fork-nocgroup");
-        let live = Live::new(&t, base(&t));
+        let live = Live::new(&t, busybox_data_store(&t));
         let o = std::process::Command::new(husk_bin())
             .args(["create", "--image", "bb", "--workdir", "/work"])
             .env("HUSK_ROOT", &live.store)

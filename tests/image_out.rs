@@ -6,17 +6,7 @@ mod imagekit;
 mod pullkit;
 use imagekit::*;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-
-/// A store with the busybox base imported as `bb` (plus /data/{a,b}).
-fn base(t: &TempDir) -> PathBuf {
-    let store = t.join("store");
-    let extra = Tar::new().file("data/a", b"a").file("data/b", b"b").finish();
-    let mut l = Layout::new(&t.join("bb"));
-    l.image(&[Layer::gzip(busybox_tar()), Layer::plain(extra)], json!({"Env": ["PATH=/bin"], "Cmd": ["sh"]}), None);
-    import_ok(&store, &l.dir, &["--name", "bb"]);
-    store
-}
+use std::path::Path;
 
 /// `husk build -t TAG` of `dockerfile` (context: the Dockerfile and `own`).
 fn build(t: &TempDir, store: &Path, tag: &str, dockerfile: &str) -> Value {
@@ -45,7 +35,7 @@ const DOCKERFILE: &str = "FROM bb\nRUN rm /data/a && echo built > /data/c && ln 
 #[test]
 fn export_loads_in_docker_and_runs() {
     let t = TempDir::new("export-docker");
-    let store = base(&t);
+    let store = busybox_data_store(&t);
     build(&t, &store, "exp:1", DOCKERFILE);
     let want = husk_ok(&store, &["run", "--image", "exp:1", "--", "sh", "-c", LOOK]);
     assert!(want.contains(". .. b c l own") && want.contains("/data/own 1000:50 640"), "husk's own view: {want}");
@@ -87,7 +77,7 @@ fn export_loads_in_docker_and_runs() {
 #[test]
 fn export_refuses_unknown_image_and_nonempty_directory() {
     let t = TempDir::new("export-bad");
-    let store = base(&t);
+    let store = busybox_data_store(&t);
     let o = husk_in(&store, &["image", "export", "nope", "-o", t.join("x.tar").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
     assert!(stderr(&o).contains("no image named \"nope:latest\""), "{}", stderr(&o));
@@ -107,7 +97,7 @@ fn export_refuses_unknown_image_and_nonempty_directory() {
 #[test]
 fn push_then_pull_same_digest() {
     let t = TempDir::new("push");
-    let store = base(&t);
+    let store = busybox_data_store(&t);
     build(&t, &store, "exp:1", DOCKERFILE);
     let want = husk_ok(&store, &["run", "--image", "exp:1", "--", "sh", "-c", LOOK]);
     let reg = pullkit::Registry::start(pullkit::Auth::None);
@@ -139,7 +129,7 @@ fn push_then_pull_same_digest() {
 #[test]
 fn push_refuses_digest_target_and_unreachable_registry() {
     let t = TempDir::new("push-bad");
-    let store = base(&t);
+    let store = busybox_data_store(&t);
     let pinned = format!("127.0.0.1:1/x@sha256:{}", "a".repeat(64));
     let o = husk_in(&store, &["push", "bb", &pinned]);
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
@@ -156,7 +146,7 @@ fn push_refuses_digest_target_and_unreachable_registry() {
 #[test]
 fn push_needs_and_uses_login_credentials() {
     let t = TempDir::new("push-auth");
-    let store = base(&t);
+    let store = busybox_data_store(&t);
     let reg = pullkit::Registry::start(pullkit::Auth::Basic("pusher", "s3cret"));
     let target = format!("{}/private/bb:1", reg.addr);
     let o = husk_in(&store, &["push", "bb", &target]);
@@ -184,7 +174,7 @@ fn push_needs_and_uses_login_credentials() {
 #[test]
 fn commit_captures_workdir_and_upper() {
     let t = TempDir::new("commit");
-    let live = Live::new(&t, base(&t));
+    let live = Live::new(&t, busybox_data_store(&t));
     let id = live.create(&["--image", "bb", "--writable", "-e", "STAGE=prepared", "--workdir", "/work"]);
     live.sh(
         &id,
@@ -223,7 +213,7 @@ fn commit_captures_workdir_and_upper() {
 #[test]
 fn commit_refuses_unknown_sandbox_and_host_root() {
     let t = TempDir::new("commit-bad");
-    let live = Live::new(&t, base(&t));
+    let live = Live::new(&t, busybox_data_store(&t));
     let o = live.husk(&["commit", "nosuchsandbox", "x:1"]);
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
     let id = live.create(&["--rootfs", t.join("bb").to_str().unwrap()]);

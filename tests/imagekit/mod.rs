@@ -337,6 +337,17 @@ pub fn import_ok(store: &Path, src: &Path, extra: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("import --json output: {e}: {}", stdout(&o)))
 }
 
+/// A store under `t` with the busybox base imported as `bb` (plus
+/// /data/{a,b}): the base the commit, fork and export tests build on.
+pub fn busybox_data_store(t: &TempDir) -> PathBuf {
+    let store = t.join("store");
+    let extra = Tar::new().file("data/a", b"a").file("data/b", b"b").finish();
+    let mut l = Layout::new(&t.join("bb"));
+    l.image(&[Layer::gzip(busybox_tar()), Layer::plain(extra)], json!({"Env": ["PATH=/bin"], "Cmd": ["sh"]}), None);
+    import_ok(&store, &l.dir, &["--name", "bb"]);
+    store
+}
+
 /// Every path below `dir` (to prove nothing was created somewhere).
 pub fn tree(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
