@@ -92,9 +92,10 @@ if [ "${API_DOCKER:-1}" != 0 ] && command -v dockerd >/dev/null; then
     DOCKER_SOCK=$T/docker/docker.sock
 fi
 
-PYTHONPATH=$SRC/clients/python "$VENV/bin/python" - "$T/state" "$ROUNDS" "$HUSK" "$WORK/api.json" "$DOCKER_SOCK" <<'EOF'
-import json, os, socket, statistics as st, subprocess, sys, time
+PYTHONPATH=$SRC/clients/python:$SRC/scripts "$VENV/bin/python" - "$T/state" "$ROUNDS" "$HUSK" "$WORK/api.json" "$DOCKER_SOCK" <<'EOF'
+import json, os, socket, subprocess, sys, time
 from husk import Sandbox, connect
+from benchstat import summarize, table
 state, rounds, husk, out, dsock = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 sock = f"{state}/api.sock"
 for _ in range(500):
@@ -199,9 +200,7 @@ for i in range(rounds + 2):
 live_serve.close()
 if box is not None:
     box.remove(force=True)
-summary = {k: {"median": st.median(v), "p90": sorted(v)[int(0.9 * (len(v) - 1))], "n": len(v)} for k, v in r.items()}
-summary["load"] = open("/proc/loadavg").read().split()[:3]
-json.dump({"raw": r, "summary": summary}, open(out, "w"), indent=1)
+summary = summarize(r, out)
 label = {
     "exec_true_serve_http": "exec true: raw HTTP to husk serve",
     "exec_true_client_serve": "exec true: Python client, serve",
@@ -215,13 +214,7 @@ label = {
     "code_client_cli": "create + run_code(print(1)) + destroy: client, CLI",
     "code_docker_py": "create + exec python3 print(1) + destroy: docker-py",
 }
-print(f"api ({rounds} rounds, load {' '.join(summary['load'])}):")
-for k, name in label.items():
-    if k in summary:
-        s = summary[k]
-        print(f"  {name:56s} median {s['median']:8.2f} ms  p90 {s['p90']:8.2f} ms  (n={s['n']})")
-for a, b in (("exec_true_docker_py", "exec_true_serve_http"), ("exec_true_docker_py", "exec_true_client_serve"),
-             ("cycle_docker_py", "cycle_client_serve"), ("code_docker_py", "code_client_serve")):
-    if a in summary and b in summary:
-        print(f"  {a} / {b}: {summary[a]['median'] / summary[b]['median']:.1f}x")
+table(f"api ({rounds} rounds", summary, label, 56, digits=2, ratio_digits=1,
+      ratios=(("exec_true_docker_py", "exec_true_serve_http"), ("exec_true_docker_py", "exec_true_client_serve"),
+              ("cycle_docker_py", "cycle_client_serve"), ("code_docker_py", "code_client_serve")))
 EOF

@@ -71,8 +71,9 @@ bench_pools() {
     "$HUSK" image import "$IMAGES/busybox" >/dev/null
     "$HUSK" serve --pool "bb=busybox,memory=256M,pids=256:4" >"$T/serve.out" 2>"$T/serve.err" &
     SERVE_PID=$!
-    python3 - "$T/state/api.sock" "$ROUNDS" "$HUSK" "$RES/pools.json" <<'EOF'
-import json, socket, statistics as st, subprocess, sys, time
+    PYTHONPATH=$SRC/scripts python3 - "$T/state/api.sock" "$ROUNDS" "$HUSK" "$RES/pools.json" <<'EOF'
+import json, socket, subprocess, sys, time
+from benchstat import summarize, table
 sock, rounds, husk, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def req(method, path, body=None):
@@ -144,11 +145,7 @@ for i in range(rounds + 2):
                    check=True, stdout=subprocess.DEVNULL)
     if not warm:
         r["run_ms"].append((time.perf_counter() - t0) * 1e3)
-summary = {k: {"median": st.median(v), "p90": sorted(v)[int(0.9 * (len(v) - 1))], "n": len(v)}
-           for k, v in r.items() if isinstance(v, list) and v}
-summary["misses"] = r["misses"]
-summary["load"] = open("/proc/loadavg").read().split()[:3]
-json.dump({"raw": r, "summary": summary}, open(out, "w"), indent=1)
+summary = summarize(r, out, misses=r["misses"])
 names = {
     "claim_serve_ms": "claim, in serve (claim_ms)",
     "claim_client_ms": "claim, client round trip (POST /v1/sandboxes {pool})",
@@ -157,11 +154,7 @@ names = {
     "cold_total_ms": "cold: create + exec /bin/true + DELETE",
     "run_ms": "husk run /bin/true (one cold sandbox, CLI)",
 }
-print(f"pools ({rounds} rounds, load {' '.join(summary['load'])}, misses {r['misses']}):")
-for k, name in names.items():
-    if k in summary:
-        s = summary[k]
-        print(f"  {name:62s} median {s['median']:8.3f} ms  p90 {s['p90']:8.3f} ms  (n={s['n']})")
+table(f"pools ({rounds} rounds, misses {r['misses']}", summary, names, 62)
 if "pooled_total_ms" in summary and "cold_total_ms" in summary:
     print(f"  pooled / cold (create + exec + destroy, medians): "
           f"{summary['pooled_total_ms']['median'] / summary['cold_total_ms']['median']:.2f}x")
@@ -216,10 +209,11 @@ bench_code() {
     else
         echo "bench-warm: no $IMAGES/python.docker.tar (scripts/build-images.sh python) or no dockerd: docker left out" >&2
     fi
-    PYTHONPATH=$SRC/clients/python python3 - "$T/state" "$ROUNDS" "$HUSK" "$RES/code.json" "$docker_cmd" <<'EOF'
-import json, shlex, statistics as st, subprocess, sys, time
+    PYTHONPATH=$SRC/clients/python:$SRC/scripts python3 - "$T/state" "$ROUNDS" "$HUSK" "$RES/code.json" "$docker_cmd" <<'EOF'
+import json, shlex, subprocess, sys, time
 from husk import Sandbox
 from husk._http import HttpTransport
+from benchstat import summarize, table
 state, rounds, husk, out, docker = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 t = HttpTransport(socket_path=f"{state}/api.sock")
 for _ in range(3000):
@@ -306,9 +300,7 @@ for i in range(rounds + 2):
         r["claim_serve_ms"].append(s)
 for sb in (warm, numpy, plain):
     sb.close()
-summary = {k: {"median": st.median(v), "p90": sorted(v)[int(0.9 * (len(v) - 1))], "n": len(v)} for k, v in r.items() if v}
-summary["load"] = open("/proc/loadavg").read().split()[:3]
-json.dump({"raw": r, "summary": summary}, open(out, "w"), indent=1)
+summary = summarize(r, out)
 label = {
     "print1_warm_pool": "run_code('print(1)'), warm pool (client + serve)",
     "print1_warm_husk_exec_ms": "  of which husk exec (verdict duration_ms)",
@@ -326,15 +318,9 @@ label = {
     "claim_client_ms": "claim from the warm pool (client round trip)",
     "claim_serve_ms": "claim from the warm pool (in serve: claim_ms)",
 }
-print(f"code ({rounds} rounds, load {' '.join(summary['load'])}):")
-for k, name in label.items():
-    if k in summary:
-        s = summary[k]
-        print(f"  {name:58s} median {s['median']:8.3f} ms  p90 {s['p90']:8.3f} ms  (n={s['n']})")
-for a, b in (("print1_warm_pool", "print1_host_python"), ("print1_warm_pool", "print1_husk_run"),
-             ("numpy_warm_pool", "numpy_husk_run"), ("print1_warm_pool", "print1_docker_run")):
-    if a in summary and b in summary:
-        print(f"  {a} / {b}: {summary[a]['median'] / summary[b]['median']:.2f}x")
+table(f"code ({rounds} rounds", summary, label, 58,
+      ratios=(("print1_warm_pool", "print1_host_python"), ("print1_warm_pool", "print1_husk_run"),
+              ("numpy_warm_pool", "numpy_husk_run"), ("print1_warm_pool", "print1_docker_run")))
 EOF
     # Where a warm call's time goes: one `husk exec --code` under strace.
     if command -v strace >/dev/null; then
