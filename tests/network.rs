@@ -6,49 +6,13 @@
 
 mod common;
 
-use common::{husk, verdict_of};
+use common::{husk, read_http_head, verdict_of, web};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// An HTTP server on 127.0.0.1: answers every request with `body_len`
-/// bytes and keeps each request head it got.
-struct Web {
-    port: u16,
-    heads: Arc<Mutex<Vec<String>>>,
-}
-
-fn web(body_len: usize) -> Web {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let h = heads.clone();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            let h = h.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                h.lock().unwrap().push(String::from_utf8_lossy(&buf).into_owned());
-                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n");
-                let _ = c.write_all(head.as_bytes());
-                let _ = c.write_all(&vec![b'x'; body_len]);
-            });
-        }
-    });
-    Web { port, heads }
-}
 
 /// `husk run --json --bind <dir>:/t <args> -- sh -c SCRIPT` in host mode.
 fn run(dir: Option<&Path>, args: &[&str], script: &str) -> (Value, i32) {
@@ -432,15 +396,11 @@ fn proxy_relays_250_tunnels_under_a_1024_fd_soft_limit() {
         for c in l.incoming() {
             let Ok(mut c) = c else { continue };
             std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if read_http_head(&mut c).is_none() {
+                    return;
                 }
                 let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nheld");
+                let mut buf = [0u8; 4096];
                 while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
             });
         }

@@ -15,31 +15,6 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
-/// An HTTP server on 127.0.0.1 answering every request with `n` bytes.
-fn web(n: usize) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
-                    }
-                }
-                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n");
-                let _ = c.write_all(head.as_bytes());
-                let _ = c.write_all(&vec![b'x'; n]);
-            });
-        }
-    });
-    port
-}
-
 fn children_of(ppid: i64) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.flatten()
@@ -80,7 +55,7 @@ fn destination<'a>(net: &'a Value, host: &str) -> Option<&'a Value> {
 
 #[test]
 fn created_sandbox_egress_goes_through_its_proxy_and_is_accounted_live() {
-    let port = web(7);
+    let port = common::web(7).port;
     let s = Sbx::new();
     let rule = format!("--network=allow=web.test:{port}");
     let id = s.create(&[&rule, "--add-host", "web.test:127.0.0.1"]);
@@ -169,7 +144,7 @@ mod rootless {
 
     #[test]
     fn created_sandbox_reaches_only_the_allowed_name() {
-        let port = web(3);
+        let port = common::web(3).port;
         let s = Sbx::new();
         let rule = format!("--network=allow=web.test:{port}");
         let id = s.create(&[&rule, "--add-host", "web.test:127.0.0.1"]);

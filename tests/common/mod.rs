@@ -338,3 +338,46 @@ macro_rules! require_runsc {
 
 /// What gVisor's kernel answers to `uname -v`: proof a command ran on it.
 pub const GVISOR_UNAME_V: &str = "#1 SMP Sun Jan 10 15:06:54 PST 2016";
+
+/// Reads from `c` until the end of an HTTP request head (`\r\n\r\n`);
+/// None if the peer closed or failed first.
+pub fn read_http_head(c: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match c.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(buf)
+}
+
+/// An HTTP server on 127.0.0.1: answers every request with `body_len`
+/// bytes and keeps each request head it got.
+pub struct Web {
+    pub port: u16,
+    pub heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+pub fn web(body_len: usize) -> Web {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let h = heads.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let Some(buf) = read_http_head(&mut c) else { return };
+                h.lock().unwrap().push(String::from_utf8_lossy(&buf).into_owned());
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n");
+                let _ = std::io::Write::write_all(&mut c, head.as_bytes());
+                let _ = std::io::Write::write_all(&mut c, &vec![b'x'; body_len]);
+            });
+        }
+    });
+    Web { port, heads }
+}
