@@ -184,6 +184,120 @@ fn warm_oom_reported_per_exec() {
     assert_eq!(v["resources"]["oom_kills"], 0, "{}", v["resources"]);
 }
 
+/// The leaf a call was accounted in, from its verdict.
+fn leaf_of(v: &Value) -> String {
+    let path = v["limits"]["cgroup"]["paths"][0].as_str().unwrap_or_else(|| panic!("no cgroup path: {v:#}"));
+    path.rsplit('/').next().unwrap().to_string()
+}
+
+/// The next call's child is forked and moved into the next exec's cgroup
+/// leaf ahead of the call (docs/warm.md): a call must still run in its own
+/// exec's leaf (its accounting, its kill), never in the zygote's or in
+/// another exec's, and each call in a fresh one.
+#[test]
+fn warm_preforked_child_runs_in_its_own_exec_leaf() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python"]);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        // Time for the supervisor to place the spare.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (v, code) = code_json(&s, &id, &[], "print(open('/proc/self/cgroup').read())");
+        assert_eq!(code, 0, "{v:#}");
+        assert_eq!(v["warm"]["placed_ahead"], true, "the call did not run in a child placed ahead: {v:#}");
+        let leaf = leaf_of(&v);
+        assert!(leaf.starts_with("exec-"), "{leaf}");
+        // Every hierarchy husk uses (memory and the unified one here)
+        // names the exec's leaf.
+        let lines: Vec<&str> =
+            stdout_of(&v).lines().filter(|l| l.contains(":memory:") || l.starts_with("0::")).collect();
+        assert!(!lines.is_empty(), "{v:#}");
+        for l in lines {
+            assert!(l.ends_with(&format!("/{leaf}")), "the call ran outside its exec's leaf {leaf}: {l}");
+        }
+        assert!(!seen.contains(&leaf), "two calls shared the leaf {leaf}");
+        seen.push(leaf);
+    }
+    // Back to back, whether the spare is placed yet or not: still each
+    // call's own leaf.
+    for _ in 0..4 {
+        let (v, code) = code_json(&s, &id, &[], "print(open('/proc/self/cgroup').read())");
+        assert_eq!(code, 0, "{v:#}");
+        let leaf = leaf_of(&v);
+        assert!(stdout_of(&v).lines().any(|l| l.starts_with("0::") && l.ends_with(&format!("/{leaf}"))), "{v:#}");
+        assert!(!seen.contains(&leaf), "two calls shared the leaf {leaf}");
+        seen.push(leaf);
+    }
+}
+
+/// A call shares its uid with the child forked ahead for the next call. It
+/// must not be able to ptrace it or write its memory (non-dumpable, as the
+/// zygote is) to plant something in the next call; and killing or
+/// stopping it must cost the next call nothing but the fast path: never
+/// its fresh state, nor an answer.
+#[test]
+fn warm_call_cannot_tamper_with_the_next_calls_child() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python"]);
+    for sig in ["SIGKILL", "SIGSTOP"] {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let probe = format!(
+            r#"
+import os, signal, ctypes, time
+# /proc is the sandbox's: the zygote's other children, by their parent there.
+def ppid(p):
+    st = open("/proc/%s/stat" % p).read()
+    return int(st[st.rindex(")") + 2:].split()[1])
+me = int(os.readlink("/proc/self"))
+zygote = ppid(me)
+for _ in range(200):
+    others = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and int(p) != me and ppid(p) == zygote:
+                others.append(int(p))
+        except OSError:
+            pass
+    if others:
+        break
+    time.sleep(0.01)
+libc = ctypes.CDLL(None, use_errno=True)
+res = []
+for p in others:
+    # Its pid in the call's own pid namespace (the zygote's), for ptrace and kill.
+    ns = [l for l in open("/proc/%d/status" % p) if l.startswith("NSpid:")][0].split()[-1]
+    pid = int(ns)
+    r = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
+    res.append(("ptrace", r, ctypes.get_errno()))
+    try:
+        open("/proc/%d/mem" % p, "r+b"); res.append(("mem", "opened"))
+    except OSError as e:
+        res.append(("mem", e.errno))
+    os.kill(pid, signal.{sig})
+X = "planted"
+print(len(others), res)
+"#
+        );
+        let (v, code) = code_json(&s, &id, &[], &probe);
+        assert_eq!(code, 0, "{v:#}");
+        let out = stdout_of(&v);
+        assert!(out.starts_with("1 "), "the call did not find exactly one other process (the spare): {out}");
+        assert!(out.contains("('ptrace', -1, 1)"), "ptrace of the spare was not refused with EPERM: {out}");
+        assert!(out.contains("('mem', 13)") || out.contains("('mem', 1)"), "the spare's memory opened: {out}");
+        // The next call answers, fresh; the one after runs placed again.
+        let (v, code) = code_json(&s, &id, &[], "print('X' in globals())");
+        assert_eq!((code, stdout_of(&v)), (0, "False\n"), "after {sig} of the spare: {v:#}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (v, code) = code_json(&s, &id, &[], "print('again')");
+        assert_eq!((code, stdout_of(&v)), (0, "again\n"), "{v:#}");
+        assert_eq!(v["warm"]["placed_ahead"], true, "no spare was placed again after {sig}: {v:#}");
+    }
+}
+
 #[test]
 fn warm_and_cold_verdicts_have_the_same_shape() {
     require_root!();

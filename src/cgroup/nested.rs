@@ -293,6 +293,19 @@ impl Leaf {
     }
 }
 
+impl Leaf {
+    /// Whether `pid` is in this leaf in every hierarchy (the supervisor
+    /// placed a warm interpreter's spare child here ahead of the call).
+    pub fn holds(&self, pid: Pid) -> bool {
+        let want = pid.as_raw();
+        !self.dirs.is_empty()
+            && self
+                .dirs
+                .iter()
+                .all(|(d, _)| fs::read_opt(d, "cgroup.procs").is_some_and(|t| fs::pids(&t).contains(&want)))
+    }
+}
+
 impl GroupKill for Leaf {
     fn kill_all(&self) {
         self.killed.set(true);

@@ -242,6 +242,14 @@ pub fn pidfd_open(pid: Pid) -> SysResult<OwnedFd> {
     check(ret).map(owned)
 }
 
+/// The pid (in husk's pid namespace) of the process a pidfd refers to,
+/// from /proc/self/fdinfo; None once it is gone.
+pub fn pidfd_pid(pidfd: BorrowedFd<'_>) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok()).filter(|p: &i32| *p > 0)
+}
+
 /// Whether the wait status says the child ended; (exited code) or (signal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitStatus {

@@ -16,6 +16,13 @@
 //! back from husk once that process is in the exec's cgroup (fork mode),
 //! then `Exited`/`Signaled` (and `Interrupted` before it for a session call
 //! past its timeout).
+//!
+//! A zygote forks the next call's child ahead (a spare) and says `spare
+//! SEQ` with its pidfd; the supervisor moves it into the leaf it will hand
+//! the next `exec --code` and answers `placed SEQ`. Only a placed spare
+//! takes a call, and husk exec still checks that the call's process is in
+//! its leaf (moving it there if not), so the handoff never depends on the
+//! two agreeing.
 
 use crate::spec::{Language, WarmMode, WarmSpec};
 use nix::errno::Errno;
@@ -171,6 +178,46 @@ pub fn send_call(
 ) -> Result<(), Errno> {
     let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status];
     crate::sys::socket::send_with_fds(ctl, b"call", &fds)
+}
+
+/// One word from the shim on the control socket after it is ready: a
+/// zygote's `spare SEQ`, with the pidfd of the child it forked ahead of the
+/// next call. `Ok(None)` when nothing is waiting (or a word husk does not
+/// know); `Err(EPIPE)` when the shim's end is gone.
+pub fn recv_spare(ctl: BorrowedFd<'_>) -> Result<Option<(u64, OwnedFd)>, Errno> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut buf = [0u8; 64];
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; crate::sys::socket::MAX_FDS]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC;
+    let (n, mut fds) = match recvmsg::<()>(ctl.as_raw_fd(), &mut iov, Some(&mut cmsg), flags) {
+        Err(Errno::EAGAIN | Errno::EINTR) => return Ok(None),
+        Err(e) => return Err(e),
+        Ok(m) => {
+            let mut fds = Vec::new();
+            for c in m.cmsgs().map_err(|_| Errno::EBADMSG)? {
+                if let ControlMessageOwned::ScmRights(raw) = c {
+                    // Just installed in our fd table: ours to own.
+                    fds.extend(raw.into_iter().map(|fd| crate::sys::fd::owned(fd as libc::c_long)));
+                }
+            }
+            (m.bytes, fds)
+        }
+    };
+    if n == 0 {
+        return Err(Errno::EPIPE);
+    }
+    let seq = std::str::from_utf8(&buf[..n]).ok().and_then(|w| w.strip_prefix("spare ")).and_then(|s| s.parse().ok());
+    match (seq, fds.len()) {
+        (Some(seq), 1) => Ok(fds.pop().map(|fd| (seq, fd))),
+        _ => Ok(None),
+    }
+}
+
+/// Tells the shim its spare `seq` is placed: the next call may go to it.
+pub fn send_placed(ctl: BorrowedFd<'_>, seq: u64) -> Result<(), Errno> {
+    let word = format!("placed {seq}");
+    nix::sys::socket::send(ctl.as_raw_fd(), word.as_bytes(), nix::sys::socket::MsgFlags::MSG_NOSIGNAL).map(|_| ())
 }
 
 /// The languages a `--code` call may name for a sandbox warmed as `w`.

@@ -12,7 +12,10 @@
 # namespace never reaches its init), and it is non-dumpable, so no /proc/1/mem
 # or ptrace. Each call is a fresh child: it sends its pidfd, waits until husk
 # has moved it into the exec's cgroup, then runs the code in a clean
-# __main__. The shim reaps it and reports how it ended.
+# __main__. The shim reaps it and reports how it ended. The next call's
+# child is forked ahead (a spare) and husk's supervisor moves it into the
+# next exec's leaf ahead too, so the call's path has neither the fork nor
+# the cgroup move (whose RCU wait is ~10 ms after an idle spell).
 #
 # session mode: the shim keeps one interpreter (python: its globals; bash: a
 # bash child fed through a file per call) and runs each call itself.
@@ -62,7 +65,8 @@ except BaseException as e:
     sys.exit(1)
 
 
-def recv_call():
+def recv_message():
+    """One message from husk on the control socket: its word and fds."""
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(ctl, 4096, 8)
@@ -70,6 +74,12 @@ def recv_call():
             continue
         if not data:
             os._exit(0)  # husk's end is gone: so is the sandbox
+        return data, fds
+
+
+def recv_call():
+    while True:
+        _word, fds = recv_message()
         if len(fds) != 5:
             for fd in fds:
                 os.close(fd)
@@ -142,14 +152,11 @@ def status_of(st):
 
 # ---------------------------------------------------------------- fork mode
 
-def child(fds):
-    req, stdin, stdout, stderr, status = fds
+def detach(keep):
+    """A fresh child's first steps, before any call's code: its own
+    session, no fd but `keep` (not the control socket, nor another call's
+    status socket, nor the shim's pidfds), default signal handling."""
     os.setsid()
-    for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
-        os.dup2(fd, target)
-    # Only the call's own fds stay: not the control socket, nor another
-    # call's status socket, nor the shim's pidfds.
-    keep = {0, 1, 2, req, status}
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
@@ -166,6 +173,15 @@ def child(fds):
             pass
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
+def run_call(fds):
+    req, stdin, stdout, stderr, status = fds
+    for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
+        os.dup2(fd, target)
+    for fd in (stdin, stdout, stderr):
+        if fd > 2:
+            os.close(fd)
     st = socket.socket(fileno=status)
     me = os.pidfd_open(os.getpid())
     socket.send_fds(st, [rec(JOINED)], [me])
@@ -184,27 +200,149 @@ def child(fds):
     os._exit(run_python(code, fresh_main()))
 
 
+def fresh_child(fds):
+    """A child forked for a call that found no placed spare."""
+    detach({0, 1, 2, *fds})
+    run_call(fds)
+
+
+def only_child(f, arg):
+    """Runs a child's part: whatever it raises, the child ends here and
+    never returns into the shim's loop."""
+    try:
+        f(arg)
+    finally:
+        os._exit(126)
+
+
+def spare_main(sock):
+    """A child forked ahead of the next call: detached like any call's
+    child, it waits for the call's fds, which only the shim can send."""
+    detach({0, 1, 2, sock.fileno()})
+    while True:
+        try:
+            _data, fds, _flags, _addr = socket.recv_fds(sock, 64, 5)
+        except InterruptedError:
+            continue
+        break
+    sock.close()
+    if len(fds) != 5:
+        os._exit(0)  # the shim let this spare go
+    run_call(fds)
+
+
+def usable(spare):
+    """Whether a spare still waits: not stopped, not dead. (Through its
+    pidfd: the shim's /proc is the sandbox's, whose pids are not those of
+    the shim's own pid namespace.)"""
+    try:
+        flags = os.WSTOPPED | os.WEXITED | os.WNOHANG | os.WNOWAIT
+        return os.waitid(os.P_PIDFD, spare.pidfd, flags) is None
+    except OSError:
+        return False
+
+
+class Spare:
+    """The child forked ahead: husk (the supervisor) moves it into the next
+    exec's cgroup leaf off any call's path and answers `placed SEQ`; only
+    then may a call go to it (docs/warm.md, Pre-forked children)."""
+
+    def __init__(self, seq):
+        self.seq, self.placed = seq, False
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            only_child(spare_main, theirs)
+        theirs.close()
+        self.pidfd = os.pidfd_open(self.pid)
+        try:
+            socket.send_fds(ctl, [b"spare %d" % seq], [self.pidfd])
+        except OSError:
+            pass  # husk's end is gone; the next recv says so
+
+    def drop(self, poller, kill=False):
+        """Lets an unused spare go (the reaping loop reaps it)."""
+        if kill:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+        poller.unregister(self.pidfd)
+        os.close(self.pidfd)
+        self.sock.close()
+
+
 def zygote():
     say({"ok": True, "pid": os.getpid()})
     calls = {}  # pid -> (status socket fd, its pidfd)
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
+    seq = 0
+
+    def new_spare():
+        nonlocal seq
+        seq += 1
+        try:
+            s = Spare(seq)
+        except OSError:
+            return None  # no fork now (the pids limit): calls fork afresh
+        poller.register(s.pidfd, select.POLLIN)
+        return s
+
+    def fork_call(fds):
+        pid = os.fork()
+        if pid == 0:
+            only_child(fresh_child, fds)
+        try:
+            return pid, os.pidfd_open(pid)
+        except OSError:
+            return pid, -1
+
+    spare = new_spare()
+
     while True:
         for fd, _ in poller.poll():
-            if fd == ctl.fileno():
-                fds = recv_call()
-                pid = os.fork()
-                if pid == 0:
-                    child(fds)
-                for f in fds[:4]:
+            if fd != ctl.fileno():
+                continue
+            word, fds = recv_message()
+            if word.startswith(b"placed "):
+                if spare is not None and word == b"placed %d" % spare.seq:
+                    spare.placed = True
+                continue
+            if len(fds) != 5:
+                for f in fds:
                     os.close(f)
+                continue
+            pid, pfd = -1, -1
+            if spare is not None and spare.placed and not usable(spare):
+                # A call stopped it (SIGSTOP: calls share its uid): a
+                # stopped spare would hang the call. Let it go.
+                spare.drop(poller, kill=True)
+                spare = None
+            if spare is not None and spare.placed:
                 try:
-                    pfd = os.pidfd_open(pid)
+                    socket.send_fds(spare.sock, [b"call"], fds)
+                    pid, pfd = spare.pid, spare.pidfd
+                    spare.sock.close()
                 except OSError:
-                    pfd = -1
-                calls[pid] = (fds[4], pfd)
+                    spare.drop(poller)  # it died (a call may kill it): fork afresh
+                spare = None
+            if pid < 0:
+                try:
+                    pid, pfd = fork_call(fds)
+                except OSError:
+                    pass  # closing its status socket tells husk exec
                 if pfd >= 0:
                     poller.register(pfd, select.POLLIN)
+            for f in fds[:4]:
+                os.close(f)
+            if pid < 0:
+                os.close(fds[4])
+            else:
+                calls[pid] = (fds[4], pfd)
+            if spare is None:
+                spare = new_spare()
         # Reap every child, ours and the orphans pid 1 inherits.
         while True:
             try:
@@ -223,6 +361,11 @@ def zygote():
                 if pfd >= 0:
                     poller.unregister(pfd)
                     os.close(pfd)
+            elif spare is not None and pid == spare.pid:
+                # An unused spare died (a call killed it): the next call
+                # forks afresh and makes the next spare.
+                spare.drop(poller)
+                spare = None
 
 
 # ------------------------------------------------------------- session mode

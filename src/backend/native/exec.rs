@@ -225,8 +225,7 @@ pub(super) fn describe(process: &ProcessPlan, e: &crate::step::StepError) -> Err
 }
 
 pub(super) fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
-    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
-    text.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok())
+    crate::sys::process::pidfd_pid(std::os::fd::AsFd::as_fd(pidfd))
 }
 
 /// The group kill without a cgroup: SIGKILL to every process in the

@@ -236,11 +236,16 @@ impl Call<'_> {
         })?;
         drop((theirs, req, null));
         let pidfd = self.answer(&status)?;
+        let mut preforked = false;
         if !session {
-            // Into the exec's cgroup before it runs anything of the call.
+            // Into the exec's cgroup before it runs anything of the call:
+            // a spare the supervisor placed in this leaf ahead is there
+            // already; any other process is moved now.
             if let Some(l) = leaf {
-                let pid = pid_of(&pidfd).ok_or_else(|| warm_err("the call's process is gone"))?;
-                if let Err(e) = l.adopt(nix::unistd::Pid::from_raw(pid)) {
+                let pid =
+                    nix::unistd::Pid::from_raw(pid_of(&pidfd).ok_or_else(|| warm_err("the call's process is gone"))?);
+                preforked = l.holds(pid);
+                if !preforked && let Err(e) = l.adopt(pid) {
                     let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
                     return Err(ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()));
                 }
@@ -290,6 +295,7 @@ impl Call<'_> {
             "mode": if session { "session" } else { "fork" },
             "interrupted": interrupted.is_some_and(|r| r != 2) || (session && killed),
             "restarted": restarted,
+            "placed_ahead": preforked,
         });
         Ok((o, t_end, warm))
     }

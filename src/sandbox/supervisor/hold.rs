@@ -71,7 +71,8 @@ impl Supervisor {
             });
             let warm_at = self.warm.as_ref().map(|w| {
                 fds.push(PollFd::new(w.pidfd.as_fd(), PollFlags::POLLIN));
-                fds.len() - 1
+                fds.push(PollFd::new(w.ctl.as_fd(), PollFlags::POLLIN));
+                fds.len() - 2
             });
             let base = fds.len();
             fds.extend(conns.iter().map(|c| PollFd::new(c.fd.as_fd(), PollFlags::POLLIN)));
@@ -117,6 +118,8 @@ impl Supervisor {
             }
             if warm_at.is_some_and(|i| ready[i]) {
                 self.restart_warm(init.as_ref());
+            } else if warm_at.is_some_and(|i| ready[i + 1]) {
+                self.place_spare();
             }
             if ready[2] {
                 while let Ok(Some(fd)) = proto::accept(listener.as_fd()) {
@@ -313,7 +316,7 @@ impl Supervisor {
         let leaf = match &self.rec.cgroup {
             None => None,
             Some(_) if !self.backend.exec_leaves() => None,
-            Some(_) => match self.spare.take().or_else(|| self.make_spare()) {
+            Some(_) => match self.placed_leaf(c.warm).or_else(|| self.spare.take()).or_else(|| self.make_spare()) {
                 Some(l) => Some(l),
                 None => {
                     let err = "could not create the exec's cgroup leaf (see `husk inspect`)".to_string();
@@ -342,7 +345,9 @@ impl Supervisor {
         } else {
             self.end_exec(c, init);
         }
-        self.spare = self.make_spare();
+        if self.spare.is_none() {
+            self.spare = self.make_spare();
+        }
         sent
     }
 

@@ -168,6 +168,7 @@ pub fn create(
                 backend: req.backend,
                 warm: None,
                 warm_leaf: None,
+                warm_spare: None,
                 warm_error: None,
                 checking: req.ready_check,
                 secrets: req.secrets,
@@ -348,6 +349,9 @@ struct Supervisor {
     warm: Option<crate::backend::native::warm::WarmProc>,
     /// Its cgroup leaf (`warm`), kept across restarts.
     warm_leaf: Option<Leaf>,
+    /// The leaf the zygote's spare child is moved into ahead of the next
+    /// `exec --code`, and whether one is placed there (`warm::recv_spare`).
+    warm_spare: Option<warm::SpareLeaf>,
     /// Why the warm interpreter is not running, when it is not.
     warm_error: Option<String>,
     /// `--ready-cmd`'s check is pending: CREATING, only its exec admitted.

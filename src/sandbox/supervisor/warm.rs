@@ -1,13 +1,23 @@
 //! The supervisor's warm interpreter or session (`create --warm` /
 //! `--session`, docs/warm.md): started before READY, handed to each
 //! `husk exec --code` as a control socket, reaped and started afresh when
-//! it ends, killed before the sandbox's init is waited for.
+//! it ends, killed before the sandbox's init is waited for. A zygote's
+//! spare child (forked ahead of the next call) is moved into the next warm
+//! exec's leaf here, in the supervisor's loop, so the ~10 ms RCU wait of a
+//! cgroup migration after an idle spell is off every call's path.
 
 use super::{Supervisor, cgroup_err};
 use crate::backend::Live;
 use crate::sandbox::SandboxError;
 use crate::sys::process::wait_pidfd;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+/// The leaf a zygote's spare child goes into (`Supervisor::place_spare`).
+pub(super) struct SpareLeaf {
+    pub(super) leaf: String,
+    /// A spare is in it (the shim was told `placed`).
+    pub(super) placed: bool,
+}
 
 impl Supervisor {
     /// Starts the warm interpreter or session the spec asks for, as the
@@ -42,6 +52,56 @@ impl Supervisor {
         }
     }
 
+    /// The shim said something on its control socket: a zygote's spare
+    /// child to place in the leaf the next warm exec gets. On any failure
+    /// the spare stays unplaced, and calls fork afresh (and are moved on
+    /// their own path, as before).
+    pub(super) fn place_spare(&mut self) {
+        let Some(w) = &self.warm else { return };
+        let (seq, pidfd) = match crate::warm::recv_spare(w.ctl.as_fd()) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            // Its end is gone: the warm pidfd says so next, and restarts it.
+            Err(_) => return,
+        };
+        if let Some(tree) = self.rec.cgroup.as_ref().filter(|_| self.backend.exec_leaves()) {
+            // The leaf is made once and takes each spare in turn until a
+            // warm exec takes it with its spare.
+            let name = match self.warm_spare.take() {
+                Some(s) => s.leaf,
+                None => {
+                    let name = format!("exec-{}", crate::ids::new_id());
+                    if let Err(e) = tree.make_leaf(&name) {
+                        crate::errln!("husk: warning: a leaf for the warm interpreter's next child: {e}");
+                        return;
+                    }
+                    name
+                }
+            };
+            let placed = crate::sys::process::pidfd_pid(pidfd.as_fd())
+                .ok_or_else(|| "the spare is gone".to_string())
+                .and_then(|pid| {
+                    let leaf = tree.open_leaf(&name).map_err(|e| e.to_string())?;
+                    leaf.adopt(nix::unistd::Pid::from_raw(pid)).map_err(|e| e.to_string())
+                });
+            if let Err(e) = placed {
+                crate::errln!("husk: warning: placing the warm interpreter's next child: {e}");
+                self.warm_spare = Some(SpareLeaf { leaf: name, placed: false });
+                return;
+            }
+            self.warm_spare = Some(SpareLeaf { leaf: name, placed: true });
+        }
+        let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+    }
+
+    /// The leaf of a placed spare, for a warm exec (`exec --code`).
+    pub(super) fn placed_leaf(&mut self, warm: bool) -> Option<String> {
+        match &self.warm_spare {
+            Some(s) if warm && s.placed => self.warm_spare.take().map(|s| s.leaf),
+            _ => None,
+        }
+    }
+
     /// Kills and reaps the warm interpreter (its waiter is the
     /// supervisor's child, CLONE_PARENT): the sandbox's init cannot finish
     /// ending while that zombie of its pid namespace is unreaped.
@@ -57,6 +117,10 @@ impl Supervisor {
     pub(super) fn restart_warm(&mut self, init: &dyn Live) {
         if let Some(w) = self.warm.take() {
             let _ = wait_pidfd(w.pidfd.as_fd());
+        }
+        // Its spare died with its pid namespace: the leaf takes the next.
+        if let Some(s) = &mut self.warm_spare {
+            s.placed = false;
         }
         if let Err(e) = self.start_warm(init) {
             self.warm_error = Some(format!("it ended and could not be restarted: {e}"));
