@@ -74,6 +74,10 @@ impl Supervisor {
                 fds.push(PollFd::new(w.ctl.as_fd(), PollFlags::POLLIN));
                 fds.len() - 2
             });
+            let placing_at = self.placing.as_ref().map(|p| {
+                fds.push(PollFd::new(p.done.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
             let base = fds.len();
             fds.extend(conns.iter().map(|c| PollFd::new(c.fd.as_fd(), PollFlags::POLLIN)));
             if let Err(e) = poll(&mut fds, timeout)
@@ -115,6 +119,9 @@ impl Supervisor {
                     Some(Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN)) => {}
                     _ => return End::Unclaimed,
                 }
+            }
+            if placing_at.is_some_and(|i| ready[i]) {
+                self.finish_placing();
             }
             if warm_at.is_some_and(|i| ready[i]) {
                 self.restart_warm(init.as_ref());

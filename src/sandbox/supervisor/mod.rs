@@ -169,6 +169,7 @@ pub fn create(
                 warm: None,
                 warm_leaf: None,
                 warm_spare: None,
+                placing: None,
                 warm_error: None,
                 checking: req.ready_check,
                 secrets: req.secrets,
@@ -352,6 +353,8 @@ struct Supervisor {
     /// The leaf the zygote's spare child is moved into ahead of the next
     /// `exec --code`, and whether one is placed there (`warm::recv_spare`).
     warm_spare: Option<warm::SpareLeaf>,
+    /// The move of a spare into that leaf, under way.
+    placing: Option<warm::Placing>,
     /// Why the warm interpreter is not running, when it is not.
     warm_error: Option<String>,
     /// `--ready-cmd`'s check is pending: CREATING, only its exec admitted.

@@ -8,9 +8,37 @@
 
 use super::{Supervisor, cgroup_err};
 use crate::backend::Live;
+use crate::cgroup::nested::Leaf;
 use crate::sandbox::SandboxError;
 use crate::sys::process::wait_pidfd;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+/// A spare being moved into its leaf by a thread; `done` turns readable
+/// when the thread is through (the supervisor's loop polls it).
+pub(super) struct Placing {
+    seq: u64,
+    pub(super) done: OwnedFd,
+    thread: std::thread::JoinHandle<Result<(), String>>,
+}
+
+impl Placing {
+    fn start(seq: u64, leaf: Leaf, pid: i32) -> Result<Placing, String> {
+        let (done, tell) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        let thread = std::thread::Builder::new()
+            .name("husk-place".into())
+            .spawn(move || {
+                let r = leaf.adopt(nix::unistd::Pid::from_raw(pid)).map_err(|e| e.to_string());
+                let _ = nix::unistd::write(&tell, b"x");
+                r
+            })
+            .map_err(|e| format!("a thread for the move: {e}"))?;
+        Ok(Placing { seq, done, thread })
+    }
+
+    fn join(self) -> Result<(), String> {
+        self.thread.join().unwrap_or_else(|_| Err("the move's thread panicked".into()))
+    }
+}
 
 /// The leaf a zygote's spare child goes into (`Supervisor::place_spare`).
 pub(super) struct SpareLeaf {
@@ -53,9 +81,11 @@ impl Supervisor {
     }
 
     /// The shim said something on its control socket: a zygote's spare
-    /// child to place in the leaf the next warm exec gets. On any failure
-    /// the spare stays unplaced, and calls fork afresh (and are moved on
-    /// their own path, as before).
+    /// child to place in the leaf the next warm exec gets. The move runs on
+    /// a thread (`Placing`): it waits for an RCU grace period (~10 ms after
+    /// an idle spell), and husk exec waits for this loop's answers. On any
+    /// failure the spare stays unplaced, and calls fork afresh (and are
+    /// moved on their own path, as before).
     pub(super) fn place_spare(&mut self) {
         let Some(w) = &self.warm else { return };
         let (seq, pidfd) = match crate::warm::recv_spare(w.ctl.as_fd()) {
@@ -64,34 +94,50 @@ impl Supervisor {
             // Its end is gone: the warm pidfd says so next, and restarts it.
             Err(_) => return,
         };
-        if let Some(tree) = self.rec.cgroup.as_ref().filter(|_| self.backend.exec_leaves()) {
-            // The leaf is made once and takes each spare in turn until a
-            // warm exec takes it with its spare.
-            let name = match self.warm_spare.take() {
-                Some(s) => s.leaf,
-                None => {
-                    let name = format!("exec-{}", crate::ids::new_id());
-                    if let Err(e) = tree.make_leaf(&name) {
-                        crate::errln!("husk: warning: a leaf for the warm interpreter's next child: {e}");
-                        return;
-                    }
-                    name
+        let Some(tree) = self.rec.cgroup.as_ref().filter(|_| self.backend.exec_leaves()) else {
+            // No cgroup leaves: nothing to move, the spare is placed as is.
+            let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+            return;
+        };
+        // The leaf is made once and takes each spare in turn until a warm
+        // exec takes it with its spare.
+        let name = match self.warm_spare.take() {
+            Some(s) => s.leaf,
+            None => {
+                let name = format!("exec-{}", crate::ids::new_id());
+                if let Err(e) = tree.make_leaf(&name) {
+                    crate::errln!("husk: warning: a leaf for the warm interpreter's next child: {e}");
+                    return;
                 }
-            };
-            let placed = crate::sys::process::pidfd_pid(pidfd.as_fd())
-                .ok_or_else(|| "the spare is gone".to_string())
-                .and_then(|pid| {
-                    let leaf = tree.open_leaf(&name).map_err(|e| e.to_string())?;
-                    leaf.adopt(nix::unistd::Pid::from_raw(pid)).map_err(|e| e.to_string())
-                });
-            if let Err(e) = placed {
-                crate::errln!("husk: warning: placing the warm interpreter's next child: {e}");
-                self.warm_spare = Some(SpareLeaf { leaf: name, placed: false });
-                return;
+                name
             }
-            self.warm_spare = Some(SpareLeaf { leaf: name, placed: true });
+        };
+        let leaf = crate::sys::process::pidfd_pid(pidfd.as_fd())
+            .ok_or_else(|| "the spare is gone".to_string())
+            .and_then(|pid| Ok((pid, tree.open_leaf(&name).map_err(|e| e.to_string())?)));
+        self.warm_spare = Some(SpareLeaf { leaf: name, placed: false });
+        self.finish_placing();
+        let started = leaf.and_then(|(pid, leaf)| Placing::start(seq, leaf, pid));
+        match started {
+            Ok(p) => self.placing = Some(p),
+            Err(e) => crate::errln!("husk: warning: placing the warm interpreter's next child: {e}"),
         }
-        let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+    }
+
+    /// Waits for the move under way, if any; a spare that made it into its
+    /// leaf is announced to the shim (`placed SEQ`).
+    pub(super) fn finish_placing(&mut self) {
+        let Some(p) = self.placing.take() else { return };
+        let seq = p.seq;
+        match p.join() {
+            Ok(()) => {
+                if let (Some(s), Some(w)) = (&mut self.warm_spare, &self.warm) {
+                    s.placed = true;
+                    let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+                }
+            }
+            Err(e) => crate::errln!("husk: warning: placing the warm interpreter's next child: {e}"),
+        }
     }
 
     /// The leaf of a placed spare, for a warm exec (`exec --code`).
@@ -106,6 +152,7 @@ impl Supervisor {
     /// supervisor's child, CLONE_PARENT): the sandbox's init cannot finish
     /// ending while that zombie of its pid namespace is unreaped.
     pub(super) fn stop_warm(&mut self) {
+        self.finish_placing();
         if let Some(w) = self.warm.take() {
             let _ = crate::sys::process::pidfd_send_signal(w.pidfd.as_fd(), libc::SIGKILL);
             let _ = wait_pidfd(w.pidfd.as_fd());
@@ -119,6 +166,9 @@ impl Supervisor {
             let _ = wait_pidfd(w.pidfd.as_fd());
         }
         // Its spare died with its pid namespace: the leaf takes the next.
+        // (The move's thread is joined first: the new shim is cloned, and a
+        // clone needs a single-threaded supervisor.)
+        self.finish_placing();
         if let Some(s) = &mut self.warm_spare {
             s.placed = false;
         }
