@@ -232,11 +232,12 @@ fn warm_preforked_child_runs_in_its_own_exec_leaf() {
     }
 }
 
-/// A call shares its uid with the child forked ahead for the next call. It
-/// must not be able to ptrace it or write its memory (non-dumpable, as the
-/// zygote is) to plant something in the next call; and killing or
-/// stopping it must cost the next call nothing but the fast path: never
-/// its fresh state, nor an answer.
+/// The child forked ahead for the next call (the spare) has the uid of
+/// the calls, and anything a call leaves running shares its pid namespace.
+/// Such a process must not be able to ptrace the spare or write its memory
+/// (it is non-dumpable, as the zygote is) to plant something in the next
+/// call; and killing or stopping it must cost the next call nothing but
+/// the fast path: never its fresh state, nor an answer.
 #[test]
 fn warm_call_cannot_tamper_with_the_next_calls_child() {
     require_root!();
@@ -244,52 +245,76 @@ fn warm_call_cannot_tamper_with_the_next_calls_child() {
     let s = Sbx::new();
     let id = s.create_with(&["--warm", "python"]);
     for sig in ["SIGKILL", "SIGSTOP"] {
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The call leaves a process behind that waits for the spare forked
+        // after the call ends, goes at it, and writes down what it got.
         let probe = format!(
             r#"
 import os, signal, ctypes, time
-# /proc is the sandbox's: the zygote's other children, by their parent there.
+# /proc is the sandbox's: the zygote's children, by their parent there.
 def ppid(p):
     st = open("/proc/%s/stat" % p).read()
     return int(st[st.rindex(")") + 2:].split()[1])
-me = int(os.readlink("/proc/self"))
-zygote = ppid(me)
-for _ in range(200):
+call = int(os.readlink("/proc/self"))
+zygote = ppid(call)
+if os.fork() == 0:
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for f in (0, 1, 2):
+        os.dup2(null, f)
+    me = int(os.readlink("/proc/self"))
     others = []
-    for p in os.listdir("/proc"):
+    for _ in range(300):
+        time.sleep(0.01)
+        if os.path.exists("/proc/%d" % call):
+            continue
+        others = []
+        for p in os.listdir("/proc"):
+            try:
+                if p.isdigit() and int(p) != me and ppid(p) == zygote:
+                    others.append(int(p))
+            except OSError:
+                pass
+        if others:
+            break
+    libc = ctypes.CDLL(None, use_errno=True)
+    res = []
+    for p in others:
+        # Its pid in our own pid namespace (the zygote's), for ptrace and kill.
+        pid = int([l for l in open("/proc/%d/status" % p) if l.startswith("NSpid:")][0].split()[-1])
+        r = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
+        res.append(("ptrace", r, ctypes.get_errno()))
         try:
-            if p.isdigit() and int(p) != me and ppid(p) == zygote:
-                others.append(int(p))
-        except OSError:
-            pass
-    if others:
-        break
-    time.sleep(0.01)
-libc = ctypes.CDLL(None, use_errno=True)
-res = []
-for p in others:
-    # Its pid in the call's own pid namespace (the zygote's), for ptrace and kill.
-    ns = [l for l in open("/proc/%d/status" % p) if l.startswith("NSpid:")][0].split()[-1]
-    pid = int(ns)
-    r = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
-    res.append(("ptrace", r, ctypes.get_errno()))
-    try:
-        open("/proc/%d/mem" % p, "r+b"); res.append(("mem", "opened"))
-    except OSError as e:
-        res.append(("mem", e.errno))
-    os.kill(pid, signal.{sig})
+            open("/proc/%d/mem" % p, "r+b"); res.append(("mem", "opened"))
+        except OSError as e:
+            res.append(("mem", e.errno))
+        os.kill(pid, signal.{sig})
+    with open("/tmp/.tamper", "w") as f:
+        f.write("%d %r" % (len(others), res))
+    os._exit(0)
 X = "planted"
-print(len(others), res)
 "#
         );
         let (v, code) = code_json(&s, &id, &[], &probe);
         assert_eq!(code, 0, "{v:#}");
-        let out = stdout_of(&v);
-        assert!(out.starts_with("1 "), "the call did not find exactly one other process (the spare): {out}");
+        let mut out = String::new();
+        for _ in 0..50 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let (v, _) = code_json(
+                &s,
+                &id,
+                &[],
+                "import os\nif os.path.exists('/tmp/.tamper'): print(open('/tmp/.tamper').read())",
+            );
+            out = stdout_of(&v).to_string();
+            if !out.is_empty() {
+                break;
+            }
+        }
+        assert!(out.starts_with("1 "), "the leftover process did not find exactly one spare: {out:?}");
         assert!(out.contains("('ptrace', -1, 1)"), "ptrace of the spare was not refused with EPERM: {out}");
         assert!(out.contains("('mem', 13)") || out.contains("('mem', 1)"), "the spare's memory opened: {out}");
         // The next call answers, fresh; the one after runs placed again.
-        let (v, code) = code_json(&s, &id, &[], "print('X' in globals())");
+        let (v, code) = code_json(&s, &id, &[], "import os\nos.unlink('/tmp/.tamper')\nprint('X' in globals())");
         assert_eq!((code, stdout_of(&v)), (0, "False\n"), "after {sig} of the spare: {v:#}");
         std::thread::sleep(std::time::Duration::from_millis(300));
         let (v, code) = code_json(&s, &id, &[], "print('again')");
