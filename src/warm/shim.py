@@ -90,6 +90,16 @@ def recv_call():
         return fds
 
 
+def joined(status):
+    """Answers a call on its status channel with this process's pidfd:
+    husk exec watches the process that runs the call through it."""
+    st = socket.socket(fileno=status)
+    me = os.pidfd_open(os.getpid())
+    socket.send_fds(st, [rec(JOINED)], [me])
+    os.close(me)
+    return st
+
+
 def read_request(fd):
     os.lseek(fd, 0, 0)
     chunks = []
@@ -185,10 +195,7 @@ def run_call(fds):
     for fd in (stdin, stdout, stderr):
         if fd > 2:
             os.close(fd)
-    st = socket.socket(fileno=status)
-    me = os.pidfd_open(os.getpid())
-    socket.send_fds(st, [rec(JOINED)], [me])
-    os.close(me)
+    st = joined(status)
     # Nothing of the call runs before husk placed this process.
     msg = st.recv(256)
     if len(msg) != REC.size or REC.unpack(msg)[0] != RELEASE:
@@ -407,10 +414,7 @@ def python_session():
     say({"ok": True, "pid": os.getpid()})
     while True:
         req, stdin, stdout, stderr, status = recv_call()
-        st = socket.socket(fileno=status)
-        me = os.pidfd_open(os.getpid())
-        socket.send_fds(st, [rec(JOINED)], [me])
-        os.close(me)
+        st = joined(status)
         head, code = read_request(req)
         for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
             os.dup2(fd, target)
@@ -477,10 +481,7 @@ def bash_session():
     say({"ok": True, "pid": os.getpid()})
     while True:
         req, stdin, stdout, stderr, status = recv_call()
-        st = socket.socket(fileno=status)
-        me = os.pidfd_open(os.getpid())
-        socket.send_fds(st, [rec(JOINED)], [me])
-        os.close(me)
+        st = joined(status)
         head, code = read_request(req)
         with open(script, "wb") as f:
             f.write(code)

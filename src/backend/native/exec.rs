@@ -48,20 +48,27 @@ pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> 
     // The supervisor made the exec's leaf ahead of time (and removes it
     // when the exec's connection closes): only its files are opened here.
     let t_cg = now_ns();
-    let (exec_id, leaf) = match (cgroup, leaf) {
-        (Some(tree), Some(name)) => {
-            let leaf = tree
-                .open_leaf(name)
-                .map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()))?;
-            (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
-        }
-        (Some(_), None) => return Err(supervisor_err("the supervisor sent no cgroup leaf")),
-        (None, _) => (crate::ids::new_id(), None),
-    };
+    let (exec_id, leaf) = exec_leaf(cgroup, leaf)?;
     let cgroup_setup = ms(t_cg, now_ns());
     let run = Run { plan, cgroup, limits, exec_id: &exec_id, cgroup_setup, tap };
     let outcome = run.go(namespaces, leaf);
     Ok(Executed { exec_id, outcome, backend: "native" })
+}
+
+/// The exec's id and its leaf, opened: the leaf the supervisor made ahead
+/// of time (and removes when the exec's connection closes), or, without a
+/// cgroup, a fresh id.
+pub(super) fn exec_leaf(cgroup: Option<&Tree>, leaf: Option<&str>) -> Result<(String, Option<Leaf>), ErrorReport> {
+    match (cgroup, leaf) {
+        (Some(tree), Some(name)) => {
+            let leaf = tree
+                .open_leaf(name)
+                .map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()))?;
+            Ok((name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf)))
+        }
+        (Some(_), None) => Err(supervisor_err("the supervisor sent no cgroup leaf")),
+        (None, _) => Ok((crate::ids::new_id(), None)),
+    }
 }
 
 pub(super) fn ms(from: u64, to: u64) -> f64 {

@@ -149,16 +149,7 @@ pub fn call(
 ) -> Result<(Executed, serde_json::Value), ErrorReport> {
     let Attached { cgroup, limits, leaf, tap, .. } = at;
     let t_cg = now_ns();
-    let (exec_id, leaf) = match (cgroup, leaf) {
-        (Some(tree), Some(name)) => {
-            let leaf = tree
-                .open_leaf(name)
-                .map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()))?;
-            (name.strip_prefix("exec-").unwrap_or(name).to_string(), Some(leaf))
-        }
-        (Some(_), None) => return Err(warm_err("the supervisor sent no cgroup leaf")),
-        (None, _) => (crate::ids::new_id(), None),
-    };
+    let (exec_id, leaf) = super::exec::exec_leaf(cgroup, leaf)?;
     let cgroup_setup = ms(t_cg, now_ns());
     let failed = |e: ErrorReport| {
         let mut o = Outcome::setup_failed(e);
