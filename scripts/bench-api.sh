@@ -38,8 +38,7 @@ fi
 [ -f "$IMAGES/busybox/index.json" ] || HUSK_IMAGES=$IMAGES scripts/build-images.sh busybox
 T=$WORK/run
 SERVE_PID=""
-DOCKERD_PID=""
-DOCKER=""
+. "$SRC/scripts/lib/dockerd.sh"
 cleanup() {
     local rc=$?
     set +e
@@ -48,15 +47,7 @@ cleanup() {
         wait "$SERVE_PID" 2>/dev/null
     fi
     [ -x "$HUSK" ] && HUSK_STATE_DIR=$T/state "$HUSK" rm --all --force >/dev/null 2>&1
-    if [ -n "$DOCKERD_PID" ]; then
-        $DOCKER ps -aq 2>/dev/null | xargs -r $DOCKER rm -f >/dev/null 2>&1
-        kill -TERM "$DOCKERD_PID" 2>/dev/null
-        for _ in $(seq 100); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.2; done
-        kill -0 "$DOCKERD_PID" 2>/dev/null && kill -KILL "$DOCKERD_PID"
-        for m in $(awk -v w="$T/docker/" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
-            umount -l "$m" 2>/dev/null
-        done
-    fi
+    dockerd_stop
     rm -rf --one-file-system "${T:?}"
     exit "$rc"
 }
@@ -79,14 +70,7 @@ SERVE_PID=$!
 
 DOCKER_SOCK=""
 if [ "${API_DOCKER:-1}" != 0 ] && command -v dockerd >/dev/null; then
-    mkdir -p "$T/docker/data" "$T/docker/exec"
-    dockerd --data-root "$T/docker/data" --exec-root "$T/docker/exec" --pidfile "$T/docker/dockerd.pid" \
-        -H "unix://$T/docker/docker.sock" --iptables=false --ip6tables=false --bridge=none --ip-masq=false \
-        >"$T/docker/dockerd.log" 2>&1 &
-    DOCKERD_PID=$!
-    DOCKER="/usr/bin/docker -H unix://$T/docker/docker.sock"
-    export DOCKER_CONFIG=$T/docker/client
-    for _ in $(seq 240); do $DOCKER info >/dev/null 2>&1 && break; sleep 0.5; done
+    dockerd_start "$T/docker" || { echo "bench-api: dockerd did not start" >&2; exit 1; }
     $DOCKER load -i "$IMAGES/busybox.docker.tar" >/dev/null
     [ -f "$IMAGES/python.docker.tar" ] && $DOCKER load -i "$IMAGES/python.docker.tar" >/dev/null
     DOCKER_SOCK=$T/docker/docker.sock

@@ -27,8 +27,7 @@ fi
 [ -f "$IMAGES/busybox/index.json" ] || HUSK_IMAGES=$IMAGES scripts/build-images.sh busybox
 mkdir -p "$RES"
 SERVE_PID=""
-DOCKERD_PID=""
-DOCKER=""
+. "$SRC/scripts/lib/dockerd.sh"
 cleanup() {
     local rc=$?
     set +e
@@ -36,15 +35,7 @@ cleanup() {
         kill -TERM "$SERVE_PID" 2>/dev/null
         wait "$SERVE_PID" 2>/dev/null
     fi
-    if [ -n "${DOCKERD_PID:-}" ]; then
-        $DOCKER ps -aq 2>/dev/null | xargs -r $DOCKER rm -f >/dev/null 2>&1
-        kill -TERM "$DOCKERD_PID" 2>/dev/null
-        for _ in $(seq 100); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.2; done
-        kill -0 "$DOCKERD_PID" 2>/dev/null && kill -KILL "$DOCKERD_PID"
-        for m in $(awk -v w="$WORK/code/docker/" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
-            umount -l "$m" 2>/dev/null
-        done
-    fi
+    dockerd_stop
     rm -rf --one-file-system "${WORK:?}/pools" "${WORK:?}/code"
     exit "$rc"
 }
@@ -193,15 +184,7 @@ bench_code() {
     SERVE_PID=$!
     local docker_cmd=""
     if [ -f "$IMAGES/python.docker.tar" ] && command -v dockerd >/dev/null; then
-        mkdir -p "$T/docker/data" "$T/docker/exec"
-        dockerd --data-root "$T/docker/data" --exec-root "$T/docker/exec" --pidfile "$T/docker/dockerd.pid" \
-            -H "unix://$T/docker/docker.sock" --iptables=false --ip6tables=false --bridge=none --ip-masq=false \
-            >"$T/docker/dockerd.log" 2>&1 &
-        DOCKERD_PID=$!
-        DOCKER="/usr/bin/docker -H unix://$T/docker/docker.sock"
-        export DOCKER_CONFIG=$T/docker/client
-        for _ in $(seq 240); do $DOCKER info >/dev/null 2>&1 && break; sleep 0.5; done
-        if $DOCKER load -i "$IMAGES/python.docker.tar" >/dev/null 2>&1; then
+        if dockerd_start "$T/docker" && $DOCKER load -i "$IMAGES/python.docker.tar" >/dev/null 2>&1; then
             docker_cmd="$DOCKER run --rm --network none --memory 512m python:latest"
         else
             echo "bench-warm: dockerd did not load $IMAGES/python.docker.tar; docker left out" >&2
