@@ -232,6 +232,47 @@ fn warm_preforked_child_runs_in_its_own_exec_leaf() {
     }
 }
 
+/// Concurrent calls race for the one spare: the exec the supervisor gave
+/// the spare's leaf may find it taken by another call (moved out to that
+/// call's leaf) and get a fresh child instead. Whoever wins, every call
+/// must run in its own exec's leaf and answer.
+#[test]
+fn warm_concurrent_calls_each_run_in_their_own_leaf() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python", "--concurrent"]);
+    for _ in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let results: Vec<(Value, i32)> = std::thread::scope(|scope| {
+            let calls: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        code_json(
+                            &s,
+                            &id,
+                            &[],
+                            "import time\ntime.sleep(0.05)\nprint(open('/proc/self/cgroup').read())",
+                        )
+                    })
+                })
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        let mut leaves = Vec::new();
+        for (v, code) in &results {
+            assert_eq!(*code, 0, "{v:#}");
+            let leaf = leaf_of(v);
+            assert!(
+                stdout_of(v).lines().any(|l| l.starts_with("0::") && l.ends_with(&format!("/{leaf}"))),
+                "a concurrent call ran outside its exec's leaf {leaf}: {v:#}"
+            );
+            assert!(!leaves.contains(&leaf), "two calls shared the leaf {leaf}");
+            leaves.push(leaf);
+        }
+    }
+}
+
 /// The child forked ahead for the next call (the spare) has the uid of
 /// the calls, and anything a call leaves running shares its pid namespace.
 /// Such a process must not be able to ptrace the spare or write its memory

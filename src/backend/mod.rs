@@ -243,11 +243,11 @@ pub fn start_warm(
 pub fn warm_call(
     plan: &ExecPlan,
     at: Attached<'_>,
-    ctl: OwnedFd,
+    link: crate::warm::Link,
     mode: crate::spec::WarmMode,
     code: &[u8],
 ) -> Result<(Executed, serde_json::Value), ErrorReport> {
-    native::warm::call(plan, at, ctl, mode, code)
+    native::warm::call(plan, at, link, mode, code)
 }
 
 /// The id an exec of `backend` announces to the supervisor before it

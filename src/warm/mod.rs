@@ -169,15 +169,30 @@ pub fn sealed(parts: &[&[u8]]) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
-/// Hands one call to the shim.
+/// What husk exec holds of a warm interpreter for one call: its control
+/// socket and, when the supervisor handed over the leaf holding the
+/// zygote's spare child, that spare's sequence number and pidfd.
+pub struct Link {
+    pub ctl: OwnedFd,
+    pub spare: Option<(u64, OwnedFd)>,
+}
+
+/// Hands one call to the shim. `spare`: the spare husk exec found in the
+/// call's own leaf; the zygote gives it the call, to run at once, only if
+/// it is still its placed spare (`call SEQ`).
 pub fn send_call(
     ctl: BorrowedFd<'_>,
     request: &OwnedFd,
     stdio: [BorrowedFd<'_>; 3],
     status: BorrowedFd<'_>,
+    spare: Option<u64>,
 ) -> Result<(), Errno> {
     let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status];
-    crate::sys::socket::send_with_fds(ctl, b"call", &fds)
+    let word = match spare {
+        Some(seq) => format!("call {seq}"),
+        None => "call".to_string(),
+    };
+    crate::sys::socket::send_with_fds(ctl, word.as_bytes(), &fds)
 }
 
 /// One word from the shim on the control socket after it is ready: a
