@@ -19,10 +19,14 @@
 //!
 //! A zygote forks the next call's child ahead (a spare) and says `spare
 //! SEQ` with its pidfd; the supervisor moves it into the leaf it will hand
-//! the next `exec --code` and answers `placed SEQ`. Only a placed spare
-//! takes a call, and husk exec still checks that the call's process is in
-//! its leaf (moving it there if not), so the handoff never depends on the
-//! two agreeing.
+//! the next `exec --code` (with the spare's pidfd) and answers `placed
+//! SEQ`. Only a placed spare takes a call. husk exec checks the spare is in
+//! its leaf before it sends `call SEQ`; the zygote then tells that spare
+//! (and only it) to run at once, and it answers `Running` instead of
+//! `Joined`. Any other process that answers a call waits for `Release`,
+//! which husk exec sends once the process is in its leaf (moved there if
+//! not): where the code runs never rests on the supervisor and the zygote
+//! agreeing.
 
 use crate::spec::{Language, WarmMode, WarmSpec};
 use nix::errno::Errno;
