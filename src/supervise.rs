@@ -437,7 +437,6 @@ fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, 
             | Msg::SeccompListener
             | Msg::Namespaces { .. }
             | Msg::Joined
-            | Msg::Running
             | Msg::CgroupReady
             | Msg::PtyMaster
             | Msg::EgressListeners

@@ -61,10 +61,6 @@ pub enum Msg {
     Interrupted {
         restarted: i32,
     },
-    /// Warm spare -> husk exec: as `Joined` (its pidfd attached), from the
-    /// spare husk exec found in the call's leaf before it sent the call:
-    /// the call runs already, no `Release` awaited (docs/warm.md).
-    Running,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -92,7 +88,6 @@ impl Msg {
             Msg::EgressListeners => (12, 0, [0; MAX_TIMES]),
             Msg::PublishFactory => (13, 0, [0; MAX_TIMES]),
             Msg::Interrupted { restarted } => (14, restarted, [0; MAX_TIMES]),
-            Msg::Running => (15, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -131,7 +126,6 @@ impl Msg {
             12 => Msg::EgressListeners,
             13 => Msg::PublishFactory,
             14 => Msg::Interrupted { restarted: a },
-            15 => Msg::Running,
             _ => return None,
         })
     }
@@ -265,8 +259,6 @@ mod tests {
             Msg::PtyMaster,
             Msg::EgressListeners,
             Msg::PublishFactory,
-            Msg::Interrupted { restarted: 1 },
-            Msg::Running,
         ];
         for m in msgs {
             a.send(m).unwrap();

@@ -243,11 +243,11 @@ pub fn start_warm(
 pub fn warm_call(
     plan: &ExecPlan,
     at: Attached<'_>,
-    link: crate::warm::Link,
+    ctl: OwnedFd,
     mode: crate::spec::WarmMode,
     code: &[u8],
 ) -> Result<(Executed, serde_json::Value), ErrorReport> {
-    native::warm::call(plan, at, link, mode, code)
+    native::warm::call(plan, at, ctl, mode, code)
 }
 
 /// The id an exec of `backend` announces to the supervisor before it

@@ -133,15 +133,9 @@ pub fn exec_code(
             )));
         }
     };
-    // The spare's pidfd, when the supervisor sent one, is before the socket.
-    let spare = match reply.spare {
-        Some(seq) if fds.len() > reply.namespaces.len() => fds.pop().map(|fd| (seq, fd)),
-        _ => None,
-    };
     let state_dir = store.state_dir();
     let at = attached(&rec, &state_dir, &reply, fds, None, tap);
-    let link = crate::warm::Link { ctl, spare };
-    let (x, warm) = crate::backend::warm_call(&plan, at, link, w.mode, code)?;
+    let (x, warm) = crate::backend::warm_call(&plan, at, ctl, w.mode, code)?;
     let events = client.call(&Request::Events).map(|(r, _)| r.events).unwrap_or_default();
     drop(client);
     let mut r = result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend);

@@ -102,11 +102,6 @@ pub struct Reply {
     /// last fd attached.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub warm: bool,
-    /// `exec` with `warm`, when the leaf holds the zygote's spare child
-    /// (docs/warm.md): its sequence number; its pidfd is attached before
-    /// the control socket.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spare: Option<u64>,
     /// `status`: the live part of the record (the rest is in state.json).
     pub state: Option<super::state::State>,
     pub active_execs: u32,

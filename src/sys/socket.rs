@@ -3,13 +3,12 @@
 use super::{SysResult, check};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// Most fds one message carries (the namespaces of a sandbox: 7; with a
-/// warm exec's spare pidfd and control socket: 9).
-pub const MAX_FDS: usize = 12;
+/// Most fds one message carries (the namespaces of a sandbox: 7).
+pub const MAX_FDS: usize = 8;
 
-/// Control buffer for up to `MAX_FDS` fds: CMSG_SPACE(12 * sizeof(int)) =
-/// 64 bytes on 64-bit Linux, as u64s so it is aligned for `cmsghdr`.
-type CmsgBuf = [u64; 8];
+/// Control buffer for up to `MAX_FDS` fds: CMSG_SPACE(8 * sizeof(int)) =
+/// 48 bytes on 64-bit Linux, as u64s so it is aligned for `cmsghdr`.
+type CmsgBuf = [u64; 6];
 // SAFETY: CMSG_SPACE is arithmetic on its argument.
 const _: () = assert!(std::mem::size_of::<CmsgBuf>() >= unsafe { libc::CMSG_SPACE(4 * MAX_FDS as u32) } as usize);
 
@@ -26,7 +25,7 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) 
         return Err(super::Errno::EINVAL);
     }
     let bytes = (std::mem::size_of::<libc::c_int>() * fds.len()) as u32;
-    let mut cbuf: CmsgBuf = [0; 8];
+    let mut cbuf: CmsgBuf = [0; 6];
     let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
     // SAFETY: msghdr is plain old data; zeroed is a valid empty message.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };

@@ -19,14 +19,10 @@
 //!
 //! A zygote forks the next call's child ahead (a spare) and says `spare
 //! SEQ` with its pidfd; the supervisor moves it into the leaf it will hand
-//! the next `exec --code` (with the spare's pidfd) and answers `placed
-//! SEQ`. Only a placed spare takes a call. husk exec checks the spare is in
-//! its leaf before it sends `call SEQ`; the zygote then tells that spare
-//! (and only it) to run at once, and it answers `Running` instead of
-//! `Joined`. Any other process that answers a call waits for `Release`,
-//! which husk exec sends once the process is in its leaf (moved there if
-//! not): where the code runs never rests on the supervisor and the zygote
-//! agreeing.
+//! the next `exec --code` and answers `placed SEQ`. Only a placed spare
+//! takes a call, and husk exec still checks that the call's process is in
+//! its leaf (moving it there if not), so the handoff never depends on the
+//! two agreeing.
 
 use crate::spec::{Language, WarmMode, WarmSpec};
 use nix::errno::Errno;
@@ -173,30 +169,15 @@ pub fn sealed(parts: &[&[u8]]) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
-/// What husk exec holds of a warm interpreter for one call: its control
-/// socket and, when the supervisor handed over the leaf holding the
-/// zygote's spare child, that spare's sequence number and pidfd.
-pub struct Link {
-    pub ctl: OwnedFd,
-    pub spare: Option<(u64, OwnedFd)>,
-}
-
-/// Hands one call to the shim. `spare`: the spare husk exec found in the
-/// call's own leaf; the zygote gives it the call, to run at once, only if
-/// it is still its placed spare (`call SEQ`).
+/// Hands one call to the shim.
 pub fn send_call(
     ctl: BorrowedFd<'_>,
     request: &OwnedFd,
     stdio: [BorrowedFd<'_>; 3],
     status: BorrowedFd<'_>,
-    spare: Option<u64>,
 ) -> Result<(), Errno> {
     let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status];
-    let word = match spare {
-        Some(seq) => format!("call {seq}"),
-        None => "call".to_string(),
-    };
-    crate::sys::socket::send_with_fds(ctl, word.as_bytes(), &fds)
+    crate::sys::socket::send_with_fds(ctl, b"call", &fds)
 }
 
 /// One word from the shim on the control socket after it is ready: a

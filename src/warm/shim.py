@@ -25,7 +25,7 @@ MODE, LANG = sys.argv[1], sys.argv[2]
 MODULES = sys.argv[3:]
 
 REC = struct.Struct("=Ii8Q")
-RELEASE, EXITED, SIGNALED, JOINED, INTERRUPTED, RUNNING = 1, 4, 5, 9, 14, 15
+RELEASE, EXITED, SIGNALED, JOINED, INTERRUPTED = 1, 4, 5, 9, 14
 
 
 def rec(tag, a=0):
@@ -90,12 +90,12 @@ def recv_call():
         return fds
 
 
-def joined(status, tag=JOINED):
+def joined(status):
     """Answers a call on its status channel with this process's pidfd:
     husk exec watches the process that runs the call through it."""
     st = socket.socket(fileno=status)
     me = os.pidfd_open(os.getpid())
-    socket.send_fds(st, [rec(tag)], [me])
+    socket.send_fds(st, [rec(JOINED)], [me])
     os.close(me)
     return st
 
@@ -188,22 +188,18 @@ def detach(keep):
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
 
-def run_call(fds, wait=True):
-    """Runs one call. `wait`: for husk's Release (it places this process
-    first); a spare husk exec found in its leaf before it sent the call
-    runs at once."""
+def run_call(fds):
     req, stdin, stdout, stderr, status = fds
     for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
         os.dup2(fd, target)
     for fd in (stdin, stdout, stderr):
         if fd > 2:
             os.close(fd)
-    st = joined(status, JOINED if wait else RUNNING)
-    if wait:
-        # Nothing of the call runs before husk placed this process.
-        msg = st.recv(256)
-        if len(msg) != REC.size or REC.unpack(msg)[0] != RELEASE:
-            os._exit(125)
+    st = joined(status)
+    # Nothing of the call runs before husk placed this process.
+    msg = st.recv(256)
+    if len(msg) != REC.size or REC.unpack(msg)[0] != RELEASE:
+        os._exit(125)
     st.close()
     head, code = read_request(req)
     apply_env(head)
@@ -255,14 +251,14 @@ def spare_main(sock):
         pass  # only a head start: the call does it all again
     while True:
         try:
-            word, fds, _flags, _addr = socket.recv_fds(sock, 64, 5)
+            _data, fds, _flags, _addr = socket.recv_fds(sock, 64, 5)
         except InterruptedError:
             continue
         break
     sock.close()
     if len(fds) != 5:
         os._exit(0)  # the shim let this spare go
-    run_call(fds, wait=word != b"go")
+    run_call(fds)
 
 
 def usable(spare):
@@ -344,9 +340,6 @@ def zygote():
                 if spare is not None and word == b"placed %d" % spare.seq:
                     spare.placed = True
                 continue
-            # `call SEQ`: husk exec saw spare SEQ in the call's leaf; only
-            # that spare may then run the call without waiting for husk.
-            seen = word[5:] if word.startswith(b"call ") else None
             if len(fds) != 5:
                 for f in fds:
                     os.close(f)
@@ -358,9 +351,8 @@ def zygote():
                 spare.drop(poller, kill=True)
                 spare = None
             if spare is not None and spare.placed:
-                go = seen is not None and seen == b"%d" % spare.seq
                 try:
-                    socket.send_fds(spare.sock, [b"go" if go else b"call"], fds)
+                    socket.send_fds(spare.sock, [b"call"], fds)
                     pid, pfd = spare.pid, spare.pidfd
                     spare.sock.close()
                 except OSError:

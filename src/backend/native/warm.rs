@@ -143,7 +143,7 @@ fn step_failure(chan: &Channel, process: &crate::plan::ProcessPlan) -> Option<Er
 pub fn call(
     plan: &ExecPlan,
     at: Attached<'_>,
-    link: crate::warm::Link,
+    ctl: OwnedFd,
     mode: WarmMode,
     code: &[u8],
 ) -> Result<(Executed, serde_json::Value), ErrorReport> {
@@ -157,7 +157,7 @@ pub fn call(
         o
     };
     let mut warm = serde_json::Value::Null;
-    let call = Call { plan, ctl: link.ctl.as_fd(), spare: link.spare.as_ref(), mode, code, tap };
+    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap };
     let outcome = match call.run(leaf.as_ref()) {
         Ok((mut o, t_end, w)) => {
             warm = w;
@@ -186,8 +186,6 @@ pub fn call(
 struct Call<'a> {
     plan: &'a ExecPlan,
     ctl: BorrowedFd<'a>,
-    /// The spare the supervisor placed in this exec's leaf, if any.
-    spare: Option<&'a (u64, OwnedFd)>,
     mode: WarmMode,
     code: &'a [u8],
     tap: Option<&'a crate::stream::Tap>,
@@ -222,47 +220,21 @@ impl Call<'_> {
         let head =
             crate::warm::CallHead::new(self.plan.process.envp.iter(), &self.plan.workdir, timeout.filter(|_| session));
         let req = crate::warm::request(&head, self.code).map_err(|e| errno_err("the call's request", e))?;
-        // A spare seen in this exec's leaf now may run the call at once
-        // (no Release): nothing but this call's husk exec moves it, and
-        // the zygote hands it this call only while it is that spare.
-        let verified = match (leaf, self.spare) {
-            (Some(l), Some((seq, pidfd))) if !session => crate::sys::process::pidfd_pid(pidfd.as_fd())
-                .filter(|p| l.holds(nix::unistd::Pid::from_raw(*p)))
-                .map(|p| (*seq, p)),
-            _ => None,
-        };
         let t_send = now_ns();
-        let sent = crate::warm::send_call(
-            self.ctl,
-            &req,
-            [null.as_fd(), stdout, stderr],
-            theirs.fd(),
-            verified.map(|(seq, _)| seq),
-        );
-        sent.map_err(|e| {
+        crate::warm::send_call(self.ctl, &req, [null.as_fd(), stdout, stderr], theirs.fd()).map_err(|e| {
             warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
                 .with_errno(Some(e))
         })?;
         drop((theirs, req, null));
-        let (pidfd, running) = self.answer(&status)?;
+        let pidfd = self.answer(&status)?;
         let mut preforked = false;
-        let pid = pid_of(&pidfd);
-        if running {
-            // Only the spare verified in this leaf is told to run at once
-            // (it may be done and gone already: no pid to compare then).
-            match verified {
-                Some((_, spare)) if pid.is_none_or(|p| p == spare) => preforked = true,
-                _ => {
-                    let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-                    return Err(warm_err("the warm interpreter ran the call in a process husk had not placed"));
-                }
-            }
-        } else if !session {
+        if !session {
             // Into the exec's cgroup before it runs anything of the call:
             // a spare the supervisor placed in this leaf ahead is there
             // already; any other process is moved now.
             if let Some(l) = leaf {
-                let pid = nix::unistd::Pid::from_raw(pid.ok_or_else(|| warm_err("the call's process is gone"))?);
+                let pid =
+                    nix::unistd::Pid::from_raw(pid_of(&pidfd).ok_or_else(|| warm_err("the call's process is gone"))?);
                 preforked = l.holds(pid);
                 if !preforked && let Err(e) = l.adopt(pid) {
                     let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
@@ -274,7 +246,7 @@ impl Call<'_> {
         let limit = self.plan.capture.unwrap_or(0);
         let stdout = out.map(|(r, _w)| (r, limit));
         let stderr = err.map(|(r, _w)| (r, limit));
-        let session_kill = SessionKill { sid: pid.unwrap_or(0), pidfd: &pidfd };
+        let session_kill = SessionKill { sid: pid_of(&pidfd).unwrap_or(0), pidfd: &pidfd };
         let group: Option<&dyn GroupKill> = match (session, leaf) {
             (true, _) => None,
             (false, Some(l)) => Some(l),
@@ -319,10 +291,8 @@ impl Call<'_> {
         Ok((o, t_end, warm))
     }
 
-    /// The shim's first answer: the pidfd of the process that runs the
-    /// call, and whether it runs already (`Running`: the spare husk exec
-    /// saw in this leaf) or waits for `Release`.
-    fn answer(&self, status: &Channel) -> Result<(OwnedFd, bool), ErrorReport> {
+    /// The shim's first answer: the pidfd of the process that runs the call.
+    fn answer(&self, status: &Channel) -> Result<OwnedFd, ErrorReport> {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         let mut fds = [PollFd::new(status.fd(), PollFlags::POLLIN)];
         let t = PollTimeout::try_from(ANSWER_LIMIT.as_millis() as u64).unwrap_or(PollTimeout::MAX);
@@ -333,8 +303,7 @@ impl Call<'_> {
             )));
         }
         match status.recv_with_fd() {
-            Ok(Some((Msg::Joined, Some(pidfd)))) => Ok((pidfd, false)),
-            Ok(Some((Msg::Running, Some(pidfd)))) => Ok((pidfd, true)),
+            Ok(Some((Msg::Joined, Some(pidfd)))) => Ok(pidfd),
             _ => Err(warm_err("the warm interpreter ended the call before it started")),
         }
     }

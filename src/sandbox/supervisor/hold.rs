@@ -320,14 +320,10 @@ impl Supervisor {
                 return false;
             }
         };
-        let (placed, spare) = match self.placed_leaf(c.warm) {
-            Some((leaf, spare)) => (Some(leaf), Some(spare)),
-            None => (None, None),
-        };
         let leaf = match &self.rec.cgroup {
             None => None,
             Some(_) if !self.backend.exec_leaves() => None,
-            Some(_) => match placed.or_else(|| self.spare.take()).or_else(|| self.make_spare()) {
+            Some(_) => match self.placed_leaf(c.warm).or_else(|| self.spare.take()).or_else(|| self.make_spare()) {
                 Some(l) => Some(l),
                 None => {
                     let err = "could not create the exec's cgroup leaf (see `husk inspect`)".to_string();
@@ -340,7 +336,6 @@ impl Supervisor {
         self.renew(None);
         c.since = self.journal.record(EventKind::Exec { exec: self.rec.execs });
         let mut fds: Vec<RawFd> = init.namespaces().iter().map(|(_, fd)| fd.as_raw_fd()).collect();
-        fds.extend(spare.as_ref().map(|(_, pidfd)| pidfd.as_raw_fd()));
         fds.extend(warm_fd);
         let reply = Reply {
             ok: true,
@@ -348,7 +343,6 @@ impl Supervisor {
             namespaces: init.namespaces().iter().map(|(k, _)| k.to_string()).collect(),
             leaf: leaf.clone(),
             warm: warm_fd.is_some(),
-            spare: spare.as_ref().map(|(seq, _)| *seq),
             ..self.lease()
         };
         let sent = proto::send(c.fd.as_fd(), &reply, &fds).is_ok();

@@ -17,14 +17,12 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 /// when the thread is through (the supervisor's loop polls it).
 pub(super) struct Placing {
     seq: u64,
-    /// The spare's pidfd, for the exec that gets it (`SpareLeaf::spare`).
-    pidfd: OwnedFd,
     pub(super) done: OwnedFd,
     thread: std::thread::JoinHandle<Result<(), String>>,
 }
 
 impl Placing {
-    fn start(seq: u64, pidfd: OwnedFd, leaf: Leaf, pid: i32) -> Result<Placing, String> {
+    fn start(seq: u64, leaf: Leaf, pid: i32) -> Result<Placing, String> {
         let (done, tell) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
         let thread = std::thread::Builder::new()
             .name("husk-place".into())
@@ -34,22 +32,19 @@ impl Placing {
                 r
             })
             .map_err(|e| format!("a thread for the move: {e}"))?;
-        Ok(Placing { seq, pidfd, done, thread })
+        Ok(Placing { seq, done, thread })
     }
 
-    /// The spare's sequence number and pidfd once it is in its leaf.
-    fn join(self) -> Result<(u64, OwnedFd), String> {
-        let r = self.thread.join().unwrap_or_else(|_| Err("the move's thread panicked".into()));
-        r.map(|()| (self.seq, self.pidfd))
+    fn join(self) -> Result<(), String> {
+        self.thread.join().unwrap_or_else(|_| Err("the move's thread panicked".into()))
     }
 }
 
 /// The leaf a zygote's spare child goes into (`Supervisor::place_spare`).
 pub(super) struct SpareLeaf {
     pub(super) leaf: String,
-    /// The spare in it (the shim was told `placed`): its sequence number
-    /// and pidfd, handed to the warm exec that gets the leaf.
-    pub(super) spare: Option<(u64, OwnedFd)>,
+    /// A spare is in it (the shim was told `placed`).
+    pub(super) placed: bool,
 }
 
 impl Supervisor {
@@ -120,9 +115,9 @@ impl Supervisor {
         let leaf = crate::sys::process::pidfd_pid(pidfd.as_fd())
             .ok_or_else(|| "the spare is gone".to_string())
             .and_then(|pid| Ok((pid, tree.open_leaf(&name).map_err(|e| e.to_string())?)));
-        self.warm_spare = Some(SpareLeaf { leaf: name, spare: None });
+        self.warm_spare = Some(SpareLeaf { leaf: name, placed: false });
         self.finish_placing();
-        let started = leaf.and_then(|(pid, leaf)| Placing::start(seq, pidfd, leaf, pid));
+        let started = leaf.and_then(|(pid, leaf)| Placing::start(seq, leaf, pid));
         match started {
             Ok(p) => self.placing = Some(p),
             Err(e) => crate::errln!("husk: warning: placing the warm interpreter's next child: {e}"),
@@ -133,10 +128,11 @@ impl Supervisor {
     /// leaf is announced to the shim (`placed SEQ`).
     pub(super) fn finish_placing(&mut self) {
         let Some(p) = self.placing.take() else { return };
+        let seq = p.seq;
         match p.join() {
-            Ok((seq, pidfd)) => {
+            Ok(()) => {
                 if let (Some(s), Some(w)) = (&mut self.warm_spare, &self.warm) {
-                    s.spare = Some((seq, pidfd));
+                    s.placed = true;
                     let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
                 }
             }
@@ -144,13 +140,10 @@ impl Supervisor {
         }
     }
 
-    /// The leaf of a placed spare and the spare, for a warm exec
-    /// (`exec --code`).
-    pub(super) fn placed_leaf(&mut self, warm: bool) -> Option<(String, (u64, OwnedFd))> {
+    /// The leaf of a placed spare, for a warm exec (`exec --code`).
+    pub(super) fn placed_leaf(&mut self, warm: bool) -> Option<String> {
         match &self.warm_spare {
-            Some(s) if warm && s.spare.is_some() => {
-                self.warm_spare.take().and_then(|s| s.spare.map(|spare| (s.leaf, spare)))
-            }
+            Some(s) if warm && s.placed => self.warm_spare.take().map(|s| s.leaf),
             _ => None,
         }
     }
@@ -177,7 +170,7 @@ impl Supervisor {
         // clone needs a single-threaded supervisor.)
         self.finish_placing();
         if let Some(s) = &mut self.warm_spare {
-            s.spare = None;
+            s.placed = false;
         }
         if let Err(e) = self.start_warm(init) {
             self.warm_error = Some(format!("it ended and could not be restarted: {e}"));
