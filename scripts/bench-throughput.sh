@@ -268,7 +268,7 @@ mkdir -p "$WORK"
 cp "$T/throughput.jsonl" "$WORK/throughput.json"
 
 export LOAD_BEFORE LOAD_AFTER CLIENTS PER MEMORY PIDS
-export HUSK_VERSION="$("$HUSK" --version) ($(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+export HUSK_VERSION="$("$HUSK" --version | head -1) ($(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 export CRUN_VERSION="$(crun --version 2>/dev/null | head -1 || true)" BWRAP_VERSION="$(bwrap --version | head -1)"
 printf '%s\n' "${SKIPPED[@]}" >"$T/skipped.txt"
 [ -f "$T/pool-counts.json" ] || echo null >"$T/pool-counts.json"

@@ -588,7 +588,7 @@ if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then cgmode="v2 (unified)"
 elif [ -d /sys/fs/cgroup/unified ]; then cgmode="hybrid (v1 controllers + v2 at /sys/fs/cgroup/unified)"; fi
 ver() { "$@" 2>/dev/null | head -1 || true; }
 export DATE LOAD_BEFORE LOAD_AFTER cgmode RES WORK
-export HUSK_VERSION="$("$HUSK" --version)"
+export HUSK_VERSION="$("$HUSK" --version | head -1)"
 HUSK_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # Only what the binary is built from (the report itself rewrites README.md).
 [ -n "$(git status --porcelain --untracked-files=no -- src build.rs Cargo.toml Cargo.lock seccomp rootfs .cargo 2>/dev/null)" ] \
