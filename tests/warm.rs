@@ -383,6 +383,13 @@ fn warm_and_cold_verdicts_have_the_same_shape() {
     for k in ["limits", "resources", "isolation"] {
         assert_eq!(keys(&w[k]), keys(&c[k]), "{k}");
     }
+    // A warm call runs under the filter its interpreter inherited: the
+    // verdict must not call it unconfined.
+    assert_eq!(w["seccomp"]["mode"], "enforce", "{}", w["seccomp"]);
+    assert_eq!(
+        (&w["seccomp"]["profile"], &w["seccomp"]["sha256"]),
+        (&c["seccomp"]["profile"], &c["seccomp"]["sha256"])
+    );
     // The warm verdict validates against the schema like every other.
     let schema: Value = serde_json::from_str(include_str!("../docs/verdict.schema.json")).unwrap();
     for k in w.as_object().unwrap().keys() {

@@ -121,7 +121,10 @@ pub fn exec_code(
     // The plan's command is the interpreter's: what the call runs is the
     // code, in a process that inherits the interpreter's confinement.
     x.argv = vec![crate::warm::INTERPRETER.into()];
-    let plan = plan_in(&rec, &x, t_start)?;
+    let mut plan = plan_in(&rec, &x, t_start)?;
+    // Not loaded by this exec: the interpreter runs under it already, and
+    // the verdict says which filter the call inherits.
+    plan.seccomp = seccomp_of(&rec, store)?;
     let (reply, mut fds) =
         admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: None, warm: true, ready_check: false }, "exec")?;
     let ctl = match (reply.warm, fds.len() > reply.namespaces.len()) {

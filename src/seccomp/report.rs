@@ -13,6 +13,9 @@ const UNCONFINED_WARNING: &str =
 
 const REPORT_HINT: &str = "add --seccomp-report to list the syscalls the filter denied, by name";
 
+const INHERITED_HINT: &str = "a warm call runs under its interpreter's filter, whose denials are not counted per call; \
+                              run the code as a command (husk exec ID -- python3 -) with --seccomp-report to list them";
+
 const KILLED_BY_FILTER: &str = "the command died of SIGSYS: it made a syscall the profile kills (i386 int 0x80 and x32 \
                                 syscalls always are) or traps";
 
@@ -134,6 +137,21 @@ impl SeccompReport {
             r.hint = Some(REPORT_HINT.into());
         }
         if signal == Some(libc::SIGSYS) {
+            r.killed_by_filter = Some(KILLED_BY_FILTER.into());
+        }
+        r
+    }
+
+    /// A warm call's filter: the one its interpreter was started under
+    /// (the sandbox's), inherited by the process that runs the call. Its
+    /// denials are not counted: no listener watches that process.
+    pub fn inherited(p: Option<&Program>, signal: Option<i32>) -> SeccompReport {
+        let mut r = SeccompReport::applied(p);
+        if p.is_some() {
+            r.denied = Some(Denied::NotCounted);
+            r.hint = Some(INHERITED_HINT.into());
+        }
+        if p.is_some() && signal == Some(libc::SIGSYS) {
             r.killed_by_filter = Some(KILLED_BY_FILTER.into());
         }
         r

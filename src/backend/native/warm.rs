@@ -276,7 +276,10 @@ impl Call<'_> {
         let interrupted = watched.call_interrupted;
         let killed = watched.timed_out && interrupted.is_none();
         let ended = Ended { command: watched.init, status: status_of, seccomp: None };
-        let o = ended.outcome(watched, phases, |e| describe(&self.plan.process, e));
+        let mut o = ended.outcome(watched, phases, |e| describe(&self.plan.process, e));
+        // The call ran under the filter its interpreter was started with
+        // (not "unconfined", which is what no filter of its own would say).
+        o.seccomp = Some(crate::seccomp::SeccompReport::inherited(self.plan.seccomp.as_ref(), o.signal));
         // How the interpreter took the call, for the verdict's `warm`.
         let restarted = match interrupted {
             Some(r) => r != 0,
