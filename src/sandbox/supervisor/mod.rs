@@ -351,7 +351,7 @@ struct Supervisor {
     /// Its cgroup leaf (`warm`), kept across restarts.
     warm_leaf: Option<Leaf>,
     /// The leaf the zygote's spare child is moved into ahead of the next
-    /// `exec --code`, and whether one is placed there (`warm::recv_spare`).
+    /// `exec --code`, and whether one is placed there (`place_spare`).
     warm_spare: Option<warm::SpareLeaf>,
     /// The move of a spare into that leaf, under way.
     placing: Option<warm::Placing>,

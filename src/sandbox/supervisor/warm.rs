@@ -3,8 +3,8 @@
 //! `husk exec --code` as a control socket, reaped and started afresh when
 //! it ends, killed before the sandbox's init is waited for. A zygote's
 //! spare child (forked ahead of the next call) is moved into the next warm
-//! exec's leaf here, in the supervisor's loop, so the ~10 ms RCU wait of a
-//! cgroup migration after an idle spell is off every call's path.
+//! exec's leaf here, on a thread of the supervisor, so the ~10 ms RCU wait
+//! of a cgroup migration after an idle spell is off every call's path.
 
 use super::{Supervisor, cgroup_err};
 use crate::backend::Live;
