@@ -207,6 +207,7 @@ fn warm_preforked_child_runs_in_its_own_exec_leaf() {
         let (v, code) = code_json(&s, &id, &[], "print(open('/proc/self/cgroup').read())");
         assert_eq!(code, 0, "{v:#}");
         assert_eq!(v["warm"]["placed_ahead"], true, "the call did not run in a child placed ahead: {v:#}");
+        assert_eq!(v["limits"]["cgroup"]["membership"], "moved", "{}", v["limits"]);
         let leaf = leaf_of(&v);
         assert!(leaf.starts_with("exec-"), "{leaf}");
         // Every hierarchy husk uses (memory and the unified one here)

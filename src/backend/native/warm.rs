@@ -172,6 +172,9 @@ pub fn call(
                 if let (Some(AppliedLimits::Cgroup(l)), Some(tree)) = (&mut limits, cgroup) {
                     let name = format!("exec-{exec_id}");
                     l.cgroup.paths = tree.dirs.iter().map(|d| d.path.join(&name).display().to_string()).collect();
+                    // Not cloned into it: forked by the interpreter, then
+                    // moved (ahead by the supervisor, or by husk exec).
+                    l.cgroup.membership = "moved".into();
                 }
                 o.limits = limits;
             }
