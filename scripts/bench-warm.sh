@@ -288,7 +288,7 @@ label = {
     "print1_warm_pool": "run_code('print(1)'), warm pool (client + serve)",
     "print1_warm_husk_exec_ms": "  of which husk exec (verdict duration_ms)",
     "print1_warm_plan_ms": "    phase plan (husk exec start to the call sent)",
-    "print1_warm_run_ms": "    phase run (fork, cgroup move, code, status)",
+    "print1_warm_run_ms": "    phase run (the child released, code, status)",
     "print1_code_cold_in_sandbox": "run_code('print(1)'), live sandbox, fresh python3",
     "print1_husk_run": "husk run python3 -c 'print(1)' (cold, CLI)",
     "print1_host_python": "host python3 -c 'print(1)'",

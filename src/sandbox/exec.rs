@@ -171,10 +171,7 @@ fn cold_code(
     let mut r = req.clone();
     r.exec.argv = argv.iter().map(|s| s.to_string()).collect();
     let mut res = exec_to(store, &r, t_start, tap)?;
-    res.extra.insert(
-        VERDICT_KEYS[4],
-        serde_json::json!({"mode": "cold", "interrupted": false, "restarted": false, "placed_ahead": false}),
-    );
+    res.extra.insert(VERDICT_KEYS[4], crate::warm::verdict("cold", false, false, false));
     Ok(res)
 }
 

@@ -220,6 +220,17 @@ pub fn send_placed(ctl: BorrowedFd<'_>, seq: u64) -> Result<(), Errno> {
     nix::sys::socket::send(ctl.as_raw_fd(), word.as_bytes(), nix::sys::socket::MsgFlags::MSG_NOSIGNAL).map(|_| ())
 }
 
+/// The verdict's `warm` (docs/verdict.schema.json): how a `--code` call
+/// ran. One constructor, so cold, fork and session calls keep one shape.
+pub fn verdict(mode: &str, interrupted: bool, restarted: bool, placed_ahead: bool) -> serde_json::Value {
+    serde_json::json!({
+        "mode": mode,
+        "interrupted": interrupted,
+        "restarted": restarted,
+        "placed_ahead": placed_ahead,
+    })
+}
+
 /// The languages a `--code` call may name for a sandbox warmed as `w`.
 pub fn language_fits(w: &WarmSpec, asked: Option<&str>) -> Result<(), String> {
     let Some(asked) = asked else { return Ok(()) };

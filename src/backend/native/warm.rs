@@ -10,10 +10,11 @@
 //! socket the supervisor passed it, and watches the process that runs it
 //! as it watches an exec's command (`supervise::Watch`, the status coming
 //! over the status channel since that process is not husk exec's child).
-//! In fork mode that process is a fresh child of the zygote, moved into the
-//! exec's own cgroup leaf by husk exec before it may run anything (it waits
-//! for `Release`): its own accounting, OOM and timeout kill, exactly as a
-//! command's. A session call runs in the session itself (its leaf is the
+//! In fork mode that process is a child of the zygote, in the exec's own
+//! cgroup leaf before it may run anything (it waits for `Release`): the
+//! spare the supervisor moved there ahead, or a fresh child husk exec moves
+//! there itself (`Leaf::holds`, `Leaf::adopt`). Its own accounting, OOM and
+//! timeout kill, exactly as a command's. A session call runs in the session itself (its leaf is the
 //! session's), which interrupts it at its timeout; husk exec's own
 //! deadline, a little later, kills the session if that did not work.
 
@@ -288,12 +289,12 @@ impl Call<'_> {
             Some(r) => r != 0,
             None => session && killed,
         };
-        let warm = serde_json::json!({
-            "mode": if session { "session" } else { "fork" },
-            "interrupted": interrupted.is_some_and(|r| r != 2) || (session && killed),
-            "restarted": restarted,
-            "placed_ahead": preforked,
-        });
+        let warm = crate::warm::verdict(
+            if session { "session" } else { "fork" },
+            interrupted.is_some_and(|r| r != 2) || (session && killed),
+            restarted,
+            preforked,
+        );
         Ok((o, t_end, warm))
     }
 
