@@ -149,10 +149,16 @@ def run(text, work, env):
         out += f"\n[doc-run: killed after {TIMEOUT}s]\n"
     return status, out
 
-ran, failed, held = 0, [], []
+ran, failed, held, unfenced = 0, [], [], []
 for path in sys.argv[1:]:
     shown = os.path.relpath(path)
-    todo = [b for b in blocks(path) if b[1] == "sh"]
+    every = blocks(path)
+    # Commands in another fence are never run: listed, to keep them few.
+    for line, lang, text, _ in every:
+        first = text.lstrip().split("\n")[0]
+        if lang in ("", "console", "bash", "shell", "text") and re.match(r"(\$ )?(husk|curl|sudo|docker|ctr|pip) ", first):
+            unfenced.append(f"{shown}:{line} (```{lang})")
+    todo = [b for b in every if b[1] == "sh"]
     if not todo:
         continue
     root = tempfile.mkdtemp(prefix="file.", dir=SCRATCH)
@@ -190,6 +196,8 @@ for path in sys.argv[1:]:
 
 for where, reason in held:
     print(f"not run {where}: {reason}")
+if unfenced:
+    print("not run, commands outside ```sh fences (synopses, transcripts, placeholders): " + ", ".join(unfenced))
 for where, text, out, st in failed:
     print(f"\n=== FAILED {where} (exit {st})\n--- block:\n{text}--- output:\n{out[-4000:]}")
 print(f"\ndoc-run: {ran} blocks run, {len(failed)} failed, {len(held)} not run")

@@ -34,9 +34,10 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// after 30 s per request. HUSK_REGISTRY_RETRY_BUDGET (seconds) sets it.
 const RETRY_BUDGET: Duration = Duration::from_secs(60);
 /// Token realms on another origin that may receive the registry's
-/// credentials without configuration: Docker Hub's (its registry and its
-/// token service are different hosts by design).
-const BUILTIN_REALMS: &[(&str, &str)] = &[("registry-1.docker.io", "https://auth.docker.io")];
+/// credentials without configuration: Docker Hub's and GitLab.com's (their
+/// registries and token services are different hosts by design).
+const BUILTIN_REALMS: &[(&str, &str)] =
+    &[("registry-1.docker.io", "https://auth.docker.io"), ("registry.gitlab.com", "https://gitlab.com")];
 /// Error bodies and token responses are read within this.
 const MAX_SMALL_BODY: u64 = 1 << 20;
 
