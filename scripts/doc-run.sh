@@ -15,6 +15,9 @@
 #                                     available (HUSK_DOC_PYTHON=LAYOUT, or
 #                                     build/images/python from scripts/build-images.sh)
 #
+# A ```python block runs (python3, the client of clients/python on
+# PYTHONPATH) only when marked `needs python`: the client's examples.
+#
 # Environment of each FILE (its blocks run in order and share it, as a
 # reader's shell would; each block is its own `bash -e -o pipefail`):
 #   - a fresh temp dir: HUSK_ROOT and HUSK_STATE_DIR under it, DOCKER_CONFIG
@@ -50,7 +53,7 @@ if [ -z "$python_layout" ] && [ -f "$here/build/images/python/index.json" ]; the
 fi
 [ "$#" -gt 0 ] || set -- "$here/README.md" "$here"/docs/*.md "$here/clients/python/README.md"
 export HUSK_BIN HUSK_BUSYBOX_ROOTFS
-export DOC_RUN_SCRATCH=$scratch DOC_RUN_PYTHON=$python_layout DOC_RUN_TIMEOUT=${HUSK_DOC_TIMEOUT:-120}
+export DOC_RUN_REPO=$here DOC_RUN_SCRATCH=$scratch DOC_RUN_PYTHON=$python_layout DOC_RUN_TIMEOUT=${HUSK_DOC_TIMEOUT:-120}
 python3 - "$@" <<'PY'
 import os, re, signal, subprocess, sys, tempfile, time
 
@@ -59,6 +62,7 @@ MARK = re.compile(r"^<!--\s*doc-run:\s*(skip|needs)\s*(.*?)\s*-->\s*$")
 SCRATCH, PYTHON = os.environ["DOC_RUN_SCRATCH"], os.environ["DOC_RUN_PYTHON"]
 TIMEOUT = int(os.environ["DOC_RUN_TIMEOUT"])
 HUSK_BIN = os.environ["HUSK_BIN"]
+REPO = os.environ["DOC_RUN_REPO"]
 
 def blocks(path):
     """(line of the fence, language, text, marker) of every fenced block."""
@@ -120,6 +124,7 @@ def environment(root):
         HUSK_ROOT=os.path.join(root, "store"),
         HUSK_STATE_DIR=os.path.join(root, "state"),
         DOCKER_CONFIG=os.path.join(root, "docker"),
+        PYTHONPATH=os.path.join(REPO, "clients/python"),
     )
     return work, env
 
@@ -158,13 +163,13 @@ for path in sys.argv[1:]:
         first = text.lstrip().split("\n")[0]
         if lang in ("", "console", "bash", "shell", "text") and re.match(r"(\$ )?(husk|curl|sudo|docker|ctr|pip) ", first):
             unfenced.append(f"{shown}:{line} (```{lang})")
-    todo = [b for b in every if b[1] == "sh"]
+    todo = [b for b in every if b[1] == "sh" or (b[1] == "python" and b[3] == ("needs", "python"))]
     if not todo:
         continue
     root = tempfile.mkdtemp(prefix="file.", dir=SCRATCH)
     work, env = environment(root)
     imported = False
-    for line, _, text, mark in todo:
+    for line, lang, text, mark in todo:
         where = f"{shown}:{line}"
         if mark and mark[0] == "skip":
             held.append((where, mark[1] or "skip"))
@@ -184,7 +189,7 @@ for path in sys.argv[1:]:
                 imported = True
         ran += 1
         t0 = time.monotonic()
-        st, out = run(text, work, env)
+        st, out = run(text if lang == "sh" else "exec python3 - <<'DOC_RUN_PY'\n" + text + "DOC_RUN_PY\n", work, env)
         took = time.monotonic() - t0
         if st == 0:
             print(f"ok      {where} ({took:.1f}s)", flush=True)
