@@ -308,6 +308,12 @@ fn token_realm_on_another_origin_gets_no_credential() {
     assert!(realm.count(|_| true) > 0, "the realm was not asked at all");
     assert_eq!(realm.count(|r| r.authorization.is_some()), 0, "the credential went to another origin");
     assert_nothing_published(&store, None);
+    // `husk login` does not store what it could not check.
+    let login = husk_with(&store, &["login", &srv.addr, "-u", "tester", "--password-stdin"], "s3cret", &[]);
+    assert_eq!(login.status.code(), Some(125), "{}", stdout(&login));
+    assert!(stderr(&login).contains("HUSK_TRUSTED_TOKEN_REALMS"), "{}", stderr(&login));
+    assert_eq!(realm.count(|r| r.authorization.is_some()), 0, "login sent the credential to another origin");
+    assert!(!store.join("auth.json").exists(), "unchecked credentials were stored");
 
     // Trusted by configuration, the realm gets it and the pull works.
     let origin = format!("http://{}", realm.addr);

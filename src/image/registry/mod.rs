@@ -409,6 +409,14 @@ impl Client {
                 // realm and collect the password.
                 let realm_origin = origin(&uri).unwrap_or_default();
                 let trusted = self.trusted_realm(&realm_origin);
+                // `husk login` (no repository) checks the credentials: an
+                // anonymous token would prove nothing about them.
+                if self.cred.is_some() && !trusted && self.repository.is_empty() {
+                    return Err(auth_err(format!(
+                        "cannot check the credentials: the token service at {realm_origin} is not on the registry's origin ({}), and husk sends credentials only there; if {realm_origin} is this registry's, trust it with HUSK_TRUSTED_TOKEN_REALMS={realm_origin}",
+                        self.base
+                    )));
+                }
                 let mut req = self.agent.get(&url);
                 if let Some(c) = &self.cred
                     && trusted
