@@ -22,9 +22,9 @@
 # reader's shell would; each block is its own `bash -e -o pipefail`):
 #   - a fresh temp dir: HUSK_ROOT and HUSK_STATE_DIR under it, DOCKER_CONFIG
 #     empty; the cwd is a work dir holding the files the examples name:
-#     ./busybox-root ($HUSK_BUSYBOX_ROOTFS, or one built by
-#     scripts/build-busybox-rootfs.sh), ./src (main.py, Makefile), ./project,
-#     script.py, job.py, job.sh, notes.txt, db.pw;
+#     ./src (main.py, Makefile), ./project, script.py, job.py, job.sh,
+#     notes.txt, db.pw, and scripts/ (the checkout's, read-only use: the
+#     examples build their ./busybox-root with scripts/build-busybox-rootfs.sh);
 #   - `husk` on PATH is the built binary (HUSK_BIN, else target/.../debug/husk);
 #   - with `needs python`, the image imported as `python` into that store.
 # Each block has HUSK_DOC_TIMEOUT seconds (default 120), then its process
@@ -41,18 +41,12 @@ HUSK_BIN=${HUSK_BIN:-$here/target/x86_64-unknown-linux-gnu/debug/husk}
 scratch=$(mktemp -d /tmp/husk-doc-run.XXXXXX)
 cleanup() { rm -rf "$scratch"; }
 trap cleanup EXIT
-if [ -z "${HUSK_BUSYBOX_ROOTFS:-}" ]; then
-    probe=${HUSK_PROBE:-}
-    [ -n "$probe" ] || probe=$(command -v true)
-    "$here/scripts/build-busybox-rootfs.sh" "$scratch/rootfs" "$probe" >/dev/null
-    HUSK_BUSYBOX_ROOTFS=$scratch/rootfs
-fi
 python_layout=${HUSK_DOC_PYTHON:-}
 if [ -z "$python_layout" ] && [ -f "$here/build/images/python/index.json" ]; then
     python_layout=$here/build/images/python
 fi
 [ "$#" -gt 0 ] || set -- "$here/README.md" "$here"/docs/*.md "$here/clients/python/README.md"
-export HUSK_BIN HUSK_BUSYBOX_ROOTFS
+export HUSK_BIN
 export DOC_RUN_REPO=$here DOC_RUN_SCRATCH=$scratch DOC_RUN_PYTHON=$python_layout DOC_RUN_TIMEOUT=${HUSK_DOC_TIMEOUT:-120}
 python3 - "$@" <<'PY'
 import os, re, signal, subprocess, sys, tempfile, time
@@ -106,7 +100,7 @@ def environment(root):
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "w") as f:
             f.write(text)
-    os.symlink(os.environ["HUSK_BUSYBOX_ROOTFS"], os.path.join(work, "busybox-root"))
+    os.symlink(os.path.join(REPO, "scripts"), os.path.join(work, "scripts"))
     if PYTHON:
         # The quick start's path (scripts/build-images.sh writes it there).
         os.makedirs(os.path.join(work, "build/images"))
@@ -117,7 +111,7 @@ def environment(root):
     os.makedirs(os.path.join(root, "docker"))
     env = dict(os.environ)
     for k in list(env):
-        if k.startswith("HUSK_") and k not in ("HUSK_PROBE", "HUSK_BUSYBOX_ROOTFS"):
+        if k.startswith("HUSK_"):
             del env[k]
     env.update(
         PATH=bindir + ":" + env.get("PATH", "/usr/bin:/bin"),
