@@ -161,6 +161,14 @@ else
     fail_step "python venv for tests/python (python3 -m venv; pip install pytest==9.2.0 mcp==2.3.0 ./clients/python)"
 fi
 
+# --------------------------------------------------------- docs as written --
+# scripts/doc-run.sh: every ```sh block of README.md, docs/*.md and
+# clients/python/README.md, as written, against the built binary in a fresh
+# store and state dir per file (blocks marked `<!-- doc-run: skip ... -->`,
+# or `needs python` without build/images/python, are listed as not run).
+step "docs run as written (scripts/doc-run.sh)"
+HUSK_BIN="$WORK/bin/husk" scripts/doc-run.sh || fail_step "docs examples (scripts/doc-run.sh)"
+
 # ------------------------------------------------------ tests as rootless --
 step "rootless subset as $TESTER"
 : >"$WORK/rootless.log"

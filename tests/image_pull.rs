@@ -277,6 +277,109 @@ fn rate_limited_registry_is_retried_after_retry_after() {
     assert_eq!(srv.count(|r| r.path.contains("/manifests/")), 2);
 }
 
+/// A hostile registry whose Bearer challenge names a token realm on
+/// another origin must not collect the registry's Basic credential: the
+/// realm (a loopback listener on another port) records what it got.
+#[test]
+fn token_realm_on_another_origin_gets_no_credential() {
+    use base64::Engine;
+    let tmp = TempDir::new("pull-realm");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    // The realm hands out a token only to a caller with a credential.
+    let realm = Server::start(Arc::new(|req: &Request| {
+        if req.authorization.is_some() { Reply::ok(br#"{"token":"tok"}"#.to_vec()) } else { Reply::status(401) }
+    }));
+    let challenge = format!("Bearer realm=\"http://{}/token\",service=\"evil\"", realm.addr);
+    let srv = hostile(&l.dir, move |req| {
+        (req.authorization.as_deref() != Some("Bearer tok"))
+            .then(|| Reply::status(401).header("WWW-Authenticate", &challenge))
+    });
+    let docker = tmp.join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode("tester:s3cret");
+    std::fs::write(docker.join("config.json"), json!({"auths": {srv.addr.clone(): {"auth": auth}}}).to_string())
+        .unwrap();
+    let store = tmp.join("store");
+    let reference = format!("{}/x/y:1", srv.addr);
+    let o = husk_with(&store, &["pull", &reference], "", &[("DOCKER_CONFIG", &docker)]);
+    assert_eq!(o.status.code(), Some(125), "the pull should fail: {}", stdout(&o));
+    let e = stderr(&o);
+    assert!(e.contains("HUSK_TRUSTED_TOKEN_REALMS") && e.contains(&realm.addr), "{e}");
+    assert!(realm.count(|_| true) > 0, "the realm was not asked at all");
+    assert_eq!(realm.count(|r| r.authorization.is_some()), 0, "the credential went to another origin");
+    assert_nothing_published(&store, None);
+    // `husk login` does not store what it could not check.
+    let login = husk_with(&store, &["login", &srv.addr, "-u", "tester", "--password-stdin"], "s3cret", &[]);
+    assert_eq!(login.status.code(), Some(125), "{}", stdout(&login));
+    assert!(stderr(&login).contains("HUSK_TRUSTED_TOKEN_REALMS"), "{}", stderr(&login));
+    assert_eq!(realm.count(|r| r.authorization.is_some()), 0, "login sent the credential to another origin");
+    assert!(!store.join("auth.json").exists(), "unchecked credentials were stored");
+
+    // Trusted by configuration, the realm gets it and the pull works.
+    let origin = format!("http://{}", realm.addr);
+    let env = [("DOCKER_CONFIG", docker.as_path()), ("HUSK_TRUSTED_TOKEN_REALMS", Path::new(&origin))];
+    let o = husk_with(&store, &["pull", &reference], "", &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sent = format!("Basic {auth}");
+    assert!(realm.count(|r| r.authorization.as_deref() == Some(sent.as_str())) > 0);
+}
+
+/// A manifest listing 5000 layers (all the same small blob, so most would
+/// be "already stored") is refused before any blob is fetched, naming the
+/// bound; so is one whose layers declare more bytes than the bound.
+#[test]
+fn manifest_with_too_many_layers_or_bytes_refused() {
+    let tmp = TempDir::new("pull-layers");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    let index: Value = serde_json::from_slice(&std::fs::read(l.dir.join("index.json")).unwrap()).unwrap();
+    let mdigest = index["manifests"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
+    let real: Value =
+        serde_json::from_slice(&std::fs::read(l.dir.join("blobs/sha256").join(&mdigest)).unwrap()).unwrap();
+    let one = real["layers"][1].clone();
+    let many = |n: usize, size: Option<u64>| {
+        let mut m = real.clone();
+        let mut layer = one.clone();
+        if let Some(s) = size {
+            layer["size"] = json!(s);
+        }
+        m["layers"] = Value::Array(vec![layer; n]);
+        serde_json::to_vec(&m).unwrap()
+    };
+    for (body, want) in
+        [(many(5000, None), "5000 layers, over husk's bound of 256"), (many(3, Some(30 << 30)), "bytes (64 GiB)")]
+    {
+        let srv = hostile(&l.dir, move |req| req.path.contains("/manifests/").then(|| Reply::ok(body.clone())));
+        let store = tmp.join("store");
+        let e = pull_err(&store, &[&format!("{}/x/y:1", srv.addr)]);
+        assert!(e.contains(want), "{want}: {e}");
+        assert_eq!(srv.count(|r| r.path.contains("/blobs/")), 0, "a blob was fetched for a refused manifest");
+        assert_nothing_published(&store, None);
+    }
+}
+
+/// A registry answering every request `429 Retry-After: 3600` ends the
+/// pull once the retry budget is spent, saying so (the budget is set to
+/// 2 s here; by default 60 s, not 30 s per attempt and request).
+#[test]
+fn retry_after_storm_is_bounded_by_the_retry_budget() {
+    let tmp = TempDir::new("pull-storm");
+    let (l, _, _) = plain_top_image(&tmp.join("img"));
+    let srv = hostile(&l.dir, |req| {
+        req.path.contains("/manifests/").then(|| Reply::status(429).header("Retry-After", "3600"))
+    });
+    let store = tmp.join("store");
+    let o = husk_with(
+        &store,
+        &["pull", &format!("{}/x/y:1", srv.addr)],
+        "",
+        &[("HUSK_REGISTRY_RETRY_BUDGET", Path::new("2"))],
+    );
+    assert_eq!(o.status.code(), Some(125), "{}", stdout(&o));
+    let e = stderr(&o);
+    assert!(e.contains("429") && e.contains("the 2 s this pull may spend waiting"), "{e}");
+    assert_nothing_published(&store, None);
+}
+
 #[test]
 fn pull_by_digest_pins_content() {
     let tmp = TempDir::new("pull-digest");
@@ -491,9 +594,15 @@ fn bearer_token_flow() {
     let e = pull_err(&store, &[&reference]);
     assert!(e.contains("token service") && e.contains("husk login"), "{e}");
     let before = issuer.requests();
-    let ok = husk_with(&store, &["login", &reg.addr, "-u", "tester", "--password-stdin"], "t0ken", &[]);
+    // The issuer listens on another port than the registry: another
+    // origin, trusted with the credential only by configuration.
+    let issuer_origin = format!("http://{}", issuer.server.addr);
+    let trust = [("HUSK_TRUSTED_TOKEN_REALMS", Path::new(&issuer_origin))];
+    let ok = husk_with(&store, &["login", &reg.addr, "-u", "tester", "--password-stdin"], "t0ken", &trust);
     assert!(ok.status.success(), "{}", stderr(&ok));
-    let (res, _) = pull_json(&store, &[&reference]);
+    let o = husk_with(&store, &["pull", "--json", &reference], "", &trust);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let res: Value = serde_json::from_str(stdout(&o).lines().last().unwrap()).unwrap();
     assert_eq!(res["extracted"], 2);
     assert!(issuer.requests() > before, "no token was asked for");
     assert_eq!(run_out(&store, &reference, &["--pull", "never"], &[]), "bearer\n");

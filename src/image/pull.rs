@@ -31,6 +31,14 @@ const DOCKER_SCHEMA1: &[&str] = &[
 const FOREIGN: &[&str] =
     &["application/vnd.docker.image.rootfs.foreign.diff.tar.gzip", "application/vnd.oci.image.layer.nondistributable."];
 
+/// Most layers a pulled image may have. Real images have tens (Docker's
+/// overlay2 stops at 128); thousands are a registry making husk fetch and
+/// stack layers without end (docs/images.md, "Limits").
+pub const MAX_LAYERS: usize = 256;
+/// Most bytes the layers of one pulled image may declare together
+/// (compressed, as the manifest's descriptors say), 64 GiB.
+pub const MAX_LAYER_BYTES: u64 = 64 << 30;
+
 /// What happens on the way, for progress lines and `--json` events.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -151,6 +159,7 @@ fn resolve(client: Client, r: &Reference, opts: &PullOptions) -> Result<Resolved
     {
         return Err(fmt(format!("{what}: media type {:?} is not an image manifest", truncate(mt, 100))));
     }
+    check_bounds(&what, &manifest)?;
     for l in &manifest.layers {
         if FOREIGN.iter().any(|f| l.media_type.starts_with(f)) {
             return Err(refused(
@@ -203,6 +212,25 @@ fn resolve(client: Client, r: &Reference, opts: &PullOptions) -> Result<Resolved
         source: format!("{PULLED_PREFIX}{pinned}"),
         pulled: Some(Pulled { registry: r.registry.clone(), repository: r.repository.clone(), tag: r.tag.clone() }),
     })
+}
+
+/// MAX_LAYERS and MAX_LAYER_BYTES, before any blob is fetched.
+fn check_bounds(what: &str, manifest: &Manifest) -> Result<(), ImageError> {
+    let n = manifest.layers.len();
+    if n > MAX_LAYERS {
+        return Err(refused(what, format!("it lists {n} layers, over husk's bound of {MAX_LAYERS} layers per image")));
+    }
+    let total = manifest.layers.iter().fold(0u64, |t, l| t.saturating_add(l.size));
+    if total > MAX_LAYER_BYTES {
+        return Err(refused(
+            what,
+            format!(
+                "its layers declare {total} bytes together, over husk's bound of {MAX_LAYER_BYTES} bytes ({} GiB) per image",
+                MAX_LAYER_BYTES >> 30
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// GETs a manifest within MAX_JSON and checks it against `want` (the

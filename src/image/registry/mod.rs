@@ -28,6 +28,16 @@ const MAX_REDIRECTS: usize = 5;
 const ATTEMPTS: u32 = 4;
 /// Longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// Total time one client (one pull or push from one source) waits
+/// between retries, whatever the registry asks: a registry answering
+/// every request `429 Retry-After: 3600` ends the pull after this, not
+/// after 30 s per request. HUSK_REGISTRY_RETRY_BUDGET (seconds) sets it.
+const RETRY_BUDGET: Duration = Duration::from_secs(60);
+/// Token realms on another origin that may receive the registry's
+/// credentials without configuration: Docker Hub's and GitLab.com's (their
+/// registries and token services are different hosts by design).
+const BUILTIN_REALMS: &[(&str, &str)] =
+    &[("registry-1.docker.io", "https://auth.docker.io"), ("registry.gitlab.com", "https://gitlab.com")];
 /// Error bodies and token responses are read within this.
 const MAX_SMALL_BODY: u64 = 1 << 20;
 
@@ -47,6 +57,10 @@ pub enum RegistryError {
     Redirect { url: String, why: String },
     #[error("{what}: {why}")]
     Refused { what: String, why: String },
+    #[error(
+        "{last}; giving up: the {budget} s this pull may spend waiting between retries are used up (HUSK_REGISTRY_RETRY_BUDGET)"
+    )]
+    RetriesExhausted { last: Box<RegistryError>, budget: u64 },
 }
 
 impl RegistryError {
@@ -110,6 +124,36 @@ pub struct Client {
     auth: Mutex<Option<String>>,
     /// Token scope actions asked for when a challenge names none.
     actions: &'static str,
+    /// Origins (`scheme://host[:port]`) of token realms trusted with the
+    /// credential besides the registry's own (HUSK_TRUSTED_TOKEN_REALMS).
+    trusted_realms: Vec<String>,
+    /// Time left for waiting between retries (see RETRY_BUDGET).
+    retry_left: Mutex<Duration>,
+}
+
+/// `scheme://authority` of a URI, lowercased (an origin, RFC 6454, with an
+/// explicit default port kept as written).
+fn origin(uri: &Uri) -> Option<String> {
+    Some(format!("{}://{}", uri.scheme_str()?, uri.authority()?.as_str()).to_ascii_lowercase())
+}
+
+/// HUSK_TRUSTED_TOKEN_REALMS: comma-separated origins or realm URLs.
+fn trusted_realms_from_env() -> Vec<String> {
+    std::env::var("HUSK_TRUSTED_TOKEN_REALMS")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter_map(|s| s.parse::<Uri>().ok().and_then(|u| origin(&u)))
+        .collect()
+}
+
+/// HUSK_REGISTRY_RETRY_BUDGET (whole seconds), else RETRY_BUDGET.
+fn retry_budget_from_env() -> Duration {
+    std::env::var("HUSK_REGISTRY_RETRY_BUDGET")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(RETRY_BUDGET)
 }
 
 /// Whether `host` (without port) is a loopback address.
@@ -179,6 +223,8 @@ impl Client {
             cred,
             auth: Mutex::new(None),
             actions: "pull",
+            trusted_realms: trusted_realms_from_env(),
+            retry_left: Mutex::new(retry_budget_from_env()),
         })
     }
 
@@ -208,6 +254,18 @@ impl Client {
                 Ok(r) => return Ok(r),
                 Err((e, Some(retry_after))) if attempt < ATTEMPTS => {
                     let wait = retry_after.unwrap_or_else(|| backoff(attempt - 1));
+                    let mut left = self.retry_left.lock().unwrap_or_else(|p| p.into_inner());
+                    if left.is_zero() {
+                        return Err(RegistryError::RetriesExhausted {
+                            last: Box::new(e),
+                            budget: retry_budget_from_env().as_secs(),
+                        });
+                    }
+                    // The last wait is cut to what is left of the budget:
+                    // one more try, then the refusal above.
+                    let wait = wait.min(*left);
+                    *left -= wait;
+                    drop(left);
                     tracing_note(&format!("{e}; retrying in {:.1}s", wait.as_secs_f64()));
                     std::thread::sleep(wait);
                 }
@@ -345,14 +403,34 @@ impl Client {
                 }
                 let uri: Uri = url.parse().map_err(|e| auth_err(format!("token realm {realm:?}: {e}")))?;
                 self.check_scheme(&uri)?;
+                // The credential is the registry's: a realm on another
+                // origin (scheme, host, port) gets it only when trusted,
+                // else a hostile registry could name any server as its
+                // realm and collect the password.
+                let realm_origin = origin(&uri).unwrap_or_default();
+                let trusted = self.trusted_realm(&realm_origin);
+                // `husk login` (no repository) checks the credentials: an
+                // anonymous token would prove nothing about them.
+                if self.cred.is_some() && !trusted && self.repository.is_empty() {
+                    return Err(auth_err(format!(
+                        "cannot check the credentials: the token service at {realm_origin} is not on the registry's origin ({}), and husk sends credentials only there; if {realm_origin} is this registry's, trust it with HUSK_TRUSTED_TOKEN_REALMS={realm_origin}",
+                        self.base
+                    )));
+                }
                 let mut req = self.agent.get(&url);
-                if let Some(c) = &self.cred {
+                if let Some(c) = &self.cred
+                    && trusted
+                {
                     req = req.header("Authorization", c.basic_header());
                 }
                 let resp = req.call().map_err(|e| RegistryError::Http { url: realm.clone(), why: e.to_string() })?;
                 let status = resp.status().as_u16();
                 if status == 401 || status == 403 {
                     let why = match &self.cred {
+                        Some(c) if !trusted => format!(
+                            "the token service at {realm_origin} wants credentials, and husk sends the credentials of {} only to a token service on the registry's own origin ({}); if {realm_origin} is this registry's, trust it with HUSK_TRUSTED_TOKEN_REALMS={realm_origin}",
+                            c.origin, self.base
+                        ),
                         Some(c) => format!("the token service refused the credentials of {}", c.origin),
                         None => format!("the token service wants credentials; run `husk login {}`", self.host),
                     };
@@ -366,6 +444,14 @@ impl Client {
                 auth::token_from(&body).map(|t| format!("Bearer {t}")).map_err(|e| auth_err(e.to_string()))
             }
         }
+    }
+
+    /// Whether a token realm at `realm_origin` may receive the credential:
+    /// the registry's own origin, a built-in pair, or configured.
+    fn trusted_realm(&self, realm_origin: &str) -> bool {
+        realm_origin == self.base.to_ascii_lowercase()
+            || BUILTIN_REALMS.iter().any(|(h, r)| *h == self.host && *r == realm_origin)
+            || self.trusted_realms.iter().any(|t| t == realm_origin)
     }
 
     /// Checks the registry answers (and our credentials work) at `/v2/`.
