@@ -8,7 +8,7 @@ pub mod plan;
 pub mod resolve;
 
 use crate::sys::Errno;
-use crate::sys::mount::{OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE, open_tree};
+use crate::sys::mount::{OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE, mount_setattr_idmap, open_tree};
 use nix::fcntl::AT_FDCWD;
 use std::cell::OnceCell;
 use std::ffi::CString;
@@ -25,12 +25,33 @@ pub use plan::{MountPlanError, RootSource, build};
 pub struct Source {
     pub path: CString,
     pub recursive: bool,
+    /// A `:rw` bind of a directory an unprivileged host user owns, in a
+    /// privileged run: the tree is idmapped so that owner is the sandbox's
+    /// user (`open_folded`). Applied by the native backend's parent only;
+    /// where the tree is cloned without it (runsc, rootless), it is a plain
+    /// bind as before.
+    pub fold: Option<crate::userns::IdFold>,
     fd: OnceCell<OwnedFd>,
 }
 
 impl Source {
     pub fn new(path: &str, recursive: bool) -> Source {
-        Source { path: cstring(path), recursive, fd: OnceCell::new() }
+        Source { path: cstring(path), recursive, fold: None, fd: OnceCell::new() }
+    }
+
+    /// Clones the tree now and idmaps it through `userns` (a namespace
+    /// made by `userns::fold_namespace` from `self.fold`). Must run as host
+    /// root, before the tree is attached anywhere.
+    pub fn open_folded(&self, userns: BorrowedFd<'_>) -> Result<(), (&'static str, Errno)> {
+        if self.fd.get().is_some() {
+            return Ok(());
+        }
+        let rec = if self.recursive { libc::AT_RECURSIVE as u32 } else { 0 };
+        let fd = open_tree(AT_FDCWD, &self.path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec)
+            .map_err(|e| ("open_tree(OPEN_TREE_CLONE)", e))?;
+        mount_setattr_idmap(fd.as_fd(), self.recursive, userns).map_err(|e| ("mount_setattr(MOUNT_ATTR_IDMAP)", e))?;
+        let _ = self.fd.set(fd);
+        Ok(())
     }
 
     /// Clones the tree now, unless that already happened.
