@@ -1,5 +1,6 @@
 //! One RUN step: the command in a husk sandbox (native backend, the
-//! confinement `husk run` applies, no network) on the image built so far,
+//! confinement `husk run` applies, no network unless `--network allow=`
+//! gives it the egress allowlist) on the image built so far,
 //! with a writable upper that is a host directory husk keeps: its content
 //! is the step's layer (`diff`).
 
@@ -44,6 +45,8 @@ pub struct RunJob<'a> {
     pub owners: Owners,
     /// Empty directory that becomes the sandbox's upper (made here).
     pub upper: &'a Path,
+    /// `husk build --network allow=`: the step's egress allowlist.
+    pub egress: Option<crate::net::EgressSpec>,
 }
 
 /// Capabilities a RUN step as image root keeps: Docker's default set
@@ -122,6 +125,9 @@ pub fn run(job: RunJob<'_>) -> Result<Outcome, RunError> {
     spec.upper_dir = Some(job.upper.to_path_buf());
     spec.output = OutputSpec::Capture { limit: CAPTURE };
     spec.limits.no_cgroup = crate::host::no_cgroup_opt_out();
+    // The same proxy and rules as `husk run --network allow=`: the step's
+    // namespace stays private, the proxy's env points its tools at it.
+    spec.egress = job.egress;
     if is_root_user(job.user.as_deref()) {
         spec.cap_add = ROOT_STEP_CAPS.iter().map(|c| c.to_string()).collect();
     }

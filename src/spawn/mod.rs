@@ -115,6 +115,10 @@ fn idmap_refusal(call: &str, errno: Errno) -> String {
              an unprivileged user owns needs (so the sandbox's root writes there as that owner); bind it :ro, \
              or bind a directory on a filesystem that supports them (ext4, xfs, btrfs, tmpfs)"
         ),
+        Errno::ENOSYS => format!(
+            "{call}: {errno}: this kernel has no idmapped mounts (Linux 5.12 or later), which a :rw bind of a \
+             directory an unprivileged user owns needs; bind it :ro"
+        ),
         _ => format!("{call}: {errno}"),
     }
 }
