@@ -381,6 +381,37 @@ fn build_failed_step_prints_stderr_after_stdout() {
     assert!(out_at < err_at, "stdout's tail comes before stderr's: {err}");
 }
 
+/// A successful RUN's output is seen while the build runs: on a terminal
+/// (auto), or as a log with `--progress plain`; otherwise (not a terminal,
+/// the default) only a failing step shows its output.
+#[test]
+fn build_run_output_streams_on_a_tty_and_with_progress_plain() {
+    let t = TempDir::new("build-stream");
+    let store = base(&t);
+    let df = "FROM bb\nRUN echo streamed-out; echo streamed-err >&2\n";
+    let ctx = context(&t, "ctx", df, &[]);
+    let has_line = |text: &str, want: &str| text.lines().any(|l| l.trim_end() == want);
+    let quiet = husk_in(&store, &["build", "--no-cache", "-t", "s", ctx.to_str().unwrap()]);
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    assert!(!has_line(&stderr(&quiet), "streamed-out"), "{}", stderr(&quiet));
+    let plain = husk_in(&store, &["build", "--no-cache", "--progress", "plain", "-t", "s", ctx.to_str().unwrap()]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let err = stderr(&plain);
+    assert!(has_line(&err, "streamed-out") && has_line(&err, "streamed-err"), "{err}");
+    assert!(stdout(&plain).lines().count() == 1, "stdout keeps only the result: {}", stdout(&plain));
+    // On a terminal (script(1) gives the build a pty) it streams unasked.
+    let cmd = format!("{} build --no-cache -t s {}", husk_bin().display(), ctx.display());
+    let tty = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("HUSK_ROOT", &store)
+        .env_remove("HUSK_ID_RANGE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script(1) from util-linux");
+    assert!(tty.status.success(), "{}", stdout(&tty));
+    assert!(has_line(&stdout(&tty), "streamed-out"), "{}", stdout(&tty));
+}
+
 mod rootless {
     use super::*;
 

@@ -37,6 +37,8 @@ pub struct BuildOptions {
     /// `--network allow=`: RUN steps reach what these rules allow, through
     /// the egress proxy `husk run` uses; `None`: no network.
     pub egress: Option<crate::net::EgressSpec>,
+    /// Where RUN steps' output goes while they run.
+    pub step_output: run::StepOutput,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -543,6 +545,7 @@ impl Build<'_> {
             owners: self.owners,
             upper: &upper,
             egress: self.opts.egress.clone(),
+            output: self.opts.step_output,
         })
         .map_err(|e| at(&self.file, line)(e.to_string()))?;
         if outcome.termination != Termination::Exited || outcome.status != Some(0) {

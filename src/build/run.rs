@@ -12,6 +12,8 @@ use crate::outcome::Outcome;
 use crate::plan::{ImageDefaults, Plan, RootInput};
 use crate::rootfs::RootSource;
 use crate::spec::{OutputSpec, RootSpec, Spec};
+use crate::stream::Tap;
+use std::os::fd::AsFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -47,6 +49,18 @@ pub struct RunJob<'a> {
     pub upper: &'a Path,
     /// `husk build --network allow=`: the step's egress allowlist.
     pub egress: Option<crate::net::EgressSpec>,
+    pub output: StepOutput,
+}
+
+/// Where a RUN step's output goes while it runs (it is captured either
+/// way, for a failing step's tail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepOutput {
+    /// Captured only.
+    Captured,
+    /// Also copied to husk's stderr as it comes (a terminal, or
+    /// `--progress plain`), stdout and stderr in the order read.
+    Streamed,
 }
 
 /// Capabilities a RUN step as image root keeps: Docker's default set
@@ -133,7 +147,15 @@ pub fn run(job: RunJob<'_>) -> Result<Outcome, RunError> {
     }
     let plan = Plan::build(spec, job.host, root).map_err(|e| RunError::Plan(e.to_string()))?;
     let t_start = crate::spawn::now_ns();
-    Ok(Native.run(plan, RunIo { capture: Some(CAPTURE), tap: None, t_start }))
+    let tap = match job.output {
+        StepOutput::Captured => None,
+        StepOutput::Streamed => std::io::stderr().as_fd().try_clone_to_owned().ok().map(Tap::raw),
+    };
+    let outcome = Native.run(plan, RunIo { capture: Some(CAPTURE), tap: tap.as_ref(), t_start });
+    if let Some(t) = &tap {
+        t.flush();
+    }
+    Ok(outcome)
 }
 
 #[cfg(test)]

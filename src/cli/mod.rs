@@ -839,6 +839,10 @@ pub struct BuildArgs {
     /// rules allow (the rules of `husk run --network allow=`). Repeatable.
     #[arg(long, value_name = "none|allow=RULE,...")]
     pub network: Vec<String>,
+    /// RUN steps' output: auto (streamed to stderr when it is a terminal,
+    /// else only a failing step's tail), plain (always streamed: a log).
+    #[arg(long, default_value = "auto", value_name = "auto|plain", value_parser = ["auto", "plain"])]
+    pub progress: String,
     /// Steps and the result as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,

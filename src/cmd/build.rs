@@ -2,6 +2,7 @@
 //! line per step (or `--json` events) and the result.
 
 use crate::build::exec::{BuildOptions, StepEvent, build as run_build};
+use crate::build::run::StepOutput;
 use crate::cli::BuildArgs;
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
@@ -70,6 +71,7 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
         no_cache: a.no_cache,
         store_root: paths.root.clone(),
         egress,
+        step_output: step_output(&a.progress, json),
     };
     let mut progress = |e: &StepEvent| {
         if json {
@@ -134,4 +136,15 @@ fn build_network(values: &[String]) -> Result<Option<crate::net::EgressSpec>, St
     let spec = crate::net::EgressSpec { rules, add_hosts: Vec::new(), egress_bytes: None };
     spec.validate().map_err(|e| format!("--network allow=: {e}"))?;
     Ok(Some(spec))
+}
+
+/// `--progress`: plain streams RUN output always; auto only to a terminal
+/// (a `--json` build's stderr is a log reader's, not a person's).
+fn step_output(progress: &str, json: bool) -> StepOutput {
+    use std::io::IsTerminal;
+    match progress {
+        "plain" => StepOutput::Streamed,
+        _ if !json && std::io::stderr().is_terminal() => StepOutput::Streamed,
+        _ => StepOutput::Captured,
+    }
 }
