@@ -156,6 +156,23 @@ fn idmap_unsupported_filesystem_refused_with_reason() {
     assert!(msg.contains("MOUNT_ATTR_IDMAP"), "{msg}");
 }
 
+/// gVisor's gofer serves a bind as its own root and fails on the ids an
+/// idmapped tree leaves unmapped (EOVERFLOW for `--user`), so under
+/// `--runtime runsc` a `:rw` bind stays a plain bind: the sandbox writes
+/// as its own mapped host ids, where the directory's mode lets it.
+#[test]
+fn rw_bind_under_runsc_stays_a_plain_bind() {
+    require_root!();
+    require_runsc!();
+    let dir = owned_dir("idmap-runsc");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let bind = bind_rw(dir.path(), "/data");
+    let (_, v) = shell(&["--runtime", "runsc", "--bind", &bind, "--user", "1000:1000"], "echo x > /data/f");
+    assert_eq!(v["exit_code"], 0, "{v:#}");
+    let (uid, gid) = mapped_root();
+    assert_eq!(owner(&dir.join("f")), (uid + 1000, gid + 1000));
+}
+
 mod rootless {
     use super::*;
 

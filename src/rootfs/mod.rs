@@ -220,6 +220,16 @@ impl MountPlan {
         self.root_sources().chain(self.ops.iter().flat_map(|op| op.sources()))
     }
 
+    /// Drops every bind's idmap (see `Source::fold`): for a backend that
+    /// cannot serve idmapped trees.
+    pub fn unfold_binds(&mut self) {
+        for op in &mut self.ops {
+            if let MountKind::Bind { source, .. } = &mut op.kind {
+                source.fold = None;
+            }
+        }
+    }
+
     /// The host trees under the root itself (overlay lower layers).
     pub fn root_sources(&self) -> impl Iterator<Item = &Source> {
         let (root, upper): (&[(CString, Source)], _) = match &self.root {
