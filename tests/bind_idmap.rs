@@ -52,8 +52,7 @@ fn rw_bind_is_writable_by_sandbox_root_and_lands_as_dir_owner() {
 
 /// With `--user U:G` the directory's owner is folded onto U instead: U
 /// sees the directory as its own, writes there, and its files belong to
-/// the directory's owner on the host. Another sandbox id (root, here)
-/// sees the owner as U, not as itself.
+/// the directory's owner on the host.
 #[test]
 fn rw_bind_as_user() {
     require_root!();

@@ -49,6 +49,15 @@ impl Source {
         let rec = if self.recursive { libc::AT_RECURSIVE as u32 } else { 0 };
         let fd = open_tree(AT_FDCWD, &self.path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec)
             .map_err(|e| ("open_tree(OPEN_TREE_CLONE)", e))?;
+        // The fold was chosen from the owner the plan saw at this path; the
+        // path may name another tree now (swapped since): fold only the
+        // tree that owner still owns, else refuse (EAGAIN: try again).
+        if let Some(f) = &self.fold {
+            let st = nix::sys::stat::fstat(&fd).map_err(|e| ("fstat of the cloned tree", e))?;
+            if (st.st_uid, st.st_gid) != (f.from_uid, f.from_gid) {
+                return Err(("the bind source's owner changed since it was planned", Errno::EAGAIN));
+            }
+        }
         mount_setattr_idmap(fd.as_fd(), self.recursive, userns).map_err(|e| ("mount_setattr(MOUNT_ATTR_IDMAP)", e))?;
         let _ = self.fd.set(fd);
         Ok(())
