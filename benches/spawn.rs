@@ -40,6 +40,7 @@ fn plan_phases(c: &mut Criterion) {
         owner: None,
         devpts_gid: Some(5),
         upper: husk::rootfs::plan::Upper::None,
+        fold_to: None,
     };
     g.bench_function("mount plan, host mode", |b| {
         b.iter(|| husk::rootfs::plan::build(RootSource::Host, &inputs).expect("mount plan"))

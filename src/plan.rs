@@ -669,6 +669,7 @@ impl Plan {
                 (None, true) => rootfs::plan::Upper::Tmpfs(spec.tmp_size.max(256 << 20)),
                 (None, false) => rootfs::plan::Upper::None,
             },
+            fold_to: ids.fold_target(uid, gid),
         };
         let mounts = rootfs::build(root.source, &inputs)?;
 

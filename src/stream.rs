@@ -122,7 +122,18 @@ const SMALL_WRITE: usize = 4096;
 /// Shared by reference (`&Tap`) between the watch's streams.
 pub struct Tap {
     fd: OwnedFd,
+    format: TapFormat,
     inner: RefCell<Inner>,
+}
+
+/// What a tap writes for each read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapFormat {
+    /// One NDJSON event per read (`--json-stream`, `husk serve`).
+    Json,
+    /// The bytes themselves, both streams into one fd, in the order they
+    /// were read (`husk build`'s RUN output on a terminal or a log).
+    Raw,
 }
 
 struct Inner {
@@ -159,7 +170,12 @@ impl Tap {
             may_block,
             error: None,
         };
-        Tap { fd, inner: RefCell::new(inner) }
+        Tap { fd, format: TapFormat::Json, inner: RefCell::new(inner) }
+    }
+
+    /// The bytes themselves to `fd` (redacted like the events).
+    pub fn raw(fd: OwnedFd) -> Tap {
+        Tap { format: TapFormat::Raw, ..Tap::new(fd) }
     }
 
     /// Events to husk's own stdout.
@@ -175,7 +191,10 @@ impl Tap {
             *r = crate::redact::Redactor::current();
         }
         let clean = r.as_mut().map(|r| r.push(data));
-        if let Some(c) = i.chunker.chunk(which, clean.as_deref().unwrap_or(data)) {
+        let data = clean.as_deref().unwrap_or(data);
+        if self.format == TapFormat::Raw {
+            i.queue_bytes(data);
+        } else if let Some(c) = i.chunker.chunk(which, data) {
             i.queue(&c);
         }
     }
@@ -183,6 +202,12 @@ impl Tap {
     /// `which` reached its end.
     pub fn end(&self, which: Which) {
         let mut i = self.inner.borrow_mut();
+        if self.format == TapFormat::Raw {
+            if let Some(rest) = i.redactors[which.index()].as_mut().map(|r| r.finish()) {
+                i.queue_bytes(&rest);
+            }
+            return;
+        }
         if let Some(rest) = i.redactors[which.index()].as_mut().map(|r| r.finish())
             && let Some(c) = i.chunker.chunk(which, &rest)
         {
@@ -243,6 +268,17 @@ impl Inner {
         // A Chunk always serializes.
         let _ = serde_json::to_writer(&mut self.pending, c);
         self.pending.push(b'\n');
+    }
+
+    fn queue_bytes(&mut self, data: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.sent == self.pending.len() {
+            self.pending.clear();
+            self.sent = 0;
+        }
+        self.pending.extend_from_slice(data);
     }
 
     fn write(&mut self, fd: BorrowedFd<'_>, most: usize) {

@@ -4,6 +4,7 @@
 
 use crate::host::{DEFAULT_ID_RANGE, HostFacts};
 use crate::spec::IdRange;
+use crate::sys::Errno;
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -107,6 +108,19 @@ impl IdMap {
         }
     }
 
+    /// The host ids inner `uid:gid` is, when an idmapped bind can fold a
+    /// directory's owner onto them: privileged only (idmapping a host
+    /// filesystem takes host root; rootless, the sandbox's user already is
+    /// the invoking user, who owns what it binds).
+    pub fn fold_target(&self, uid: u32, gid: u32) -> Option<(u32, u32)> {
+        match &self.mode {
+            IdMode::Privileged { uid_range, gid_range } if uid < uid_range.count && gid < gid_range.count => {
+                Some((uid_range.base + uid, gid_range.base + gid))
+            }
+            _ => None,
+        }
+    }
+
     /// The verdict's `isolation.user_mapping` for these maps.
     pub fn report(&self) -> UserMapping {
         UserMapping {
@@ -136,6 +150,83 @@ impl IdMap {
             write("setgroups", "deny")?;
         }
         write("gid_map", &self.gid_map)
+    }
+}
+
+/// One id of the host's folded onto another, for an idmapped bind: files
+/// the host's `from_*` owns show as the host id `to_*` (the sandbox's user),
+/// and what that user creates lands as `from_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdFold {
+    pub from_uid: u32,
+    pub from_gid: u32,
+    pub to_uid: u32,
+    pub to_gid: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FoldError {
+    #[error("{what}: {errno}")]
+    Sys { what: &'static str, errno: Errno },
+    #[error("writing {file} of the idmap namespace: {source}")]
+    Write { file: &'static str, source: std::io::Error },
+    #[error("opening the idmap namespace: {0}")]
+    Open(std::io::Error),
+}
+
+impl FoldError {
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            FoldError::Sys { errno, .. } => Some(*errno),
+            FoldError::Write { source: e, .. } | FoldError::Open(e) => e.raw_os_error().map(Errno::from_raw),
+        }
+    }
+}
+
+/// A user namespace whose maps are `fold` and nothing else, as an fd for
+/// `mount_setattr(MOUNT_ATTR_IDMAP)`: an idmapped mount reads each on-disk
+/// id as an id inside this namespace, so the single line
+/// `from_uid to_uid 1` shows the owner's files as `to_uid`; every other id
+/// (host root among them) is unmapped there, shows as the overflow id and
+/// cannot be written as. The namespace is made by a short-lived child that
+/// waits on a pipe (it exits when we close our end, or die) and is reaped
+/// here; the fd keeps the namespace alive after it.
+pub fn fold_namespace(fold: &IdFold) -> Result<std::os::fd::OwnedFd, FoldError> {
+    use crate::sys::process::{Forked, SingleThreaded, clone3, exit_now, wait_pidfd};
+    let sys = |what| move |errno| FoldError::Sys { what, errno };
+    let one = SingleThreaded::check().map_err(|e| FoldError::Sys {
+        what: "counting threads before fork",
+        errno: e.errno().unwrap_or(Errno::EBUSY),
+    })?;
+    let (gate_r, gate_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe2"))?;
+    match clone3(&one, libc::CLONE_NEWUSER, None).map_err(sys("clone3(CLONE_NEWUSER)"))? {
+        Forked::Child(_) => {
+            // Only our own end keeps the pipe open: EOF is the parent done
+            // (or dead), and the child's only job is to be there until then.
+            drop(gate_w);
+            let mut b = [0u8; 1];
+            let _ = nix::unistd::read(&gate_r, &mut b);
+            exit_now(0)
+        }
+        Forked::Parent { pid, pidfd } => {
+            drop(gate_r);
+            let made = (|| {
+                let write = |file: &'static str, data: String| {
+                    std::fs::write(format!("/proc/{}/{file}", pid.as_raw()), data)
+                        .map_err(|source| FoldError::Write { file, source })
+                };
+                write("uid_map", format!("{} {} 1\n", fold.from_uid, fold.to_uid))?;
+                write("gid_map", format!("{} {} 1\n", fold.from_gid, fold.to_gid))?;
+                std::fs::File::open(format!("/proc/{}/ns/user", pid.as_raw()))
+                    .map(std::os::fd::OwnedFd::from)
+                    .map_err(FoldError::Open)
+            })();
+            drop(gate_w);
+            if let Some(pidfd) = pidfd {
+                let _ = wait_pidfd(std::os::fd::AsFd::as_fd(&pidfd));
+            }
+            made
+        }
     }
 }
 

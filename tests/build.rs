@@ -283,6 +283,135 @@ fn hostile_context_symlink_outside_refused() {
     assert!(grep.stdout.is_empty(), "no layer holds the host file: {}", String::from_utf8_lossy(&grep.stdout));
 }
 
+/// An HTTP server on 127.0.0.1 answering `body`; counts the requests it got.
+fn index(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = c.write_all(head.as_bytes());
+            let _ = c.write_all(body.as_bytes());
+        }
+    });
+    (port, hits)
+}
+
+/// `RUN pip install ...` needs its index: `--network allow=` gives RUN
+/// steps the egress proxy of `husk run --network allow=`, so a step reaches
+/// the host:port the rules name and nothing else (another port of the same
+/// host is denied, and without --network a step has no network at all).
+/// `--network host` is refused with the way to do it instead.
+#[test]
+fn build_run_reaches_allowed_index_only() {
+    let t = TempDir::new("build-net");
+    let store = base(&t);
+    let (allowed, allowed_hits) = index("from-the-index\n");
+    let (other, other_hits) = index("should-not-see\n");
+    // busybox wget reads http_proxy (set by husk); no_proxy is emptied so
+    // a 127.0.0.1 URL goes to the proxy too (the sandbox's own loopback has
+    // no server: a direct connection cannot reach the host's).
+    let fetch = |port: u16| format!("FROM bb\nRUN no_proxy= NO_PROXY= wget -q -O /got http://127.0.0.1:{port}/pkg\n");
+    let rule = format!("allow=127.0.0.1:{allowed}");
+    let ctx = context(&t, "ok", &fetch(allowed), &[]);
+    build_ok(&store, &ctx, "net-ok", &["--network", &rule]);
+    assert_eq!(run_sh(&store, "net-ok", "cat /got"), "from-the-index\n");
+    assert_eq!(allowed_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let ctx = context(&t, "denied", &fetch(other), &[]);
+    let o = build(&store, &ctx, "net-denied", &["--network", &rule]);
+    assert_eq!(o.status.code(), Some(1), "a port the rules do not name: {}{}", stdout(&o), stderr(&o));
+    let o = build(&store, &ctx, "net-none", &[]);
+    assert_eq!(o.status.code(), Some(1), "no --network: {}{}", stdout(&o), stderr(&o));
+    assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0, "a step reached a host:port not allowed");
+
+    let o = husk_in(&store, &["build", "--network", "host", "-t", "h", ctx.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(125));
+    let err = stderr(&o);
+    assert!(err.contains("--network allow="), "says what to do: {err}");
+    assert!(!err.to_lowercase().contains("issue"), "no internal references: {err}");
+}
+
+/// HEALTHCHECK and VOLUME no longer stop a build: VOLUME is recorded in
+/// the image config's Volumes; HEALTHCHECK (which the OCI config cannot
+/// hold) is skipped with a warning, in plain output and as the step
+/// event's `warning`.
+#[test]
+fn build_healthcheck_and_volume_recorded_or_warned() {
+    let t = TempDir::new("build-vol");
+    let store = base(&t);
+    let df = "FROM bb\nVOLUME /data /logs\nVOLUME [\"/cache\"]\nHEALTHCHECK --interval=5s CMD wget -q http://localhost/ || exit 1\nCMD [\"true\"]\n";
+    let ctx = context(&t, "ctx", df, &[]);
+    let o = husk_in(&store, &["build", "-t", "vol", ctx.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: HEALTHCHECK is ignored"), "{}", stderr(&o));
+    let (steps, result) = build_ok(&store, &ctx, "vol", &[]);
+    let digest = result["config"].as_str().unwrap();
+    let blob = std::fs::read(store.join("blobs").join(digest.trim_start_matches("sha256:"))).unwrap();
+    let v: Value = serde_json::from_slice(&blob).unwrap();
+    let vols = v["config"]["Volumes"].as_object().cloned().unwrap_or_default();
+    let names: Vec<&str> = vols.keys().map(String::as_str).collect();
+    assert_eq!(names, ["/cache", "/data", "/logs"], "{:#}", v["config"]);
+    let hc = steps.iter().find(|s| s["instruction"].as_str().unwrap().starts_with("HEALTHCHECK")).unwrap();
+    assert!(hc["warning"].as_str().unwrap_or("").contains("HEALTHCHECK is ignored"), "{hc:#}");
+}
+
+/// A failing RUN shows the tail of what it printed: stdout first, then
+/// stderr, where the error usually is (it was the other way round).
+#[test]
+fn build_failed_step_prints_stderr_after_stdout() {
+    let t = TempDir::new("build-order");
+    let store = base(&t);
+    let df = "FROM bb\nRUN echo out-first; echo err-last >&2; exit 2\n";
+    let ctx = context(&t, "ctx", df, &[]);
+    let o = husk_in(&store, &["build", "-t", "order", ctx.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    // The tail's lines start with "| " (the instruction quoted before it
+    // names both words too).
+    let (out_at, err_at) = (err.find("| out-first"), err.find("| err-last"));
+    assert!(out_at.is_some() && err_at.is_some(), "{err}");
+    assert!(out_at < err_at, "stdout's tail comes before stderr's: {err}");
+}
+
+/// A successful RUN's output is seen while the build runs: on a terminal
+/// (auto), or as a log with `--progress plain`; otherwise (not a terminal,
+/// the default) only a failing step shows its output.
+#[test]
+fn build_run_output_streams_on_a_tty_and_with_progress_plain() {
+    let t = TempDir::new("build-stream");
+    let store = base(&t);
+    let df = "FROM bb\nRUN echo streamed-out; echo streamed-err >&2\n";
+    let ctx = context(&t, "ctx", df, &[]);
+    let has_line = |text: &str, want: &str| text.lines().any(|l| l.trim_end() == want);
+    let quiet = husk_in(&store, &["build", "--no-cache", "-t", "s", ctx.to_str().unwrap()]);
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    assert!(!has_line(&stderr(&quiet), "streamed-out"), "{}", stderr(&quiet));
+    let plain = husk_in(&store, &["build", "--no-cache", "--progress", "plain", "-t", "s", ctx.to_str().unwrap()]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let err = stderr(&plain);
+    assert!(has_line(&err, "streamed-out") && has_line(&err, "streamed-err"), "{err}");
+    assert!(stdout(&plain).lines().count() == 1, "stdout keeps only the result: {}", stdout(&plain));
+    // On a terminal (script(1) gives the build a pty) it streams unasked.
+    let cmd = format!("{} build --no-cache -t s {}", husk_bin().display(), ctx.display());
+    let tty = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("HUSK_ROOT", &store)
+        .env_remove("HUSK_ID_RANGE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script(1) from util-linux");
+    assert!(tty.status.success(), "{}", stdout(&tty));
+    assert!(has_line(&stdout(&tty), "streamed-out"), "{}", stdout(&tty));
+}
+
 mod rootless {
     use super::*;
 

@@ -1,6 +1,6 @@
 //! The image being built: its layers, its run config (what `husk run`
 //! reads back: Env, Cmd, Entrypoint, WorkingDir, User, plus Labels,
-//! ExposedPorts, StopSignal) and history; written at the end as an OCI
+//! ExposedPorts, StopSignal, Volumes) and history; written at the end as an OCI
 //! config and manifest, byte-stable for the same inputs.
 
 use crate::image::digest::Digest;
@@ -18,6 +18,8 @@ pub struct State {
     pub user: String,
     pub labels: BTreeMap<String, String>,
     pub exposed: BTreeSet<String>,
+    /// `VOLUME` paths: the config's `Volumes`.
+    pub volumes: BTreeSet<String>,
     pub stop_signal: Option<String>,
     pub shell: Vec<String>,
     pub os: String,
@@ -59,8 +61,11 @@ impl State {
             .unwrap_or_default();
         let exposed =
             c.get("ExposedPorts").and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let volumes =
+            c.get("Volumes").and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default();
         let base = State::scratch();
         Ok(State {
+            volumes,
             layers,
             env,
             cmd: strings(c.get("Cmd")),
@@ -130,6 +135,10 @@ impl State {
         }
         if let Some(s) = &self.stop_signal {
             c.insert("StopSignal".into(), json!(s));
+        }
+        if !self.volumes.is_empty() {
+            let vols: Map<String, Value> = self.volumes.iter().map(|p| (p.clone(), json!({}))).collect();
+            c.insert("Volumes".into(), Value::Object(vols));
         }
         let mut v = json!({
             "architecture": self.architecture,

@@ -197,7 +197,7 @@ fn sources(tree: &dyn Tree, job: &CopyJob<'_>) -> Result<Vec<String>, CopyError>
             return Err(CopyError::Refused {
                 what: job.what,
                 src: src.clone(),
-                why: "remote sources need the egress allowlist (issue 18); download the file into the context and COPY it"
+                why: "remote sources are not fetched by ADD; download the file into the context and COPY it (or fetch it in a RUN step with husk build --network allow=HOST)"
                     .into(),
             });
         }

@@ -42,12 +42,10 @@ pub enum Syntax {
     FromShape,
     #[error("SHELL needs the JSON form: SHELL [\"executable\", \"parameters\"]")]
     ShellForm,
-    #[error(
-        "{0} is not supported by husk build; remove it (MAINTAINER: use LABEL maintainer=...; VOLUME: husk sandboxes take --bind at run time)"
-    )]
+    #[error("{0} is not supported by husk build; remove it (MAINTAINER: use LABEL maintainer=...)")]
     Unsupported(String),
     #[error(
-        "unknown instruction {0:?}; husk build knows FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, CMD, ENTRYPOINT, LABEL, EXPOSE, SHELL, STOPSIGNAL"
+        "unknown instruction {0:?}; husk build knows FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR, USER, CMD, ENTRYPOINT, LABEL, EXPOSE, SHELL, STOPSIGNAL, VOLUME, HEALTHCHECK"
     )]
     Unknown(String),
     #[error("only ARG may come before the first FROM; start the build with FROM IMAGE")]
@@ -96,6 +94,13 @@ pub enum Inst {
     Expose(Vec<String>),
     Shell(Vec<String>),
     StopSignal(String),
+    /// Mount points, recorded in the config's `Volumes` (a `husk run`
+    /// mounts nothing there by itself: `--bind` or `--tmpfs` does).
+    Volume(Vec<String>),
+    /// Parsed and skipped with a warning, as buildah does for OCI images:
+    /// the OCI config has no health check (the text is kept for the
+    /// message).
+    Healthcheck(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +212,9 @@ fn flags<'a>(kw: &str, rest: &'a str, allowed: &[&str]) -> Result<(Flags, &'a st
                 ("RUN", "mount") => {
                     "; RUN --mount (caches, secrets, binds) is not supported: copy what the step needs with COPY"
                 }
-                ("RUN", "network") => "; RUN --network is not supported yet (every RUN has no network; see issue 18)",
+                ("RUN", "network") => {
+                    "; RUN --network is not supported: give every RUN the hosts it may reach with husk build --network allow=HOST,..."
+                }
                 ("COPY" | "ADD", "link") => "; --link is not supported: drop it (the layers are the same)",
                 _ => "",
             };
@@ -357,7 +364,22 @@ fn instruction(logical: &str, line: usize, escape: char) -> Result<Instruction, 
             needs("a signal")?;
             Inst::StopSignal(rest.to_string())
         }
-        "VOLUME" | "ONBUILD" | "HEALTHCHECK" | "MAINTAINER" => {
+        "VOLUME" => {
+            needs("a path")?;
+            let paths = match json_array(rest) {
+                Some(v) => v,
+                None => words::split(rest, escape)?,
+            };
+            if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
+                return Err(Syntax::Missing { kw, what: "a path" });
+            }
+            Inst::Volume(paths)
+        }
+        "HEALTHCHECK" => {
+            needs("CMD ... or NONE")?;
+            Inst::Healthcheck(rest.to_string())
+        }
+        "ONBUILD" | "MAINTAINER" => {
             return Err(Syntax::Unsupported(kw));
         }
         _ => {
@@ -436,8 +458,12 @@ mod tests {
         let e = parse("Df", "FROM x\n\nFROBNICATE y\n").unwrap_err();
         assert_eq!(e.line, 3);
         assert!(e.to_string().starts_with("Df:3: unknown instruction"), "{e}");
-        let e = parse("Df", "FROM x\nVOLUME /data\n").unwrap_err();
+        let e = parse("Df", "FROM x\nONBUILD RUN true\n").unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
+        // Words keep their quotes here; the build's expansion removes them.
+        assert_eq!(p("FROM x\nVOLUME /a \"/b c\"\n")[1], Inst::Volume(vec!["/a".into(), "\"/b c\"".into()]));
+        assert_eq!(p("FROM x\nVOLUME [\"/d\"]\n")[1], Inst::Volume(vec!["/d".into()]));
+        assert!(matches!(&p("FROM x\nHEALTHCHECK CMD true\n")[1], Inst::Healthcheck(_)));
         let e = parse("Df", "FROM x\nRUN --mount=type=cache,target=/c true\n").unwrap_err();
         assert!(e.to_string().contains("--mount"), "{e}");
         let e = parse("Df", "RUN true\n").unwrap_err();

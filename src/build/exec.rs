@@ -34,6 +34,11 @@ pub struct BuildOptions {
     pub store_root: PathBuf,
     /// How FROM pulls an image the store lacks.
     pub registry: crate::spec::RegistrySpec,
+    /// `--network allow=`: RUN steps reach what these rules allow, through
+    /// the egress proxy `husk run` uses; `None`: no network.
+    pub egress: Option<crate::net::EgressSpec>,
+    /// Where RUN steps' output goes while they run.
+    pub step_output: run::StepOutput,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +76,9 @@ pub struct StepEvent {
     pub seconds: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<Digest>,
+    /// Something the step did not do as written (HEALTHCHECK, ignored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -318,6 +326,11 @@ impl Build<'_> {
                 cached,
                 seconds: crate::outcome::round3(t.elapsed().as_secs_f64()),
                 layer,
+                warning: matches!(ins.inst, Inst::Healthcheck(_)).then(|| {
+                    "HEALTHCHECK is ignored: the OCI image config husk writes has no health check (buildah does \
+                     the same); run the check yourself, e.g. with husk exec"
+                        .to_string()
+                }),
             });
         }
         cur.map(|s| s.state).ok_or_else(|| BuildError::Input("no stage to build".into()))
@@ -456,6 +469,17 @@ impl Build<'_> {
                 st.stop_signal = Some(x(s)?);
                 st.add_history(&ins.text, true);
             }
+            Inst::Volume(paths) => {
+                for p in paths {
+                    let p = x(p)?;
+                    if !p.starts_with('/') {
+                        return Err(err(format!("VOLUME {p}: give an absolute path")));
+                    }
+                    st.volumes.insert(p);
+                }
+                st.add_history(&ins.text, true);
+            }
+            Inst::Healthcheck(_) => {}
             Inst::Run(c) => {
                 let argv = self.argv(c, &st.shell);
                 let (cached, layer) = self.run_step(argv, &ins.text, line, st, args)?;
@@ -520,12 +544,15 @@ impl Build<'_> {
             user: (!st.user.is_empty()).then(|| st.user.clone()),
             owners: self.owners,
             upper: &upper,
+            egress: self.opts.egress.clone(),
+            output: self.opts.step_output,
         })
         .map_err(|e| at(&self.file, line)(e.to_string()))?;
         if outcome.termination != Termination::Exited || outcome.status != Some(0) {
             let code = outcome.exit_code();
             let mut tail = String::new();
-            for s in [&outcome.stderr, &outcome.stdout].into_iter().flatten() {
+            // stdout's tail, then stderr's: the error usually comes last.
+            for s in [&outcome.stdout, &outcome.stderr].into_iter().flatten() {
                 let t = s.text.trim_end();
                 if !t.is_empty() {
                     let lines: Vec<&str> = t.lines().collect();

@@ -1,5 +1,6 @@
 //! One RUN step: the command in a husk sandbox (native backend, the
-//! confinement `husk run` applies, no network) on the image built so far,
+//! confinement `husk run` applies, no network unless `--network allow=`
+//! gives it the egress allowlist) on the image built so far,
 //! with a writable upper that is a host directory husk keeps: its content
 //! is the step's layer (`diff`).
 
@@ -11,6 +12,8 @@ use crate::outcome::Outcome;
 use crate::plan::{ImageDefaults, Plan, RootInput};
 use crate::rootfs::RootSource;
 use crate::spec::{OutputSpec, RootSpec, Spec};
+use crate::stream::Tap;
+use std::os::fd::AsFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -44,6 +47,20 @@ pub struct RunJob<'a> {
     pub owners: Owners,
     /// Empty directory that becomes the sandbox's upper (made here).
     pub upper: &'a Path,
+    /// `husk build --network allow=`: the step's egress allowlist.
+    pub egress: Option<crate::net::EgressSpec>,
+    pub output: StepOutput,
+}
+
+/// Where a RUN step's output goes while it runs (it is captured either
+/// way, for a failing step's tail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepOutput {
+    /// Captured only.
+    Captured,
+    /// Also copied to husk's stderr as it comes (a terminal, or
+    /// `--progress plain`), stdout and stderr in the order read.
+    Streamed,
 }
 
 /// Capabilities a RUN step as image root keeps: Docker's default set
@@ -122,12 +139,23 @@ pub fn run(job: RunJob<'_>) -> Result<Outcome, RunError> {
     spec.upper_dir = Some(job.upper.to_path_buf());
     spec.output = OutputSpec::Capture { limit: CAPTURE };
     spec.limits.no_cgroup = crate::host::no_cgroup_opt_out();
+    // The same proxy and rules as `husk run --network allow=`: the step's
+    // namespace stays private, the proxy's env points its tools at it.
+    spec.egress = job.egress;
     if is_root_user(job.user.as_deref()) {
         spec.cap_add = ROOT_STEP_CAPS.iter().map(|c| c.to_string()).collect();
     }
     let plan = Plan::build(spec, job.host, root).map_err(|e| RunError::Plan(e.to_string()))?;
     let t_start = crate::spawn::now_ns();
-    Ok(Native.run(plan, RunIo { capture: Some(CAPTURE), tap: None, t_start }))
+    let tap = match job.output {
+        StepOutput::Captured => None,
+        StepOutput::Streamed => std::io::stderr().as_fd().try_clone_to_owned().ok().map(Tap::raw),
+    };
+    let outcome = Native.run(plan, RunIo { capture: Some(CAPTURE), tap: tap.as_ref(), t_start });
+    if let Some(t) = &tap {
+        t.flush();
+    }
+    Ok(outcome)
 }
 
 #[cfg(test)]

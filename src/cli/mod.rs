@@ -834,9 +834,15 @@ pub struct BuildArgs {
     /// Run every step again (layers with the same content are still shared).
     #[arg(long)]
     pub no_cache: bool,
-    /// Network of RUN steps: only `none` today (allowlists need issue 18).
-    #[arg(long, default_value = "none", value_name = "none")]
-    pub network: String,
+    /// Network of RUN steps: none (the default: only loopback), or
+    /// allow=RULE[,RULE...]: only through husk's egress proxy, to what the
+    /// rules allow (the rules of `husk run --network allow=`). Repeatable.
+    #[arg(long, value_name = "none|allow=RULE,...")]
+    pub network: Vec<String>,
+    /// RUN steps' output: auto (streamed to stderr when it is a terminal,
+    /// else only a failing step's tail), plain (always streamed: a log).
+    #[arg(long, default_value = "auto", value_name = "auto|plain", value_parser = ["auto", "plain"])]
+    pub progress: String,
     /// Steps and the result as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,

@@ -2,6 +2,7 @@
 //! line per step (or `--json` events) and the result.
 
 use crate::build::exec::{BuildOptions, StepEvent, build as run_build};
+use crate::build::run::StepOutput;
 use crate::cli::BuildArgs;
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
@@ -29,15 +30,10 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(e, EXIT_HUSK_FAILED),
     };
-    if a.network != "none" {
-        return fail(
-            &format!(
-                "--network {}: RUN steps have no network today; a network allowlist needs the egress allowlist (issue 18)",
-                a.network
-            ),
-            EXIT_HUSK_FAILED,
-        );
-    }
+    let egress = match build_network(&a.network) {
+        Ok(e) => e,
+        Err(e) => return fail(&e, EXIT_HUSK_FAILED),
+    };
     let mut build_args = Vec::new();
     for kv in &a.build_arg {
         match kv.split_once('=') {
@@ -74,6 +70,8 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
         target: a.target.clone(),
         no_cache: a.no_cache,
         store_root: paths.root.clone(),
+        egress,
+        step_output: step_output(&a.progress, json),
     };
     let mut progress = |e: &StepEvent| {
         if json {
@@ -83,6 +81,9 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
         } else {
             let status = if e.cached { "(cached)".to_string() } else { format!("{:.2}s", e.seconds) };
             crate::errln!("[{}/{}] {} {status}", e.step, e.total, e.instruction);
+            if let Some(w) = &e.warning {
+                crate::errln!("warning: {w}");
+            }
         }
     };
     match run_build(&opts, &mut progress) {
@@ -100,5 +101,50 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
             let code = e.exit_code();
             fail(&e, code)
         }
+    }
+}
+
+/// `--network` of `husk build`: none (the default), or allow= rules for
+/// RUN steps' egress proxy. `host` is refused: a step on the host's network
+/// could reach anything the host can, and its layer would not say so.
+fn build_network(values: &[String]) -> Result<Option<crate::net::EgressSpec>, String> {
+    let mut rules = Vec::new();
+    let mut none = false;
+    for v in values {
+        match v.as_str() {
+            "none" => none = true,
+            "host" => {
+                return Err("--network host: RUN steps never use the host's network; give the hosts a step may \
+                            reach with --network allow=HOST[,HOST...] (e.g. allow=pypi.org,files.pythonhosted.org)"
+                    .into());
+            }
+            other => match other.strip_prefix("allow=") {
+                Some(list) => rules.extend(list.split(',').map(str::trim).filter(|r| !r.is_empty()).map(String::from)),
+                None => return Err(format!("invalid --network {other:?}: expected none or allow=RULE[,RULE...]")),
+            },
+        }
+    }
+    if rules.is_empty() {
+        if values.iter().any(|v| v.starts_with("allow=")) {
+            return Err("--network allow= needs at least one rule, e.g. allow=pypi.org".into());
+        }
+        return Ok(None);
+    }
+    if none {
+        return Err("--network none cannot be combined with allow= rules".into());
+    }
+    let spec = crate::net::EgressSpec { rules, add_hosts: Vec::new(), egress_bytes: None };
+    spec.validate().map_err(|e| format!("--network allow=: {e}"))?;
+    Ok(Some(spec))
+}
+
+/// `--progress`: plain streams RUN output always; auto only to a terminal
+/// (a `--json` build's stderr is a log reader's, not a person's).
+fn step_output(progress: &str, json: bool) -> StepOutput {
+    use std::io::IsTerminal;
+    match progress {
+        "plain" => StepOutput::Streamed,
+        _ if !json && std::io::stderr().is_terminal() => StepOutput::Streamed,
+        _ => StepOutput::Captured,
     }
 }

@@ -8,7 +8,7 @@ pub mod plan;
 pub mod resolve;
 
 use crate::sys::Errno;
-use crate::sys::mount::{OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE, open_tree};
+use crate::sys::mount::{OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE, mount_setattr_idmap, open_tree};
 use nix::fcntl::AT_FDCWD;
 use std::cell::OnceCell;
 use std::ffi::CString;
@@ -25,12 +25,42 @@ pub use plan::{MountPlanError, RootSource, build};
 pub struct Source {
     pub path: CString,
     pub recursive: bool,
+    /// A `:rw` bind of a directory an unprivileged host user owns, in a
+    /// privileged run: the tree is idmapped so that owner is the sandbox's
+    /// user (`open_folded`). Applied by the native backend's parent only;
+    /// where the tree is cloned without it (runsc, rootless), it is a plain
+    /// bind as before.
+    pub fold: Option<crate::userns::IdFold>,
     fd: OnceCell<OwnedFd>,
 }
 
 impl Source {
     pub fn new(path: &str, recursive: bool) -> Source {
-        Source { path: cstring(path), recursive, fd: OnceCell::new() }
+        Source { path: cstring(path), recursive, fold: None, fd: OnceCell::new() }
+    }
+
+    /// Clones the tree now and idmaps it through `userns` (a namespace
+    /// made by `userns::fold_namespace` from `self.fold`). Must run as host
+    /// root, before the tree is attached anywhere.
+    pub fn open_folded(&self, userns: BorrowedFd<'_>) -> Result<(), (&'static str, Errno)> {
+        if self.fd.get().is_some() {
+            return Ok(());
+        }
+        let rec = if self.recursive { libc::AT_RECURSIVE as u32 } else { 0 };
+        let fd = open_tree(AT_FDCWD, &self.path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | rec)
+            .map_err(|e| ("open_tree(OPEN_TREE_CLONE)", e))?;
+        // The fold was chosen from the owner the plan saw at this path; the
+        // path may name another tree now (swapped since): fold only the
+        // tree that owner still owns, else refuse (EAGAIN: try again).
+        if let Some(f) = &self.fold {
+            let st = nix::sys::stat::fstat(&fd).map_err(|e| ("fstat of the cloned tree", e))?;
+            if (st.st_uid, st.st_gid) != (f.from_uid, f.from_gid) {
+                return Err(("the bind source's owner changed since it was planned", Errno::EAGAIN));
+            }
+        }
+        mount_setattr_idmap(fd.as_fd(), self.recursive, userns).map_err(|e| ("mount_setattr(MOUNT_ATTR_IDMAP)", e))?;
+        let _ = self.fd.set(fd);
+        Ok(())
     }
 
     /// Clones the tree now, unless that already happened.
@@ -197,6 +227,16 @@ impl MountPlan {
     /// Every host tree the plan mounts, in execution order.
     pub fn sources(&self) -> impl Iterator<Item = &Source> {
         self.root_sources().chain(self.ops.iter().flat_map(|op| op.sources()))
+    }
+
+    /// Drops every bind's idmap (see `Source::fold`): for a backend that
+    /// cannot serve idmapped trees.
+    pub fn unfold_binds(&mut self) {
+        for op in &mut self.ops {
+            if let MountKind::Bind { source, .. } = &mut op.kind {
+                source.fold = None;
+            }
+        }
     }
 
     /// The host trees under the root itself (overlay lower layers).

@@ -132,6 +132,9 @@ pub struct RootInputs<'a> {
     pub devpts_gid: Option<u32>,
     /// The root's writable upper layer, if any.
     pub upper: Upper,
+    /// Host uid:gid of the sandbox's user, when `:rw` binds are idmapped
+    /// onto it (privileged runs; see `Source::fold`).
+    pub fold_to: Option<(u32, u32)>,
 }
 
 /// The root's writable layer, as the run asked for it.
@@ -396,7 +399,11 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
             path: b.source.display().to_string(),
             why: "is not valid UTF-8".into(),
         })?;
-        user.push((target, kind, MountKind::Bind { source: Source::new(src, true), attrs: a }, "--bind"));
+        let mut source = Source::new(src, true);
+        if b.access == Access::ReadWrite {
+            source.fold = fold_for(&md, inputs.fold_to);
+        }
+        user.push((target, kind, MountKind::Bind { source, attrs: a }, "--bind"));
     }
     let mut seen = BTreeSet::new();
     let mut resolved = Vec::new();
@@ -494,6 +501,23 @@ fn workdir_mount(
     let mut ov = overlay(staging, Vec::new(), lowers, *userxattr, &Upper::Tmpfs(inputs.workdir_size), 2)?;
     ov.upper = Some(UpperPlan::Tmpfs { size: inputs.workdir_size, owner: inputs.owner });
     Ok(MountKind::Overlay(ov))
+}
+
+/// The idmap of a `:rw` bind: its owner folded onto the sandbox's user, so
+/// sandbox root (or `--user`) writes there as the owner, as Docker users
+/// expect. Not for a source host root owns (uid or gid 0): folding host
+/// root in would let the sandbox create files as host root (a setuid-root
+/// binary for the host to run); such a bind stays plain, the sandbox
+/// writing as its own unprivileged host uid where the mode lets it.
+fn fold_for(md: &std::fs::Metadata, to: Option<(u32, u32)>) -> Option<crate::userns::IdFold> {
+    use std::os::unix::fs::MetadataExt;
+    let (to_uid, to_gid) = to?;
+    (md.uid() != 0 && md.gid() != 0).then_some(crate::userns::IdFold {
+        from_uid: md.uid(),
+        from_gid: md.gid(),
+        to_uid,
+        to_gid,
+    })
 }
 
 fn is_reserved(target: &str) -> bool {
@@ -706,6 +730,7 @@ mod tests {
             owner: None,
             devpts_gid: None,
             upper: Upper::None,
+            fold_to: None,
         };
         build(RootSource::Host, &inputs).expect("host plan")
     }

@@ -51,6 +51,8 @@ pub enum SpawnError {
     Clone { flags: String, errno: Errno, hint: Option<String> },
     #[error("opening mount source {path}: {errno}")]
     Source { path: String, errno: Errno },
+    #[error("idmapping :rw bind source {path}: {why}")]
+    Idmap { path: String, errno: Option<Errno>, why: String },
     #[error("sync channel: {0}")]
     Channel(Errno),
     #[error(transparent)]
@@ -76,10 +78,49 @@ pub fn open_sources(plan: &Plan) -> Result<(), SpawnError> {
     if plan.ids.deny_setgroups {
         return Ok(());
     }
+    // One idmap namespace per distinct owner, shared by its binds.
+    let mut folds: Vec<(crate::userns::IdFold, OwnedFd)> = Vec::new();
     for src in plan.mounts.sources() {
-        src.open().map_err(|errno| SpawnError::Source { path: src.path.to_string_lossy().into(), errno })?;
+        let path = || src.path.to_string_lossy().into_owned();
+        let Some(fold) = src.fold else {
+            src.open().map_err(|errno| SpawnError::Source { path: path(), errno })?;
+            continue;
+        };
+        let i = match folds.iter().position(|(f, _)| *f == fold) {
+            Some(i) => i,
+            None => {
+                let ns = crate::userns::fold_namespace(&fold).map_err(|e| SpawnError::Idmap {
+                    path: path(),
+                    errno: e.errno(),
+                    why: e.to_string(),
+                })?;
+                folds.push((fold, ns));
+                folds.len() - 1
+            }
+        };
+        src.open_folded(std::os::fd::AsFd::as_fd(&folds[i].1)).map_err(|(call, errno)| SpawnError::Idmap {
+            path: path(),
+            errno: Some(errno),
+            why: idmap_refusal(call, errno),
+        })?;
     }
     Ok(())
+}
+
+/// Why a `:rw` bind could not be idmapped, and what the user can do.
+fn idmap_refusal(call: &str, errno: Errno) -> String {
+    match errno {
+        Errno::EINVAL => format!(
+            "{call}: {errno}: its filesystem does not support idmapped mounts, which a :rw bind of a directory \
+             an unprivileged user owns needs (so the sandbox's root writes there as that owner); bind it :ro, \
+             or bind a directory on a filesystem that supports them (ext4, xfs, btrfs, tmpfs)"
+        ),
+        Errno::ENOSYS => format!(
+            "{call}: {errno}: this kernel has no idmapped mounts (Linux 5.12 or later), which a :rw bind of a \
+             directory an unprivileged user owns needs; bind it :ro"
+        ),
+        _ => format!("{call}: {errno}"),
+    }
 }
 
 /// Explains a clone failure in terms of the host setting that causes it

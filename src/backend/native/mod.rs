@@ -63,6 +63,7 @@ pub(crate) fn spawn_error(e: SpawnError) -> ErrorReport {
     let (step, errno, hint) = match &e {
         SpawnError::Clone { errno, hint, .. } => (Phase::Clone, Some(*errno), hint.clone()),
         SpawnError::Source { errno, .. } => (Phase::Step(Step::OpenSources), Some(*errno), None),
+        SpawnError::Idmap { errno, .. } => (Phase::Step(Step::OpenSources), *errno, None),
         SpawnError::Channel(errno) => (Phase::SyncChannel, Some(*errno), None),
         SpawnError::IdMap(crate::userns::IdMapError::Write { source, .. }) => {
             (Phase::WriteIdMaps, crate::step::io_errno(source), None)

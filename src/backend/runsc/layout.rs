@@ -172,6 +172,7 @@ mod tests {
             owner: None,
             devpts_gid: None,
             upper: crate::rootfs::plan::Upper::None,
+            fold_to: None,
         };
         build(source, &inputs).expect("plan")
     }

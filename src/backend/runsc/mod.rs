@@ -108,6 +108,10 @@ impl Backend for Runsc {
         if plan.process.tty {
             return Err(no_tty());
         }
+        // runsc's gofer serves a bind as its own root, not as the
+        // command's user, and fails on ids an idmapped bind leaves
+        // unmapped: its :rw binds stay plain binds.
+        plan.mounts.unfold_binds();
         limits::adapt_plan(plan)
             .map_err(|e| ErrorReport::new(crate::step::Phase::Limits, e.to_string()).with_hint(e.hint()))
     }
