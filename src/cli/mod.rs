@@ -5,6 +5,7 @@ pub mod cp;
 pub mod images;
 pub mod report;
 pub mod secret;
+pub mod shell;
 pub mod spec;
 
 use crate::units::{parse_duration, parse_size};
@@ -128,6 +129,10 @@ pub enum Command {
     /// Serve the sandbox API (HTTP/1.1 + JSON) on a unix socket or loopback
     /// TCP (docs/api.md).
     Serve(ServeArgs),
+    /// Print a completion script for bash, zsh or fish (README: Install).
+    Completions(shell::CompletionsArgs),
+    /// Write husk's man pages (husk.1, husk-run.1, ...) into a directory.
+    Man(shell::ManArgs),
     /// husk's own roles inside a gVisor sandbox that lives (not for users).
     #[command(name = "gvisor-helper", hide = true)]
     GvisorHelper(GvisorHelperArgs),
