@@ -72,3 +72,97 @@ fn version_names_the_commit_it_was_built_from() {
         None => assert!(commit.contains("not built from a git checkout"), "{out}"),
     }
 }
+
+/// Runs husk with `args` (stdin empty), in private store and state dirs.
+fn husk_in(dir: &TempDir, args: &[&str]) -> (i32, String, String) {
+    let o = husk(args).env("HUSK_ROOT", dir.join("store")).env("HUSK_STATE_DIR", dir.join("state")).output().unwrap();
+    let (out, err) = text(&o);
+    (o.status.code().unwrap_or(-1), out, err)
+}
+
+/// Docker's spelling of a husk command line is refused (nothing runs), and
+/// the refusal carries the husk command for it, not clap's tip to put the
+/// flag after `--` (which would run `-v` as the command).
+#[test]
+fn docker_habits_are_answered_with_the_husk_command() {
+    let dir = TempDir::new("habits");
+    for (args, want) in [
+        (&["run", "--image", "python", "sh"][..], "hint: the command goes after `--`: husk run --image python -- sh"),
+        (&["run", "python", "sh"][..], "husk run --image python -- sh"),
+        (&["exec", "t43", "true"][..], "hint: the command goes after `--`: husk exec t43 -- true"),
+        (
+            &["run", "-v", "/srv/x:/d", "--", "ls"][..],
+            "read-only unless :rw (docker's -v writes through): husk run --bind /srv/x:/d -- ls",
+        ),
+        (&["run", "-p", "8080:80", "--image", "b", "--", "ls"][..], "husk run --publish 8080:80 --image b -- ls"),
+        (&["run", "-d", "--image", "b", "--", "sleep", "9"][..], "`husk create`"),
+        (&["rn"][..], "did you mean `husk run` or `husk rm`?"),
+    ] {
+        let (code, out, err) = husk_in(&dir, args);
+        assert_eq!(code, 125, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: the hint is missing:\n{err}");
+        assert!(!err.contains("tip:"), "{args:?}: clap's tip is still shown:\n{err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    // --json: the refusal's JSON carries the same hint.
+    let (code, out, err) = husk_in(&dir, &["run", "--json", "--image", "python", "sh"]);
+    assert_eq!(code, 125);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert_eq!(v["error"]["hint"], "the command goes after `--`: husk run --json --image python -- sh", "{v}");
+}
+
+/// `docker run -it IMAGE` habits: `-i` (and so `-it`) is accepted by run as
+/// by exec, and stdin reaches the command either way.
+#[test]
+fn run_accepts_dash_i_and_stdin_reaches_the_command() {
+    let dir = TempDir::new("run-i");
+    let mut c = husk(&["run", "-i", "--rootfs", busybox_rootfs().to_str().unwrap(), "--", "cat"]);
+    c.env("HUSK_STATE_DIR", dir.join("state")).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    c.stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"through stdin\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(out, "through stdin\n", "{err}");
+}
+
+/// A person's runc verbs (`husk ps`, `husk kill t43`, `husk state t43`)
+/// get husk's verb for them, never the runtime mode's "container does not
+/// exist" about a sandbox `husk ls` lists; engine-shaped command lines
+/// (`--root` and `--log` before the verb, or `husk oci`) still reach the
+/// runtime mode.
+#[test]
+fn runc_verbs_answer_people_with_husks_verb_and_engines_with_the_runtime() {
+    let dir = TempDir::new("verbs");
+    for (args, want) in [
+        (&["ps"][..], "sandboxes are listed by `husk ls`"),
+        (&["list"][..], "sandboxes are listed by `husk ls`"),
+        (&["kill", "t43"][..], "`husk rm t43` kills a sandbox's processes and removes it"),
+        (&["delete", "t43"][..], "`husk rm t43`"),
+        (&["state", "t43"][..], "`husk inspect t43`"),
+    ] {
+        let (code, out, err) = husk_in(&dir, args);
+        assert_eq!(code, 125, "{args:?}: {err}");
+        assert!(err.contains(want) && err.contains("husk oci"), "{args:?}:\n{err}");
+        assert!(!err.contains("does not exist") && out.is_empty(), "{args:?}: the runtime mode answered:\n{err}{out}");
+    }
+    let root = dir.join("oci");
+    let log = dir.join("log.json");
+    let (root, log) = (root.to_str().unwrap(), log.to_str().unwrap());
+    for args in [
+        &["--root", root, "--log", log, "--log-format", "json", "state", "t43"][..],
+        &["--root", root, "state", "t43"][..],
+        &["--root", root, "kill", "t43", "9"][..],
+        &["oci", "--root", root, "delete", "t43"][..],
+    ] {
+        let (code, _, err) = husk_in(&dir, args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains("container t43 does not exist"), "{args:?} did not reach the runtime mode:\n{err}");
+    }
+    // husk's own `--root` (the store) with husk's verbs stays husk's.
+    let (code, out, err) = husk_in(&dir, &["--root", root, "ls", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "[]", "{err}");
+}

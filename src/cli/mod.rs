@@ -2,6 +2,7 @@
 //! `spec` turns them into a `Spec`, `report` gives back the verdict.
 
 pub mod cp;
+pub mod habits;
 pub mod images;
 pub mod report;
 pub mod secret;
@@ -455,6 +456,11 @@ pub struct RunArgs {
     /// the command succeeded or not. Native runtime only.
     #[arg(long, value_name = "PATH:HOST", value_parser = cp::copy_out)]
     pub copy_out: Vec<cp::CopyOut>,
+
+    /// Keep stdin open for the command. It always is: husk run passes its
+    /// stdin to the command; the flag is accepted as docker's is (`-it`).
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
 
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]

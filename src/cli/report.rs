@@ -80,7 +80,7 @@ pub fn json_failure(error: ErrorReport, extra: BTreeMap<&'static str, serde_json
 /// How a command line clap refused is answered on stdout when it asked for
 /// JSON (`--json` or `--json-stream` before any `--`): the usage error as a
 /// verdict-shaped failure (step `arguments`). None: no JSON was asked for.
-pub fn usage_failure(args: &[std::ffi::OsString], e: &clap::Error) -> Option<()> {
+pub fn usage_failure(args: &[std::ffi::OsString], e: &clap::Error, habit: Option<&str>) -> Option<()> {
     let asked = args.iter().skip(1).take_while(|a| *a != "--");
     let stream = asked.clone().any(|a| a == "--json-stream");
     if !stream && !asked.clone().any(|a| a == "--json") {
@@ -90,7 +90,7 @@ pub fn usage_failure(args: &[std::ffi::OsString], e: &clap::Error) -> Option<()>
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let message = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
     let rest: Vec<&str> = lines.collect();
-    let hint = (!rest.is_empty()).then(|| rest.join(" "));
+    let hint = habit.map(str::to_string).or_else(|| (!rest.is_empty()).then(|| rest.join(" ")));
     json_failure(ErrorReport::new(Phase::Arguments, message).with_hint(hint), BTreeMap::new(), stream);
     Some(())
 }
