@@ -3,6 +3,8 @@
 //! answer must be husk's, with the exact husk command when husk spells it
 //! differently, and never the OCI runtime mode's (which is for engines).
 mod common;
+#[allow(dead_code)]
+mod imagekit;
 use common::*;
 use std::process::Output;
 
@@ -165,4 +167,81 @@ fn runc_verbs_answer_people_with_husks_verb_and_engines_with_the_runtime() {
     let (code, out, err) = husk_in(&dir, &["--root", root, "ls", "--json"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "[]", "{err}");
+}
+
+/// A stored image named `name` (one small layer), in `store`.
+fn image_named(dir: &TempDir, store: &std::path::Path, name: &str) {
+    let layout = dir.join(&format!("layout-{}", name.replace(['/', ':'], "_")));
+    let mut l = imagekit::Layout::new(&layout);
+    l.image(
+        &[imagekit::Layer::gzip(imagekit::Tar::new().file("etc/name", name.as_bytes()).finish())],
+        serde_json::json!({}),
+        None,
+    );
+    let o = imagekit::husk_in(store, &["image", "import", "--name", name, layout.to_str().unwrap()]);
+    assert!(o.status.success(), "import {name}: {}", imagekit::stderr(&o));
+}
+
+/// `husk image rm` takes several names, as `docker rmi` does: each is
+/// removed, one it cannot remove is named (exit 125) without keeping the
+/// others.
+#[test]
+fn image_rm_removes_several_names_and_names_the_ones_it_could_not() {
+    let dir = TempDir::new("image-rm");
+    let store = dir.join("store");
+    for n in ["one", "two", "three"] {
+        image_named(&dir, &store, n);
+    }
+    let o = imagekit::husk_in(&store, &["image", "rm", "one", "two"]);
+    assert!(o.status.success(), "{}", imagekit::stderr(&o));
+    let o = imagekit::husk_in(&store, &["image", "rm", "--json", "nope", "three"]);
+    assert_eq!(o.status.code(), Some(125), "{}", imagekit::stderr(&o));
+    assert!(imagekit::stderr(&o).contains("nope"), "{}", imagekit::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["removed"][0]["name"], "three:latest", "{v}");
+    assert_eq!(v["errors"][0]["name"], "nope", "{v}");
+    let ls = imagekit::husk_in(&store, &["image", "ls", "--json"]);
+    assert_eq!(imagekit::stdout(&ls).trim(), "[]", "images left behind");
+}
+
+/// `husk image ls`: a name longer than the NAME column pushes the column
+/// out instead of shifting its row's ID, LAYERS and SIZE under the wrong
+/// headings.
+#[test]
+fn image_ls_columns_line_up_with_long_names() {
+    let dir = TempDir::new("image-ls");
+    let store = dir.join("store");
+    image_named(&dir, &store, "short");
+    image_named(&dir, &store, "registry.example.com:5000/team/some-rather-long-project/image:2026-12-07");
+    let o = imagekit::husk_in(&store, &["image", "ls"]);
+    let text = imagekit::stdout(&o);
+    let col = |line: &str| {
+        line.find(|c: char| c.is_whitespace()).map(|i| i + line[i..].find(|c: char| !c.is_whitespace()).unwrap())
+    };
+    let starts: Vec<Option<usize>> = text.lines().map(col).collect();
+    assert_eq!(starts.len(), 3, "{text}");
+    assert!(starts.windows(2).all(|w| w[0] == w[1]), "the ID column does not line up:\n{text}");
+}
+
+/// A `--timeout` kill is said on stderr, as an OOM kill is (without it
+/// the command's output just stops); --json keeps stderr for the command's
+/// own and carries it in the verdict.
+#[test]
+fn a_timeout_is_said_on_stderr() {
+    let dir = TempDir::new("timeout");
+    let root = busybox_rootfs().to_str().unwrap().to_string();
+    let o = husk(&["run", "--rootfs", &root, "--timeout", "300ms", "--", "sleep", "30"])
+        .env("HUSK_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(124), "{err}");
+    assert!(err.contains("husk: timed out after 300ms (exit 124)"), "nothing said about the timeout: {err:?}");
+    let o = husk(&["run", "--json", "--rootfs", &root, "--timeout", "300ms", "--", "sleep", "30"])
+        .env("HUSK_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(124), "{err}");
+    assert!(!err.contains("timed out"), "{err}");
 }

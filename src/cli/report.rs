@@ -49,6 +49,15 @@ pub fn report_with(
     if let Some(line) = crate::cgroup::explain(outcome.limits.as_ref(), outcome.resources.as_ref(), oom_killed) {
         crate::errln!("husk: {line}");
     }
+    // A timeout is husk's doing and otherwise silent (the command's own
+    // output just stops): say so, as the OOM kill above is said. The
+    // verdict already carries it under --json / --json-stream.
+    if outcome.termination == Termination::WallTimeout && !(p.json || p.json_stream) {
+        match p.timeout {
+            Some(t) => crate::errln!("husk: timed out after {} (exit {code})", show_duration(t)),
+            None => crate::errln!("husk: the sandbox's lifetime ran out (exit {code})"),
+        }
+    }
     if outcome.termination == Termination::SetupFailed
         && let Some(e) = &outcome.error
     {
@@ -58,6 +67,16 @@ pub fn report_with(
         }
     }
     code
+}
+
+/// A duration as `--timeout` takes it: 2m, 30s, 1500ms.
+fn show_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    match (ms % 1000, d.as_secs()) {
+        (0, s) if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        (0, s) => format!("{s}s"),
+        _ => format!("{ms}ms"),
+    }
 }
 
 /// A command's failure as its `--json` output: one verdict-shaped object,
