@@ -245,3 +245,45 @@ fn a_timeout_is_said_on_stderr() {
     assert_eq!(o.status.code(), Some(124), "{err}");
     assert!(!err.contains("timed out"), "{err}");
 }
+
+/// One image imported three ways (a layout named `busybox.oci`, one whose
+/// index says `busybox:latest`, one whose containerd name is
+/// `docker.io/library/busybox:latest`), and `--name docker.io/library/busybox`:
+/// one stored name, `busybox:latest`, found by every Docker spelling of it.
+#[test]
+fn one_image_imported_three_ways_has_one_name() {
+    let dir = TempDir::new("one-name");
+    let store = dir.join("store");
+    let layer = || imagekit::Layer::gzip(imagekit::Tar::new().file("etc/name", b"busybox").finish());
+    let by_stem = dir.join("busybox.oci");
+    imagekit::Layout::new(&by_stem).image(&[layer()], serde_json::json!({}), None);
+    let by_ref = dir.join("by-ref");
+    imagekit::Layout::new(&by_ref).image(&[layer()], serde_json::json!({}), Some("busybox:latest"));
+    let by_containerd = dir.join("by-containerd");
+    let mut l = imagekit::Layout::new(&by_containerd);
+    l.image(&[layer()], serde_json::json!({}), None);
+    l.manifests[0]["annotations"] =
+        serde_json::json!({ "io.containerd.image.name": "docker.io/library/busybox:latest" });
+    l.write_index();
+    for (src, extra) in [
+        (&by_stem, &[][..]),
+        (&by_ref, &[][..]),
+        (&by_containerd, &[][..]),
+        (&by_stem, &["--name", "docker.io/library/busybox"][..]),
+    ] {
+        let mut args = vec!["image", "import", "--json", src.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = imagekit::husk_in(&store, &args);
+        assert!(o.status.success(), "{src:?}: {}", imagekit::stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["name"], "busybox:latest", "{src:?} {extra:?}: {v}");
+    }
+    let ls: serde_json::Value =
+        serde_json::from_slice(&imagekit::husk_in(&store, &["image", "ls", "--json"]).stdout).unwrap();
+    let names: Vec<&str> = ls.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["busybox:latest"], "{ls}");
+    for spelling in ["busybox", "docker.io/library/busybox:latest", "index.docker.io/library/busybox"] {
+        let o = imagekit::husk_in(&store, &["image", "inspect", spelling]);
+        assert!(o.status.success(), "{spelling}: {}", imagekit::stderr(&o));
+    }
+}
