@@ -5,6 +5,7 @@
 mod common;
 #[allow(dead_code)]
 mod imagekit;
+mod pullkit;
 use common::*;
 use std::process::Output;
 
@@ -286,4 +287,45 @@ fn one_image_imported_three_ways_has_one_name() {
         let o = imagekit::husk_in(&store, &["image", "inspect", spelling]);
         assert!(o.status.success(), "{spelling}: {}", imagekit::stderr(&o));
     }
+}
+
+/// `husk login` tries the credentials on the registry before storing them
+/// (loopback docker-registry with htpasswd, and one without auth); a
+/// refusal stores nothing; `--no-verify` stores without asking, and says so.
+#[test]
+fn login_checks_credentials_against_the_registry() {
+    use pullkit::{Auth, Registry};
+    let dir = TempDir::new("login");
+    let store = dir.join("store");
+    let login = |addr: &str, pw: &str, extra: &[&str]| {
+        let mut args = vec!["login", addr, "-u", "tester", "--password-stdin"];
+        args.extend_from_slice(extra);
+        let mut c = husk(&args);
+        c.env("HUSK_ROOT", &store).env_remove("DOCKER_CONFIG").env_remove("HUSK_ID_RANGE");
+        c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(pw.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        let (out, err) = text(&o);
+        (o.status.code(), out, err)
+    };
+    let basic = Registry::start(Auth::Basic("tester", "s3cret"));
+    let (code, _, err) = login(&basic.addr, "wrong\n", &[]);
+    assert_eq!(code, Some(125), "a wrong password was accepted: {err}");
+    assert!(!store.join("auth.json").exists(), "refused credentials were stored");
+    let (code, out, err) = login(&basic.addr, "s3cret\n", &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("accepted by the registry"), "{out}");
+    let open = Registry::start(Auth::None);
+    let (code, out, err) = login(&open.addr, "anything\n", &[]);
+    assert_eq!(code, Some(0), "a registry without auth takes any login, as docker login does: {err}");
+    assert!(out.contains("accepted by the registry"), "{out}");
+    // Nothing listens here: checked, it is refused; --no-verify stores it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let (code, _, err) = login(&closed, "pw\n", &[]);
+    assert_eq!(code, Some(125), "{err}");
+    let (code, out, err) = login(&closed, "pw\n", &["--no-verify"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("not checked (--no-verify)"), "{out}");
 }
