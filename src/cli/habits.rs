@@ -68,31 +68,64 @@ pub fn runtime_verb(args: &[OsString]) -> Option<String> {
     ))
 }
 
+/// One habit found in a command line: what husk says about it, and the
+/// command line with husk's spelling (None: no one-for-one spelling).
+struct Fix {
+    why: String,
+    fixed: Option<Vec<String>>,
+}
+
 /// The hint for a command line clap refused, when it has a Docker habit
-/// in it: the same line with husk's spelling.
+/// in it: the same line with husk's spelling. Habits are fixed one after
+/// the other (`run --rm -v A:B IMAGE CMD` has three), each fixed line
+/// parsed again, so the command printed is the whole answer.
 pub fn hint(args: &[OsString], e: &clap::Error) -> Option<String> {
-    use clap::error::{ContextKind, ErrorKind};
+    use clap::error::ErrorKind;
     let words = words(args);
-    let v = verb_index(&words)?;
-    let verb = words[v].as_str();
-    match e.kind() {
-        ErrorKind::InvalidSubcommand => return typo(&words[v]),
-        ErrorKind::UnknownArgument => {}
-        _ => return None,
+    if e.kind() == ErrorKind::InvalidSubcommand {
+        return typo(&words[verb_index(&words)?]);
     }
+    let first = fix(&words, e)?;
+    let mut whys = vec![first.why];
+    let mut line = first.fixed;
+    // A few rounds at most: each one removes a refused word.
+    for _ in 0..8 {
+        let Some(fixed) = &line else { break };
+        let Err(e) = super::Cli::parse_from_args(fixed.iter().map(OsString::from).collect()) else { break };
+        match fix(fixed, &e) {
+            Some(next) => {
+                whys.push(next.why);
+                line = next.fixed;
+            }
+            None => break,
+        }
+    }
+    Some(match line {
+        Some(fixed) => format!("husk: {}: {}", whys.join("; "), command(&fixed)),
+        None => format!("husk: {}", whys.join("; ")),
+    })
+}
+
+fn fix(words: &[String], e: &clap::Error) -> Option<Fix> {
+    use clap::error::{ContextKind, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let v = verb_index(words)?;
+    let verb = words[v].as_str();
     let bad = e.get(ContextKind::InvalidArg)?.to_string();
     let at = v + 1 + words[v + 1..].iter().position(|w| *w == bad || w.starts_with(&format!("{bad}=")))?;
     let sep = words.iter().position(|w| w == "--").unwrap_or(words.len());
     if !bad.starts_with('-') && at < sep && matches!(verb, "run" | "exec") {
-        return Some(after_dashes(&words, v, at));
+        return Some(after_dashes(words, v, at));
     }
-    docker_flag(&words, verb, at)
+    docker_flag(words, verb, at)
 }
 
 /// `husk run --image python sh` / `husk exec ID true`: the command goes
 /// after `--`. `husk run python sh` (Docker's `run IMAGE CMD`): the first
 /// word is the image.
-fn after_dashes(words: &[String], v: usize, at: usize) -> String {
+fn after_dashes(words: &[String], v: usize, at: usize) -> Fix {
     let mut fixed: Vec<String> = words[..at].to_vec();
     let has_root = words[v..at].iter().any(|w| ["--image", "--rootfs"].contains(&w.split('=').next().unwrap_or("")));
     let rest = if words[v] == "run" && !has_root {
@@ -102,18 +135,18 @@ fn after_dashes(words: &[String], v: usize, at: usize) -> String {
     } else {
         &words[at..]
     };
-    let what = if fixed.len() > at {
+    let why = if fixed.len() > at {
         "the image is --image, the command goes after `--`"
     } else {
         "the command goes after `--`"
     };
     fixed.push("--".into());
     fixed.extend(rest.iter().filter(|w| *w != "--").cloned());
-    format!("husk: {what}: {}", command(&fixed))
+    Fix { why: why.to_string(), fixed: Some(fixed) }
 }
 
 /// Docker's flags husk spells otherwise (or does not need).
-fn docker_flag(words: &[String], verb: &str, at: usize) -> Option<String> {
+fn docker_flag(words: &[String], verb: &str, at: usize) -> Option<Fix> {
     let w = words[at].as_str();
     let (flag, inline) = match w.split_once('=') {
         Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
@@ -131,34 +164,30 @@ fn docker_flag(words: &[String], verb: &str, at: usize) -> Option<String> {
         let mut fixed: Vec<String> = words[..at].to_vec();
         fixed.extend(with.iter().map(|s| s.to_string()));
         fixed.extend(words[at + used..].iter().cloned());
-        command(&fixed)
+        Some(fixed)
     };
     let drop = || {
         let mut fixed: Vec<String> = words[..at].to_vec();
         fixed.extend(words[at + 1..].iter().cloned());
-        command(&fixed)
+        Some(fixed)
     };
     let value = value.as_deref().unwrap_or("VALUE");
-    let line = match (verb, flag) {
-        ("run" | "create", "-v" | "--volume" | "--mount") => format!(
-            "husk: binds are --bind SRC:DST[:ro|rw], read-only unless :rw (docker's -v writes through): {}",
-            replace(&["--bind", value])
+    let (why, fixed) = match (verb, flag) {
+        ("run" | "create", "-v" | "--volume" | "--mount") => (
+            "binds are --bind SRC:DST[:ro|rw], read-only unless :rw (docker's -v writes through)",
+            replace(&["--bind", value]),
         ),
-        ("run" | "create", "-p") => {
-            format!("husk: ports are --publish [HOSTIP:]HOSTPORT:PORT: {}", replace(&["--publish", value]))
-        }
-        ("run", "-d" | "--detach") => "husk: a sandbox that stays is `husk create` (then `husk exec SANDBOX -- CMD`); \
-             `husk run` waits for its command"
-            .to_string(),
-        ("run", "--rm") => format!("husk: `husk run` always removes its sandbox; drop --rm: {}", drop()),
-        ("run", "--name") => "husk: only a sandbox that stays has a name: `husk create --name NAME`".to_string(),
-        ("run" | "create", "-w") => {
-            format!("husk: the working directory is --workdir: {}", replace(&["--workdir", value]))
-        }
-        ("exec", "-e" | "-u" | "-w") => return None,
+        ("run" | "create", "-p") => ("ports are --publish [HOSTIP:]HOSTPORT:PORT", replace(&["--publish", value])),
+        ("run", "-d" | "--detach") => (
+            "a sandbox that stays is `husk create` (then `husk exec SANDBOX -- CMD`); `husk run` waits for its command",
+            None,
+        ),
+        ("run", "--rm") => ("`husk run` always removes its sandbox; drop --rm", drop()),
+        ("run", "--name") => ("only a sandbox that stays has a name: `husk create --name NAME`", None),
+        ("run" | "create", "-w") => ("the working directory is --workdir", replace(&["--workdir", value])),
         _ => return None,
     };
-    Some(line)
+    Some(Fix { why: why.to_string(), fixed })
 }
 
 /// husk's subcommands a mistyped one is one edit away from (clap's own
@@ -244,6 +273,11 @@ mod tests {
             ("husk run --volume=/h:/d --image b -- ls", "husk run --bind /h:/d --image b -- ls"),
             ("husk run -p 8080:80 --image b -- ls", "husk run --publish 8080:80 --image b -- ls"),
             ("husk run --rm --image b -- ls", "husk run --image b -- ls"),
+            (
+                "husk run --rm -v /h:/d python sh -c x",
+                "drop --rm; binds are --bind SRC:DST[:ro|rw], read-only unless :rw (docker's -v writes through); \
+                 the image is --image, the command goes after `--`: husk run --bind /h:/d --image python -- sh -c x",
+            ),
             ("husk rn", "`husk run` or `husk rm`"),
         ] {
             let h = hint_of(line);
