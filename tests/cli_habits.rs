@@ -97,6 +97,7 @@ fn docker_habits_are_answered_with_the_husk_command() {
         (&["run", "-p", "8080:80", "--image", "b", "--", "ls"][..], "husk run --publish 8080:80 --image b -- ls"),
         (&["run", "-d", "--image", "b", "--", "sleep", "9"][..], "`husk create`"),
         (&["rn"][..], "did you mean `husk run` or `husk rm`?"),
+        (&["create", "--name", "web", "python"][..], "the image is --image: husk create --name web --image python"),
         // Several habits in one line: one hint, the whole husk command.
         (&["run", "--rm", "-v", "/srv/x:/d", "python", "sh"][..], "husk run --bind /srv/x:/d --image python -- sh"),
     ] {

@@ -119,6 +119,14 @@ fn fix(words: &[String], e: &clap::Error) -> Option<Fix> {
     if !bad.starts_with('-') && at < sep && matches!(verb, "run" | "exec") {
         return Some(after_dashes(words, v, at));
     }
+    let has_root = words[v..at].iter().any(|w| ["--image", "--rootfs"].contains(&w.split('=').next().unwrap_or("")));
+    if !bad.starts_with('-') && verb == "create" && !has_root {
+        // `docker create IMAGE`: husk's create takes no command either.
+        let mut fixed = words[..at].to_vec();
+        fixed.extend(["--image".to_string(), bad]);
+        fixed.extend(words[at + 1..].iter().cloned());
+        return Some(Fix { why: "the image is --image".into(), fixed: Some(fixed) });
+    }
     docker_flag(words, verb, at)
 }
 
@@ -279,6 +287,7 @@ mod tests {
                  the image is --image, the command goes after `--`: husk run --bind /h:/d --image python -- sh -c x",
             ),
             ("husk rn", "`husk run` or `husk rm`"),
+            ("husk create --name web python", "the image is --image: husk create --name web --image python"),
         ] {
             let h = hint_of(line);
             assert!(h.contains(want), "{line}: {h}");
