@@ -1057,6 +1057,7 @@ mod tests {
             vec!["husk", "run", "--root", "/tmp/r", "--image", "busybox", "--memory", "64M", "--", "sh", "-c", "x"],
             vec!["husk", "run", "--json", "--timeout", "2s", "--env", "A=1", "-e", "B", "--pids", "9", "--", "a"],
             vec!["husk", "run", "--state-dir", "/tmp/s", "--no-cgroup", "--seccomp", "unconfined", "--", "a"],
+            vec!["husk", "run", "-i", "--", "cat"],
         ];
         for args in same {
             let fast = Cli::parse_run_only(&os(&args)).unwrap_or_else(|| panic!("run-only refused {args:?}"));
