@@ -20,6 +20,7 @@ const SHIPPED: &[&str] = &["default", "strict"];
 fn main() {
     let root = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
     link_order(&root);
+    commit(&root);
     for f in ["src/seccomp/compile.rs", "src/seccomp/profile.rs", "src/seccomp/syscalls.rs", "seccomp"] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -90,4 +91,46 @@ fn link_order(root: &str) {
     }
     println!("cargo:rustc-link-arg-bin=husk=-Wl,--symbol-ordering-file={file}");
     println!("cargo:rustc-link-arg-bin=husk=-Wl,--no-warn-symbol-ordering");
+}
+
+/// The commit `husk --version` names (`HUSK_COMMIT`, src/oci/version.rs):
+/// `HUSK_COMMIT` from the environment when set (a release script, a
+/// packager), else `git rev-parse HEAD` when the crate is the top of a git
+/// work tree, else a sentence saying the build had no git checkout (a
+/// tarball). Cargo reruns this when HEAD or the branch it names moves, so a
+/// new commit rebuilds the crate with its hash.
+fn commit(root: &str) {
+    println!("cargo:rerun-if-env-changed=HUSK_COMMIT");
+    if std::env::var_os("HUSK_COMMIT").is_some() {
+        return;
+    }
+    let git = |args: &[&str]| -> Option<String> {
+        let o = std::process::Command::new("git").arg("-C").arg(root).args(args).output().ok()?;
+        let s = String::from_utf8(o.stdout).ok()?.trim().to_string();
+        (o.status.success() && !s.is_empty()).then_some(s)
+    };
+    // A tarball unpacked inside some other repository must not take that
+    // repository's commit: the work tree's top has to be this crate.
+    let top = git(&["rev-parse", "--show-toplevel"]).map(std::path::PathBuf::from);
+    let here = std::path::Path::new(root).canonicalize().ok();
+    let hash = match (top.and_then(|t| t.canonicalize().ok()), here) {
+        (Some(t), Some(h)) if t == h => git(&["rev-parse", "HEAD"]),
+        _ => None,
+    };
+    let Some(hash) = hash else {
+        println!("cargo:rustc-env=HUSK_COMMIT=none (not built from a git checkout)");
+        return;
+    };
+    // Only files that exist: cargo reruns a build script every time for a
+    // missing one (a branch ref lives in packed-refs until it moves).
+    let branch = git(&["symbolic-ref", "-q", "HEAD"]);
+    for what in ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref()) {
+        if let Some(p) = git(&["rev-parse", "--git-path", what]) {
+            let p = std::path::Path::new(root).join(p);
+            if p.exists() {
+                println!("cargo:rerun-if-changed={}", p.display());
+            }
+        }
+    }
+    println!("cargo:rustc-env=HUSK_COMMIT={hash}");
 }

@@ -17,15 +17,33 @@ fn main() {
     if husk::oci::invoked_as_runtime(&args) {
         std::process::exit(husk::oci::main(args));
     }
+    // runc's verbs typed by a person (`husk ps`, `husk kill ID`): husk's
+    // verb for it, not the runtime mode's "container does not exist".
+    if let Some(hint) = husk::cli::habits::runtime_verb(&args) {
+        husk::errln!("{hint}");
+        std::process::exit(husk::print::finish(husk::outcome::EXIT_HUSK_FAILED, husk::outcome::EXIT_HUSK_FAILED));
+    }
     let t_start = husk::spawn::now_ns();
     let cli = match husk::cli::Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
+            // A Docker habit (or a typo) gets the husk command for it.
+            let hint = husk::cli::habits::hint(&args, &e);
             if e.use_stderr() {
                 // Asked for JSON: the refusal is JSON too (and still on stderr).
-                let _ = husk::cli::report::usage_failure(&std::env::args_os().collect::<Vec<_>>(), &e);
+                let _ = husk::cli::report::usage_failure(
+                    &args,
+                    &e,
+                    hint.as_deref().map(|h| h.trim_start_matches("husk: ")),
+                );
             }
-            let printed = e.print();
+            let printed = match &hint {
+                Some(h) => {
+                    husk::errln!("{}", husk::cli::habits::with_hint(&e.render().to_string(), h).trim_end());
+                    Ok(())
+                }
+                None => e.print(),
+            };
             // Usage errors are husk's own failure (125, like docker run);
             // --help and --version are not errors, unless they were lost.
             std::process::exit(match printed {

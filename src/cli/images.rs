@@ -21,6 +21,7 @@ pub struct ImageExportArgs {
     /// Where to write it (an archive is replaced; a directory must be new or empty).
     #[arg(long, short = 'o', value_name = "PATH")]
     pub output: std::path::PathBuf,
+    /// What to write: oci (a layout directory), oci-archive, docker-archive.
     #[arg(long, value_enum, default_value = "oci-archive")]
     pub format: ExportFormat,
     /// Print the result as JSON.
@@ -76,6 +77,17 @@ pub struct ForkArgs {
     #[arg(long, value_name = "KEY=VALUE")]
     pub label: Vec<String>,
     /// Print the snapshot and the forks' records as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `husk image rm NAME...`: several at once, as `docker rmi` takes them.
+#[derive(Args, Debug)]
+pub struct ImageRmArgs {
+    /// NAME[:TAG] of each image to remove (`:latest` when omitted).
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -2,9 +2,11 @@
 //! `spec` turns them into a `Spec`, `report` gives back the verdict.
 
 pub mod cp;
+pub mod habits;
 pub mod images;
 pub mod report;
 pub mod secret;
+pub mod shell;
 pub mod spec;
 
 use crate::units::{parse_duration, parse_size};
@@ -128,6 +130,10 @@ pub enum Command {
     /// Serve the sandbox API (HTTP/1.1 + JSON) on a unix socket or loopback
     /// TCP (docs/api.md).
     Serve(ServeArgs),
+    /// Print a completion script for bash, zsh or fish (README: Install).
+    Completions(shell::CompletionsArgs),
+    /// Write husk's man pages (husk.1, husk-run.1, ...) into a directory.
+    Man(shell::ManArgs),
     /// husk's own roles inside a gVisor sandbox that lives (not for users).
     #[command(name = "gvisor-helper", hide = true)]
     GvisorHelper(GvisorHelperArgs),
@@ -451,6 +457,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH:HOST", value_parser = cp::copy_out)]
     pub copy_out: Vec<cp::CopyOut>,
 
+    /// Keep stdin open for the command. It always is: husk run passes its
+    /// stdin to the command; the flag is accepted as docker's is (`-it`).
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
+
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -598,6 +609,7 @@ pub struct ExecArgs {
 
 #[derive(Args, Debug)]
 pub struct LsArgs {
+    /// Print the sandboxes as a JSON array (one record each, as `inspect`).
     #[arg(long)]
     pub json: bool,
     /// Only sandboxes with this label (repeatable: all must match).
@@ -629,6 +641,7 @@ pub struct RmArgs {
     /// Kill the supervisor if it does not finish the removal in time.
     #[arg(long)]
     pub force: bool,
+    /// Print what was removed (and what was not) as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -678,6 +691,7 @@ pub struct RenewArgs {
     /// length every later exec renews to.
     #[arg(long, value_name = "DURATION", value_parser = lease)]
     pub ttl: Option<Duration>,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -724,8 +738,9 @@ pub enum ImageCommand {
     Ls(JsonArgs),
     /// Show an image's record, config defaults and layers (JSON).
     Inspect(ImageNameArgs),
-    /// Remove an image's name (refused while a sandbox uses it).
-    Rm(ImageNameArgs),
+    /// Remove images' names (each refused while a sandbox uses it; the
+    /// others are still removed).
+    Rm(images::ImageRmArgs),
     /// Remove layers and blobs no image references.
     Prune(JsonArgs),
     /// Check stored images: blobs against their digests, unpacked layers
@@ -745,6 +760,7 @@ pub struct ImageVerifyArgs {
     /// rewritten, damaged layers unpacked again and exchanged.
     #[arg(long)]
     pub repair: bool,
+    /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
     /// Host id range the layers were unpacked for (as root): BASE:COUNT.
@@ -902,12 +918,14 @@ pub struct LogoutArgs {
 pub struct ImageNameArgs {
     /// NAME[:TAG] (`:latest` when omitted).
     pub name: String,
+    /// A failure as JSON too (the record always is).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct JsonArgs {
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -1045,6 +1063,7 @@ mod tests {
             vec!["husk", "run", "--root", "/tmp/r", "--image", "busybox", "--memory", "64M", "--", "sh", "-c", "x"],
             vec!["husk", "run", "--json", "--timeout", "2s", "--env", "A=1", "-e", "B", "--pids", "9", "--", "a"],
             vec!["husk", "run", "--state-dir", "/tmp/s", "--no-cgroup", "--seccomp", "unconfined", "--", "a"],
+            vec!["husk", "run", "-i", "--", "cat"],
         ];
         for args in same {
             let fast = Cli::parse_run_only(&os(&args)).unwrap_or_else(|| panic!("run-only refused {args:?}"));
@@ -1061,6 +1080,27 @@ mod tests {
         }
         // ... and the full tree still parses what only it knows.
         assert!(Cli::parse_from_args(os(&["husk", "--root", "/tmp/r", "run", "--", "a"])).is_ok());
+    }
+
+    /// `--help` says what every flag does (`husk ls --help` showed
+    /// `--json` with nothing beside it).
+    #[test]
+    fn every_flag_is_described() {
+        fn walk(cmd: &clap::Command, path: &str, bare: &mut Vec<String>) {
+            for a in cmd.get_arguments().filter(|a| !a.is_hide_set() && !a.is_positional()) {
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    bare.push(format!("{path} --{}", a.get_long().unwrap_or(a.get_id().as_str())));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                walk(sub, &format!("{path} {}", sub.get_name()), bare);
+            }
+        }
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        cmd.build();
+        let mut bare = Vec::new();
+        walk(&cmd, "husk", &mut bare);
+        assert!(bare.is_empty(), "flags without help: {bare:#?}");
     }
 
     /// `--help` is for users: a doc comment meant for contributors (module

@@ -49,6 +49,15 @@ pub fn report_with(
     if let Some(line) = crate::cgroup::explain(outcome.limits.as_ref(), outcome.resources.as_ref(), oom_killed) {
         crate::errln!("husk: {line}");
     }
+    // A timeout is husk's doing and otherwise silent (the command's own
+    // output just stops): say so, as the OOM kill above is said. The
+    // verdict already carries it under --json / --json-stream.
+    if outcome.termination == Termination::WallTimeout && !(p.json || p.json_stream) {
+        match p.timeout {
+            Some(t) => crate::errln!("husk: timed out after {} (exit {code})", show_duration(t)),
+            None => crate::errln!("husk: the sandbox's lifetime ran out (exit {code})"),
+        }
+    }
     if outcome.termination == Termination::SetupFailed
         && let Some(e) = &outcome.error
     {
@@ -58,6 +67,16 @@ pub fn report_with(
         }
     }
     code
+}
+
+/// A duration as `--timeout` takes it: 2m, 30s, 1500ms.
+fn show_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    match (ms % 1000, d.as_secs()) {
+        (0, s) if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        (0, s) => format!("{s}s"),
+        _ => format!("{ms}ms"),
+    }
 }
 
 /// A command's failure as its `--json` output: one verdict-shaped object,
@@ -80,7 +99,7 @@ pub fn json_failure(error: ErrorReport, extra: BTreeMap<&'static str, serde_json
 /// How a command line clap refused is answered on stdout when it asked for
 /// JSON (`--json` or `--json-stream` before any `--`): the usage error as a
 /// verdict-shaped failure (step `arguments`). None: no JSON was asked for.
-pub fn usage_failure(args: &[std::ffi::OsString], e: &clap::Error) -> Option<()> {
+pub fn usage_failure(args: &[std::ffi::OsString], e: &clap::Error, habit: Option<&str>) -> Option<()> {
     let asked = args.iter().skip(1).take_while(|a| *a != "--");
     let stream = asked.clone().any(|a| a == "--json-stream");
     if !stream && !asked.clone().any(|a| a == "--json") {
@@ -90,7 +109,7 @@ pub fn usage_failure(args: &[std::ffi::OsString], e: &clap::Error) -> Option<()>
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let message = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
     let rest: Vec<&str> = lines.collect();
-    let hint = (!rest.is_empty()).then(|| rest.join(" "));
+    let hint = habit.map(str::to_string).or_else(|| (!rest.is_empty()).then(|| rest.join(" ")));
     json_failure(ErrorReport::new(Phase::Arguments, message).with_hint(hint), BTreeMap::new(), stream);
     Some(())
 }

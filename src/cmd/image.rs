@@ -16,7 +16,8 @@ pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
         ImageCommand::Export(a) => a.json,
         ImageCommand::Import(a) => a.json,
         ImageCommand::Ls(a) | ImageCommand::Prune(a) => a.json,
-        ImageCommand::Inspect(a) | ImageCommand::Rm(a) => a.json,
+        ImageCommand::Inspect(a) => a.json,
+        ImageCommand::Rm(a) => a.json,
         ImageCommand::Verify(a) => a.json,
     };
     match run(args, paths) {
@@ -51,11 +52,16 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageE
                 ));
                 crate::outln!("{}", serde_json::Value::Array(rows));
             } else {
-                crate::outln!("{:<32} {:<12}  {:>6}  {:>10}  IMPORTED (UTC)", "NAME", "ID", "LAYERS", "SIZE");
+                // The NAME column is as wide as the longest name (registry
+                // paths run past any fixed width), so the others line up.
+                let names = listing.records.iter().map(|r| r.name.len());
+                let damaged = listing.damaged.iter().map(|d| d.name.as_deref().unwrap_or("?").len());
+                let w = names.chain(damaged).max().unwrap_or(0).max(32);
+                crate::outln!("{:<w$} {:<12}  {:>6}  {:>10}  IMPORTED (UTC)", "NAME", "ID", "LAYERS", "SIZE");
                 for r in &listing.records {
                     let size = unpacked_size(&store, r, &owners).map(human).unwrap_or_else(|| "?".into());
                     crate::outln!(
-                        "{:<32} {:<12}  {:>6}  {:>10}  {}",
+                        "{:<w$} {:<12}  {:>6}  {:>10}  {}",
                         r.name,
                         r.id().short(),
                         r.layers.len(),
@@ -65,7 +71,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageE
                 }
                 for d in &listing.damaged {
                     let name = d.name.as_deref().unwrap_or("?");
-                    crate::outln!("{name:<32} {:<12}  {:>6}  {:>10}  -", "DAMAGED", "?", "?");
+                    crate::outln!("{name:<w$} {:<12}  {:>6}  {:>10}  -", "DAMAGED", "?", "?");
                 }
             }
             for d in &listing.damaged {
@@ -97,16 +103,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageE
             crate::outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
             Ok(0)
         }
-        ImageCommand::Rm(a) => {
-            let (name, id) = store.remove(&a.name)?;
-            if a.json {
-                crate::outln!("{}", json!({ "removed": name, "id": id }));
-            } else {
-                let id = id.as_ref().map(|d| d.short().to_string()).unwrap_or_else(|| "damaged record".into());
-                crate::outln!("removed {name} ({id}); `husk image prune` frees layers no image uses");
-            }
-            Ok(0)
-        }
+        ImageCommand::Rm(a) => rm_cmd(&store, a),
         ImageCommand::Prune(a) => {
             let r = store.prune()?;
             if a.json {
@@ -124,6 +121,47 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageE
             Ok(0)
         }
     }
+}
+
+/// `husk image rm NAME...`. One name: its error is the command's (exit
+/// 125, --json's failure verdict). Several: each is tried, as `docker rmi`
+/// does; the ones refused are named on stderr (with --json, in `errors`)
+/// and make the exit 125.
+fn rm_cmd(store: &Store, a: crate::cli::images::ImageRmArgs) -> Result<i32, ImageError> {
+    if let [name] = a.names.as_slice() {
+        let (name, id) = store.remove(name)?;
+        if a.json {
+            crate::outln!("{}", json!({ "removed": name, "id": id }));
+        } else {
+            crate::outln!("removed {name} ({}); `husk image prune` frees layers no image uses", short(&id));
+        }
+        return Ok(0);
+    }
+    let (mut removed, mut errors) = (Vec::new(), Vec::new());
+    for given in &a.names {
+        match store.remove(given) {
+            Ok((name, id)) => {
+                if !a.json {
+                    crate::outln!("removed {name} ({})", short(&id));
+                }
+                removed.push(json!({ "name": name, "id": id }));
+            }
+            Err(e) => {
+                crate::errln!("husk: {e}");
+                errors.push(json!({ "name": given, "error": e.to_string() }));
+            }
+        }
+    }
+    if a.json {
+        crate::outln!("{}", json!({ "removed": removed, "errors": errors }));
+    } else if !removed.is_empty() {
+        crate::outln!("`husk image prune` frees layers no image uses");
+    }
+    Ok(if errors.is_empty() { 0 } else { EXIT_HUSK_FAILED })
+}
+
+fn short(id: &Option<crate::image::digest::Digest>) -> String {
+    id.as_ref().map(|d| d.short().to_string()).unwrap_or_else(|| "damaged record".into())
 }
 
 fn id_range(arg: Option<&str>) -> Result<Option<crate::spec::IdRange>, ImageError> {

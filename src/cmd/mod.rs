@@ -16,6 +16,7 @@ pub mod sandbox;
 pub mod seccomp;
 pub mod selftest;
 pub mod serve;
+pub mod shell;
 
 use crate::cli::{Cli, Command};
 use crate::paths::Paths;
@@ -48,6 +49,8 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Serve(args) => serve::serve(args, cli.globals.root.clone(), cli.globals.state_dir.clone(), &paths),
         Command::Selftest(args) => selftest::selftest(args, cli.globals.root.clone()),
         Command::Mcp(args) => mcp::mcp(args, &cli.globals),
+        Command::Completions(a) => shell::completions(a),
+        Command::Man(a) => shell::man(a),
         Command::GvisorHelper(a) => crate::backend::runsc::helper::main(&a.role, &a.command),
         Command::EgressProxy => crate::net::proxy::main(),
         Command::PublishForwarder => crate::net::publish::main(),

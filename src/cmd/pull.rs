@@ -169,7 +169,10 @@ fn run_login(a: LoginArgs, paths: &Result<Paths, PathsError>) -> Result<String, 
         client.ping()?;
     }
     let file = creds::save(&registry, &a.username, &pw, store.root())?;
-    Ok(format!("login to {registry} stored in {}", file.display()))
+    // Say which it was: a person reading "stored" could not tell whether
+    // the registry accepted the credentials.
+    let how = if a.no_verify { "not checked (--no-verify)" } else { "accepted by the registry" };
+    Ok(format!("login to {registry} {how}; stored in {}", file.display()))
 }
 
 pub fn logout_cmd(a: LogoutArgs, paths: &Result<Paths, PathsError>) -> i32 {

@@ -127,7 +127,10 @@ pub fn normalize_name(name: &str) -> Result<String, ImageError> {
     if name.starts_with(['/', '.', '-', ':']) || name.contains("..") || name.contains("//") {
         return Err(bad("must not start with / . - : nor contain .. or //"));
     }
-    let last = name.rsplit('/').next().unwrap_or(name);
+    // Docker Hub's spellings of one name are one store name (Docker's
+    // familiar form: `docker.io/library/busybox` -> `busybox`).
+    let name = reference::familiar(name);
+    let last = name.rsplit('/').next().unwrap_or(&name);
     Ok(if last.contains(':') || last.contains('@') { name.to_string() } else { format!("{name}:latest") })
 }
 

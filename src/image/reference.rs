@@ -102,13 +102,40 @@ impl Reference {
         format!("{}/{}", self.registry, self.repository)
     }
 
-    /// The name a pulled image is stored under: `registry/repo@digest`
-    /// when pinned (the content is what matters), else `registry/repo:tag`.
+    /// `registry/repository` as Docker shows it: Docker Hub's without
+    /// `docker.io/`, and its official images without `library/`
+    /// (`docker.io/library/busybox` -> `busybox`, `docker.io/org/app` ->
+    /// `org/app`); other registries' in full.
+    pub fn familiar_repo(&self) -> String {
+        if self.registry != DOCKER_HUB {
+            return self.repo_name();
+        }
+        match self.repository.strip_prefix("library/") {
+            Some(n) if !n.contains('/') => n.to_string(),
+            _ => self.repository.clone(),
+        }
+    }
+
+    /// The name a pulled image is stored under, Docker's familiar form
+    /// (what `docker images` shows, so `busybox` pulled, loaded from a
+    /// `docker save` tarball or imported from `busybox.oci` is one name):
+    /// `repo@digest` when pinned (the content is what matters), else
+    /// `repo:tag`.
     pub fn store_name(&self) -> String {
+        self.name_with(&self.familiar_repo())
+    }
+
+    /// The name pulls were stored under before names were familiar
+    /// (`docker.io/library/busybox:latest`): stores made then are still read.
+    pub fn qualified_store_name(&self) -> String {
+        self.name_with(&self.repo_name())
+    }
+
+    fn name_with(&self, repo: &str) -> String {
         match (&self.digest, &self.tag) {
-            (Some(d), _) => format!("{}@{d}", self.repo_name()),
-            (None, Some(t)) => format!("{}:{t}", self.repo_name()),
-            (None, None) => format!("{}:latest", self.repo_name()),
+            (Some(d), _) => format!("{repo}@{d}"),
+            (None, Some(t)) => format!("{repo}:{t}"),
+            (None, None) => format!("{repo}:latest"),
         }
     }
 
@@ -137,6 +164,27 @@ impl std::fmt::Display for Reference {
             write!(f, "@{d}")?;
         }
         Ok(())
+    }
+}
+
+/// A store name in Docker's familiar form: a Docker Hub reference loses
+/// its registry and, for official images, `library/`
+/// (`docker.io/library/busybox:1` -> `busybox:1`); anything else (another
+/// registry, a name that is no reference) is returned as it is. Only the
+/// prefix changes: the tag or digest stays as written.
+pub fn familiar(name: &str) -> String {
+    let Ok(r) = Reference::parse(name) else { return name.to_string() };
+    if r.registry != DOCKER_HUB {
+        return name.to_string();
+    }
+    let rest = match name.split_once('/') {
+        Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => rest,
+        _ => name,
+    };
+    match rest.strip_prefix("library/") {
+        // `library/a/b` is not an official image's name: keep it.
+        Some(n) if !n.split(['@', ':']).next().unwrap_or(n).contains('/') => n.to_string(),
+        _ => rest.to_string(),
     }
 }
 
@@ -203,6 +251,25 @@ mod tests {
         Reference::parse(s).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// One image, one name: Docker Hub's spellings of a name are the same
+    /// store name, as `docker images` shows them.
+    #[test]
+    fn docker_hub_names_are_familiar_in_the_store() {
+        for (given, want) in [
+            ("busybox:latest", "busybox:latest"),
+            ("docker.io/library/busybox:latest", "busybox:latest"),
+            ("index.docker.io/library/busybox", "busybox"),
+            ("library/busybox:1", "busybox:1"),
+            ("docker.io/org/app:2", "org/app:2"),
+            ("docker.io/library/a/b:1", "library/a/b:1"),
+            ("127.0.0.1:5000/library/busybox:1", "127.0.0.1:5000/library/busybox:1"),
+            ("snapshot/abc:1", "snapshot/abc:1"),
+            ("Not_A_Ref", "Not_A_Ref"),
+        ] {
+            assert_eq!(familiar(given), want, "{given}");
+        }
+    }
+
     #[test]
     fn docker_hub_names_are_defaulted_like_docker() {
         let r = p("python");
@@ -210,11 +277,13 @@ mod tests {
             (r.registry.as_str(), r.repository.as_str(), r.tag.as_deref()),
             ("docker.io", "library/python", Some("latest"))
         );
-        assert_eq!(r.store_name(), "docker.io/library/python:latest");
+        assert_eq!(r.store_name(), "python:latest");
+        assert_eq!(r.qualified_store_name(), "docker.io/library/python:latest");
         assert_eq!(r.api_host(), "registry-1.docker.io");
-        assert_eq!(p("python:3.12-slim").store_name(), "docker.io/library/python:3.12-slim");
-        assert_eq!(p("org/img").store_name(), "docker.io/org/img:latest");
-        assert_eq!(p("index.docker.io/library/busybox").store_name(), "docker.io/library/busybox:latest");
+        assert_eq!(p("python:3.12-slim").store_name(), "python:3.12-slim");
+        assert_eq!(p("org/img").store_name(), "org/img:latest");
+        assert_eq!(p("index.docker.io/library/busybox").store_name(), "busybox:latest");
+        assert_eq!(p("127.0.0.1:5000/library/busybox").store_name(), "127.0.0.1:5000/library/busybox:latest");
     }
 
     #[test]

@@ -204,7 +204,9 @@ pub fn resolve(reference: &str) -> Result<Resolved, ImageError> {
     let label = path.display().to_string();
     let stem = path
         .file_name()
-        .map(|n| n.to_string_lossy().trim_end_matches(".tar").to_string())
+        // `busybox.oci`, `busybox.oci.tar`, `busybox.tar`: the image's
+        // name is `busybox` (as the same image pulled or loaded is).
+        .map(|n| n.to_string_lossy().trim_end_matches(".tar").trim_end_matches(".oci").to_string())
         .unwrap_or_else(|| "image".into());
     if path.is_dir() {
         let dir = nix::fcntl::open(&path, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())

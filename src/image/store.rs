@@ -503,7 +503,20 @@ impl Store {
 
     /// The record for `name` (normalized, `:latest` by default).
     pub fn find(&self, name: &str) -> Result<Record, ImageError> {
-        let name = normalize_name(name)?;
+        match self.find_key(normalize_name(name)?) {
+            // A Docker Hub pull stored before names were familiar
+            // (`docker.io/library/busybox:latest`) is still found.
+            Err(ImageError::NotFound(n)) => match super::reference::Reference::parse(name) {
+                Ok(r) if r.qualified_store_name() != n && self.record_path(&r.qualified_store_name()).is_file() => {
+                    self.find_key(r.qualified_store_name())
+                }
+                _ => Err(ImageError::NotFound(n)),
+            },
+            other => other,
+        }
+    }
+
+    fn find_key(&self, name: String) -> Result<Record, ImageError> {
         let p = self.record_path(&name);
         let bytes = match std::fs::read(&p) {
             Ok(b) => b,

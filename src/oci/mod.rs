@@ -53,53 +53,66 @@ use std::path::PathBuf;
 
 /// runc's global flags: any of them before the verb means the caller speaks
 /// runc (dockerd and the containerd shim always pass --log and --root).
+/// `--root` alone is also husk's own (the store), so it counts only with a
+/// verb husk's CLI does not have, or a runc-only flag after the verb.
 const GLOBAL_FLAGS: &[&str] =
     &["--root", "--log", "--log-format", "--debug", "--systemd-cgroup", "--rootless", "--criu"];
 /// Flags that take a value (so the word after them is not the verb).
-const VALUED_GLOBALS: &[&str] = &["--root", "--log", "--log-format", "--rootless", "--criu"];
-/// Verbs only runc has; husk's own CLI has none of them.
-const RUNTIME_ONLY_VERBS: &[&str] =
-    &["start", "state", "kill", "delete", "list", "ps", "pause", "resume", "update", "spec", "features", "events"];
+const VALUED_GLOBALS: &[&str] = &["--root", "--log", "--log-format", "--rootless", "--criu", "--state-dir"];
+/// Verbs that are the runtime's even without a flag: nobody types them
+/// for anything else (`husk spec` writes a config.json as `runc spec`
+/// does; containerd's shim asks `features` with no flags at all).
+const ALWAYS_RUNTIME_VERBS: &[&str] = &["spec", "features"];
 /// Verbs both CLIs have; a runc-only flag after them picks the runtime.
 const SHARED_VERBS: &[&str] = &["create", "run", "exec"];
-const RUNTIME_ONLY_FLAGS: &[&str] = &[
-    "--bundle",
-    "-b",
-    "--pid-file",
-    "--console-socket",
-    "--process",
-    "-p",
-    "--no-pivot",
-    "--preserve-fds",
-    "--detach",
-];
+const RUNTIME_ONLY_FLAGS: &[&str] =
+    &["--bundle", "-b", "--pid-file", "--console-socket", "--process", "--no-pivot", "--preserve-fds", "--detach"];
 
-/// Whether argv (with argv[0]) is a runc-style invocation: `husk oci ...`,
-/// runc's global flags (other than husk's own `--root`) before the verb, a
-/// verb only runc has, or `create`/`run`/`exec` with a flag only runc's have.
-/// husk's own `--root DIR` is shared, so it alone decides nothing.
+/// Whether argv (with argv[0]) is a runc-style invocation. The rule keeps
+/// husk's own verbs for people and runc's for engines:
+///
+/// - `husk oci ...`, or runc's global flags other than `--root` before
+///   the verb (`--log`, `--log-format`, ...: the engines always pass
+///   `--log`): the runtime, whatever the verb;
+/// - `spec`, `features`: the runtime's;
+/// - `--root DIR` before a verb husk's CLI does not have
+///   (`cli::habits::RUNC_ONLY_VERBS`: `state`, `kill`, `delete`, `ps`,
+///   ...): the runtime; without `--root` those get husk's answer, a line
+///   naming husk's verb (`husk kill t43` -> `husk rm t43`);
+/// - `create`/`run`/`exec` with a runc-only flag (`--bundle`, `--pid-file`,
+///   ...; `-d` too after `--root`): the runtime.
+///
+/// A verb husk's own CLI has (`ls`, `rm`, and a later `pause`) is never
+/// taken by `--root` alone: `husk --root S run ...` stays husk's `run`.
 pub fn invoked_as_runtime(args: &[OsString]) -> bool {
     let words: Vec<&str> = args.iter().skip(1).map(|a| a.to_str().unwrap_or("")).collect();
     if words.first() == Some(&"oci") {
         return true;
     }
     let mut i = 0;
+    let mut root = false;
     while i < words.len() && words[i].starts_with('-') {
         let flag = words[i].split('=').next().unwrap_or("");
         if GLOBAL_FLAGS.contains(&flag) && flag != "--root" {
             return true;
         }
+        root |= flag == "--root";
         if VALUED_GLOBALS.contains(&flag) && !words[i].contains('=') {
             i += 1;
         }
         i += 1;
     }
     let Some(verb) = words.get(i) else { return false };
-    if RUNTIME_ONLY_VERBS.contains(verb) {
+    if ALWAYS_RUNTIME_VERBS.contains(verb) || (root && crate::cli::habits::RUNC_ONLY_VERBS.contains(verb)) {
         return true;
     }
-    SHARED_VERBS.contains(verb)
-        && words[i + 1..].iter().any(|w| RUNTIME_ONLY_FLAGS.contains(&w.split('=').next().unwrap_or("")))
+    let runtime_flag = |w: &&str| {
+        let flag = w.split('=').next().unwrap_or("");
+        // runc exec's `-p` is --process; Docker's `run -p` is a port (a
+        // person's, answered by cli::habits).
+        RUNTIME_ONLY_FLAGS.contains(&flag) || (root && flag == "-d") || (*verb == "exec" && flag == "-p")
+    };
+    SHARED_VERBS.contains(verb) && words[i + 1..].iter().take_while(|w| **w != "--").any(runtime_flag)
 }
 
 #[derive(Parser, Debug)]
@@ -403,13 +416,37 @@ mod tests {
             "--root /r delete id",
             "--root /r exec --process /p.json --detach --pid-file /p id",
             "oci list",
-            "state id",
+            "oci state id",
             "create --bundle . id",
             "--systemd-cgroup create id",
+            "--root /r run -d id",
+            "exec -p /p.json id",
+            "--root=/r ps id",
+            "features",
+            "spec --rootless",
         ] {
             assert!(invoked_as_runtime(&argv(yes)), "{yes}");
         }
-        for no in ["run -- true", "--root /store run --image x -- true", "create --name x", "exec x -- ls", "ls", ""] {
+        for no in [
+            "run -- true",
+            "--root /store run --image x -- true",
+            "create --name x",
+            "exec x -- ls",
+            "ls",
+            "",
+            // A person's Docker habits: husk's CLI answers them (cli::habits).
+            "state t43",
+            "kill t43",
+            "delete t43",
+            "ps",
+            "list",
+            "--state-dir /s ps",
+            "run -d --image x -- sleep 1",
+            "--root /store ls",
+            "run --image x -- ls -p",
+            "run -p 8080:80 --image x -- ls",
+            "exec x -- cmd --pid-file f",
+        ] {
             assert!(!invoked_as_runtime(&argv(no)), "{no}");
         }
     }

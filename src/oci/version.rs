@@ -16,10 +16,9 @@ pub const SPEC_VERSION: &str = "1.2.0";
 /// The oldest config.json version husk reads (`features`' ociVersionMin).
 pub const SPEC_VERSION_MIN: &str = "1.0.0";
 
-/// The commit husk was built from: `HUSK_COMMIT` in the build's
-/// environment (scripts/release builds set it to `git rev-parse HEAD`); a
-/// build without it says "unknown" rather than guess. Read at build time
-/// only, so a commit in the work tree does not rebuild the crate.
+/// The commit husk was built from: `HUSK_COMMIT`, which build.rs sets from
+/// the build's environment or `git rev-parse HEAD` (a build outside a git
+/// checkout says so); "unknown" only when neither ran.
 pub const COMMIT: &str = match option_env!("HUSK_COMMIT") {
     Some(c) => c,
     None => "unknown",
