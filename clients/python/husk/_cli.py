@@ -155,6 +155,16 @@ class CliTransport(TarFiles):
             for fd in fds:
                 os.close(fd)
 
+    def list(self, labels: Optional[Dict[str, str]] = None) -> List[Dict[str, Any]]:
+        args = ["ls", "--json"]
+        for k, v in (labels or {}).items():
+            args += ["--label", f"{k}={v}"]
+        p = self._run(args)
+        if p.returncode != 0:
+            self._json_or_raise(p, "ls")
+        got = json.loads(p.stdout.decode() or "[]")
+        return list(got.get("sandboxes", []) if isinstance(got, dict) else got)
+
     def inspect(self, sid: str) -> Dict[str, Any]:
         return self._json_or_raise(self._run(["inspect", sid]), "inspect")
 
