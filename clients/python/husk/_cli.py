@@ -232,7 +232,7 @@ class CliTransport(TarFiles):
 
     def exec(self, sid: str, opts: Dict[str, Any]) -> Dict[str, Any]:
         argv = self._argv(opts.get("argv"), opts.get("code"), opts.get("language"))
-        stdin = opts.get("code").encode() if opts.get("code") is not None else opts.get("stdin")
+        stdin = opts["code"].encode() if opts.get("code") is not None else opts.get("stdin")
         args = self._exec_args(sid, argv, opts, "--json")
         fds: List[int] = []
         # As create's: each value in a memfd husk reads (--secret-file),
@@ -286,7 +286,7 @@ class CliTransport(TarFiles):
         --json-stream: stdout/stderr passthrough read as they come, and the
         verdict from --verdict-file with the output added."""
         argv = self._argv(opts.get("argv"), opts.get("code"), opts.get("language"))
-        stdin = opts.get("code").encode() if opts.get("code") is not None else opts.get("stdin")
+        stdin = opts["code"].encode() if opts.get("code") is not None else opts.get("stdin")
         if self.features()["json_stream"]:
             yield from self._stream_ndjson(sid, argv, stdin, opts)
         else:

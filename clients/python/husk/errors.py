@@ -117,7 +117,7 @@ def from_error_json(obj: Dict[str, Any], status: Optional[int] = None) -> HuskEr
     else:
         step, errno, message, hint = obj.get("step"), obj.get("errno"), str(err or obj), obj.get("hint")
     message = str(message or "husk failed")
-    kw = dict(verdict=obj, step=step, errno=errno, hint=hint, status=status)
+    kw: Dict[str, Any] = dict(verdict=obj, step=step, errno=errno, hint=hint, status=status)
     if status == 429:  # --max-concurrent requests in progress (step "busy" too)
         return TransientError(message, **kw)
     # 409 is also a taken name (step "sandbox"): only step "busy" is busy.

@@ -10,7 +10,7 @@ import shlex
 import tarfile
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Generator, List, Optional, Union
 
 from ._cli import CliTransport
 from ._common import safe_extract, seconds, split_remote
@@ -335,7 +335,7 @@ class Sandbox:
         env: Optional[Dict[str, str]] = None,
         cwd: Optional[str] = None,
         user: Optional[str] = None,
-    ) -> Iterator[StreamEvent]:
+    ) -> Generator[StreamEvent, None, None]:
         """Output as it happens: ``OutputChunk``s (stream, seq, data) in the
         order the command wrote them, then the ``ExecResult`` (the same
         verdict ``exec`` returns, with bounded head+tail capture)."""
