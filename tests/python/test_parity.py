@@ -117,7 +117,11 @@ def test_heartbeat_survives_serve_restart(husk_bin, private_state):
     p, sock = start_serve(husk_bin, private_state)
     try:
         with Sandbox.create(rootfs="/", ttl="6s", transport="serve", socket=sock) as sb:
-            time.sleep(1.5)
+            # Stop serve just after the heartbeat's first renewal (the
+            # lease's end moves): the next ones fall in the outage.
+            first = sb.inspect().raw["expires_ms"]
+            while sb.inspect().raw["expires_ms"] == first:
+                time.sleep(0.05)
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=30)
             time.sleep(3)
