@@ -170,7 +170,7 @@ def test_create_record_has_published(connect_kw):
     with Sandbox.create(rootfs="/", ttl="1m", publish=["127.0.0.1:0:8000"], **connect_kw) as sb:
         pub = sb.info.raw["published"]
         assert len(pub) == 1 and pub[0]["host_ip"] == "127.0.0.1" and pub[0]["port"] == 8000
-        assert pub[0]["host_port"] > 0
+        assert pub[0]["host_port"] > 0 and sb.info.published == pub
         assert sb.inspect().raw["published"] == pub
     with Sandbox.create(rootfs="/", ttl="1m", **connect_kw) as sb:
         assert sb.info.raw["published"] == []
