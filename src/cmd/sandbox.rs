@@ -414,6 +414,9 @@ pub fn summary(rec: &Record) -> serde_json::Value {
         "cgroup": rec.cgroup.as_ref().map(|t| t.dirs.iter().map(|d| d.path.display().to_string()).collect::<Vec<_>>()),
         "root": rec.isolation.rootfs,
         "workdir": rec.workdir,
+        // The --publish ports as bound (HOSTPORT 0: the one picked), which
+        // docs/api.md and docs/network.md promise in the create record.
+        "published": rec.published,
         "error": rec.error,
     })
 }

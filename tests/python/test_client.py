@@ -315,7 +315,7 @@ def flaky_husk(tmp_path, husk_bin):
     """A husk that fails its first N creates the way a busy host does
     (EAGAIN, as a verdict-shaped error), then is the real husk."""
 
-    def make(failures: int):
+    def make(failures: int, errno='11'):
         count = tmp_path / "creates"
         count.write_text("0")
         script = tmp_path / "husk"
@@ -325,7 +325,7 @@ for a in "$@"; do
   if [ "$a" = create ]; then
     n=$(($(cat {count}) + 1)); echo $n > {count}
     if [ $n -le {failures} ]; then
-      echo '{{"termination":"setup_failed","exit_code":125,"error":{{"step":"clone","errno":11,"message":"clone3: Resource temporarily unavailable","hint":null}}}}'
+      echo '{{"termination":"setup_failed","exit_code":125,"error":{{"step":"clone","errno":{errno},"message":"clone3: Resource temporarily unavailable","hint":null}}}}'
       exit 125
     fi
   fi
@@ -349,6 +349,20 @@ def test_transient_create_failures_are_retried_with_bounded_backoff(flaky_husk, 
         Sandbox.create(rootfs="/", transport="cli", husk_bin=bin_, state_dir=state_dir, retries=2, backoff=0.01)
     assert count.read_text().strip() == "3"  # 1 try + 2 retries, then the error
     assert e.value.errno == 11 and e.value.verdict["termination"] == "setup_failed"
+
+
+def test_symbolic_errno_is_transient(flaky_husk, state_dir):
+    # husk names errnos symbolically ("EAGAIN"), as every verdict does: the
+    # documented retry must fire on what husk really says.
+    bin_, count = flaky_husk(2, errno='"EAGAIN"')
+    with Sandbox.create(rootfs="/", ttl="1m", transport="cli", husk_bin=bin_, state_dir=state_dir, backoff=0.01) as sb:
+        assert sb.exec(["echo", "ok"]).stdout.text == "ok\n"
+    assert count.read_text().strip() == "3"
+    bin_, count = flaky_husk(1, errno='"EINVAL"')
+    with pytest.raises(HuskError) as e:
+        Sandbox.create(rootfs="/", transport="cli", husk_bin=bin_, state_dir=state_dir, backoff=0.01)
+    assert not isinstance(e.value, TransientError) and e.value.errno == "EINVAL"
+    assert count.read_text().strip() == "1"
 
 
 def test_husk_runtime_run_returns_trimmed_output(connect_kw):

@@ -13,20 +13,24 @@ from .errors import (
     CommandTimeout,
     FileError,
     HuskError,
+    NameTaken,
     NotReady,
     SandboxBusy,
     SandboxNotFound,
     TransientError,
 )
 from .runtime import HuskRuntime
-from .sandbox import Sandbox, connect
+from .aio import AsyncSandbox
+from .sandbox import Sandbox, connect, open_transport
 from .types import ErrorInfo, ExecResult, FileEntry, Output, OutputChunk, SandboxInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Sandbox",
+    "AsyncSandbox",
     "HuskRuntime",
+    "open_transport",
     "connect",
     "ExecResult",
     "Output",
@@ -37,6 +41,7 @@ __all__ = [
     "HuskError",
     "SandboxNotFound",
     "SandboxBusy",
+    "NameTaken",
     "TransientError",
     "CommandError",
     "CommandTimeout",

@@ -155,6 +155,16 @@ class CliTransport(TarFiles):
             for fd in fds:
                 os.close(fd)
 
+    def list(self, labels: Optional[Dict[str, str]] = None) -> List[Dict[str, Any]]:
+        args = ["ls", "--json"]
+        for k, v in (labels or {}).items():
+            args += ["--label", f"{k}={v}"]
+        p = self._run(args)
+        if p.returncode != 0:
+            self._json_or_raise(p, "ls")
+        got = json.loads(p.stdout.decode() or "[]")
+        return list(got.get("sandboxes", []) if isinstance(got, dict) else got)
+
     def inspect(self, sid: str) -> Dict[str, Any]:
         return self._json_or_raise(self._run(["inspect", sid]), "inspect")
 
@@ -222,7 +232,7 @@ class CliTransport(TarFiles):
 
     def exec(self, sid: str, opts: Dict[str, Any]) -> Dict[str, Any]:
         argv = self._argv(opts.get("argv"), opts.get("code"), opts.get("language"))
-        stdin = opts.get("code").encode() if opts.get("code") is not None else opts.get("stdin")
+        stdin = opts["code"].encode() if opts.get("code") is not None else opts.get("stdin")
         args = self._exec_args(sid, argv, opts, "--json")
         fds: List[int] = []
         # As create's: each value in a memfd husk reads (--secret-file),
@@ -276,7 +286,7 @@ class CliTransport(TarFiles):
         --json-stream: stdout/stderr passthrough read as they come, and the
         verdict from --verdict-file with the output added."""
         argv = self._argv(opts.get("argv"), opts.get("code"), opts.get("language"))
-        stdin = opts.get("code").encode() if opts.get("code") is not None else opts.get("stdin")
+        stdin = opts["code"].encode() if opts.get("code") is not None else opts.get("stdin")
         if self.features()["json_stream"]:
             yield from self._stream_ndjson(sid, argv, stdin, opts)
         else:

@@ -213,6 +213,12 @@ class TarFiles:
     primitives are ``_put_tar(sid, dir, tar)`` (unpacked into the existing
     directory ``dir``) and ``_get_tar(sid, path)`` (``path`` as a tar)."""
 
+    def _put_tar(self, sid: str, path: str, tar: bytes) -> None:
+        raise NotImplementedError
+
+    def _get_tar(self, sid: str, path: str) -> bytes:
+        raise NotImplementedError
+
     def write_file(self, sid: str, path: str, data: bytes, mode: Optional[int] = None) -> int:
         d, base = split_remote(path)
         file_op("write", path, lambda: self._put_tar(sid, d, one_file_tar(base, data, mode)))

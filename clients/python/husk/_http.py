@@ -31,6 +31,21 @@ def default_socket() -> str:
     return os.path.join(state, "api.sock")
 
 
+_DEFAULT: Any = object()
+
+
+def _errno_name(e: BaseException) -> Optional[str]:
+    import errno as _errno
+
+    n = getattr(e, "errno", None)
+    return _errno.errorcode.get(n) if isinstance(n, int) else None
+
+
+def _not_idempotent(method: str, path: str) -> bool:
+    """A create or an exec: sent twice, it is done twice."""
+    return method == "POST" and (path == "/v1/sandboxes" or path.split("?")[0].endswith("/exec"))
+
+
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path: str, timeout: Optional[float]) -> None:
         super().__init__("localhost", timeout=timeout)
@@ -53,8 +68,13 @@ class HttpTransport(TarFiles):
         url: Optional[str] = None,
         token: Optional[str] = None,
         timeout: Optional[float] = 300.0,
+        exec_grace: float = 60.0,
     ) -> None:
+        """``timeout``: how long any request but an exec waits for its
+        answer. An exec waits its own ``timeout`` plus ``exec_grace``, and
+        without a timeout as long as the command runs."""
         self.url = url
+        self.exec_grace = exec_grace
         self.socket_path = None if url else (socket_path or default_socket())
         self.token = token
         self.timeout = timeout
@@ -72,7 +92,7 @@ class HttpTransport(TarFiles):
         path: str,
         body: Any = None,
         headers: Optional[Dict[str, str]] = None,
-        timeout: Optional[float] = None,
+        timeout: Any = _DEFAULT,
         stream: bool = False,
     ):
         hdrs = dict(headers or {})
@@ -84,14 +104,31 @@ class HttpTransport(TarFiles):
         else:
             data = json.dumps(body).encode()
             hdrs.setdefault("Content-Type", "application/json")
-        conn = self._conn(timeout if timeout is not None else self.timeout)
+        conn = self._conn(self.timeout if timeout is _DEFAULT else timeout)
+        where = self.url or self.socket_path
+        # Which stage failed decides what the caller may do: nothing reached
+        # serve before the connection was made (retry freely); after the
+        # request was sent serve may be doing it (an exec or a create is not
+        # repeated blindly).
+        try:
+            conn.connect()
+        except OSError as e:
+            conn.close()
+            raise TransientError(
+                f"husk serve at {where}: {e}", step="connect", errno=_errno_name(e)
+            ) from e
         try:
             conn.request(method, path, body=data, headers=hdrs)
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            where = self.url or self.socket_path
-            raise TransientError(f"husk serve at {where}: {e}", step="connect", errno=getattr(e, "errno", None)) from e
+            timed_out = isinstance(e, socket.timeout)
+            said = f"no answer within {conn.timeout:g}s" if timed_out else str(e) or type(e).__name__
+            cls = HuskError if _not_idempotent(method, path) else TransientError
+            msg = f"husk serve at {where}: {method} {path}: {said}"
+            if cls is HuskError:
+                msg += " (it may still be running: not retried)"
+            raise cls(msg, step="response", errno="ETIMEDOUT" if timed_out else _errno_name(e)) from e
         if resp.status >= 400:
             raw = resp.read()
             conn.close()
@@ -131,6 +168,10 @@ class HttpTransport(TarFiles):
         if params.get("extra_args"):
             raise HuskError("extra_args are for the CLI transport only")
         return self._json("POST", "/v1/sandboxes", body)
+
+    def list(self, labels: Optional[Dict[str, str]] = None) -> List[Dict[str, Any]]:
+        q = urllib.parse.urlencode([("label", f"{k}={v}") for k, v in (labels or {}).items()])
+        return self._json("GET", "/v1/sandboxes" + (f"?{q}" if q else ""))["sandboxes"]
 
     def inspect(self, sid: str) -> Dict[str, Any]:
         return self._json("GET", f"/v1/sandboxes/{self._q(sid)}")
@@ -175,7 +216,7 @@ class HttpTransport(TarFiles):
         from ._common import seconds
 
         t = opts.get("timeout")
-        return None if t is None else seconds(t) + 60.0
+        return None if t is None else seconds(t) + self.exec_grace
 
     def exec(self, sid: str, opts: Dict[str, Any]) -> Dict[str, Any]:
         v = self._json(

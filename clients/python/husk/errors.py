@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 
 class HuskError(Exception):
@@ -16,7 +16,7 @@ class HuskError(Exception):
         *,
         verdict: Optional[Dict[str, Any]] = None,
         step: Optional[str] = None,
-        errno: Optional[int] = None,
+        errno: Union[str, int, None] = None,
         hint: Optional[str] = None,
         status: Optional[int] = None,
     ) -> None:
@@ -43,6 +43,11 @@ class SandboxNotFound(HuskError):
 
 class SandboxBusy(HuskError):
     """Another exec runs in the sandbox (create it with concurrent=True, or wait)."""
+
+
+class NameTaken(HuskError):
+    """``create(name=...)``: another live sandbox has that name (serve's 409
+    step ``sandbox``). Not ``SandboxBusy``: waiting does not help."""
 
 
 class TransientError(HuskError):
@@ -85,8 +90,21 @@ class FileError(HuskError):
     directory, permission, a read-only path)."""
 
 
-# errnos that say "try again" rather than "this cannot work".
-_TRANSIENT_ERRNOS = {4, 11, 12, 16, 24, 105}  # EINTR EAGAIN ENOMEM EBUSY EMFILE ENOBUFS
+# errnos that say "try again" rather than "this cannot work". husk names
+# them symbolically ("EAGAIN", as verdicts do); numbers are accepted too.
+_TRANSIENT_ERRNOS = {"EINTR", "EAGAIN", "EWOULDBLOCK", "ENOMEM", "EBUSY", "EMFILE", "ENFILE", "ENOBUFS"}
+
+
+def is_transient_errno(errno: Any) -> bool:
+    """Whether husk's ``errno`` (a symbolic name, or a number) says the
+    failure may pass if tried again."""
+    if isinstance(errno, bool) or errno is None:
+        return False
+    if isinstance(errno, int):
+        import errno as _errno
+
+        errno = _errno.errorcode.get(errno)
+    return str(errno).upper() in _TRANSIENT_ERRNOS
 
 
 def from_error_json(obj: Dict[str, Any], status: Optional[int] = None) -> HuskError:
@@ -99,9 +117,14 @@ def from_error_json(obj: Dict[str, Any], status: Optional[int] = None) -> HuskEr
     else:
         step, errno, message, hint = obj.get("step"), obj.get("errno"), str(err or obj), obj.get("hint")
     message = str(message or "husk failed")
-    kw = dict(verdict=obj, step=step, errno=errno, hint=hint, status=status)
-    if step == "busy" or status == 409:
+    kw: Dict[str, Any] = dict(verdict=obj, step=step, errno=errno, hint=hint, status=status)
+    if status == 429:  # --max-concurrent requests in progress (step "busy" too)
+        return TransientError(message, **kw)
+    # 409 is also a taken name (step "sandbox"): only step "busy" is busy.
+    if step == "busy" or (status == 409 and step is None):
         return SandboxBusy(message, **kw)
+    if "is taken by sandbox" in message and step in ("sandbox", "lookup", None):
+        return NameTaken(message, **kw)
     if step == "copy":
         return FileError(message, **kw)
     if step == "ready_check":
@@ -109,6 +132,6 @@ def from_error_json(obj: Dict[str, Any], status: Optional[int] = None) -> HuskEr
     gone = any(w in message for w in ("no sandbox", " expired at ", " was removed at ", " failed at "))
     if status == 404 or step == "lookup" or (step == "sandbox" and gone):
         return SandboxNotFound(message, **kw)
-    if status in (429, 503) or errno in _TRANSIENT_ERRNOS:
+    if status in (429, 503) or is_transient_errno(errno):
         return TransientError(message, **kw)
     return HuskError(message, **kw)

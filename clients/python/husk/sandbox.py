@@ -10,7 +10,7 @@ import shlex
 import tarfile
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Generator, List, Optional, Union
 
 from ._cli import CliTransport
 from ._common import safe_extract, seconds, split_remote
@@ -20,8 +20,12 @@ from .types import Argv, ExecResult, FileEntry, OutputChunk, SandboxInfo, Stream
 
 Transport = Union[CliTransport, HttpTransport]
 
+#: ``run_code``'s timeout when none is given, as E2B's code interpreter
+#: has it: code that never ends must not hold the sandbox forever.
+RUN_CODE_TIMEOUT = "300s"
 
-def connect(
+
+def open_transport(
     transport: str = "auto",
     *,
     socket: Optional[str] = None,
@@ -49,6 +53,41 @@ def connect(
             except HuskError:
                 pass
     return CliTransport(husk_bin=husk_bin, state_dir=state_dir)
+
+
+def connect(*args: Any, **kw: Any) -> Transport:
+    """Deprecated name of ``open_transport`` (it returns a transport, not a
+    sandbox; ``Sandbox.connect(id)`` is the E2B-style handle on a sandbox)."""
+    import warnings
+
+    warnings.warn(
+        "husk.connect() returns a transport, not a sandbox: use husk.open_transport(), "
+        "or Sandbox.connect(sandbox_id) for a sandbox",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return open_transport(*args, **kw)
+
+
+class _ClassOrInstance:
+    """A method that works on the class with an id (``Sandbox.kill(id)``)
+    and on an instance (``sb.kill()``), as E2B's SDK has it."""
+
+    def __init__(self, on_class: Any, on_instance: Any) -> None:
+        self.on_class = on_class
+        self.on_instance = on_instance
+        self.__doc__ = on_class.__doc__
+
+    def __get__(self, obj: Any, cls: Any) -> Any:
+        import functools
+
+        if obj is None:
+            return functools.partial(self.on_class, cls)
+        return functools.partial(self.on_instance, obj)
+
+
+def _transport_of(transport: Union[str, "Transport"], connect_kw: Dict[str, Any]) -> "Transport":
+    return transport if not isinstance(transport, str) else open_transport(transport, **connect_kw)
 
 
 class Sandbox:
@@ -134,7 +173,7 @@ class Sandbox:
         host, resources briefly short, an overloaded server) are retried
         ``retries`` times with exponential backoff from ``backoff`` seconds.
         """
-        t = transport if not isinstance(transport, str) else connect(transport, **connect_kw)
+        t = _transport_of(transport, connect_kw)
         params: Dict[str, Any] = dict(
             image=image,
             rootfs=rootfs,
@@ -177,13 +216,60 @@ class Sandbox:
     @classmethod
     def attach(cls, sandbox_id: str, transport: Union[str, Transport] = "auto", **connect_kw: Any) -> "Sandbox":
         """A handle on an existing sandbox (no heartbeat; close() destroys it)."""
-        t = transport if not isinstance(transport, str) else connect(transport, **connect_kw)
+        t = _transport_of(transport, connect_kw)
         rec = t.inspect(sandbox_id)
         # serve answers a recently ended sandbox with its tombstone; the CLI
         # refuses it: either way there is nothing to attach to.
         if str(rec.get("state") or "").upper() == "DESTROYED":
             raise SandboxNotFound(str(rec.get("message") or f"sandbox {sandbox_id} has ended"), verdict=rec, step="lookup")
         return cls(t, SandboxInfo.from_json(rec))
+
+    @classmethod
+    def connect(cls, sandbox_id: str, transport: Union[str, Transport] = "auto", **connect_kw: Any) -> "Sandbox":
+        """A handle on an existing sandbox by id, name or unique id prefix
+        (E2B's ``Sandbox.connect``; the same as ``attach``)."""
+        return cls.attach(sandbox_id, transport, **connect_kw)
+
+    @classmethod
+    def list(
+        cls, labels: Optional[Dict[str, str]] = None, transport: Union[str, Transport] = "auto", **connect_kw: Any
+    ) -> List[SandboxInfo]:
+        """The live sandboxes (``husk ls``), only those with every label in
+        ``labels`` when given."""
+        t = _transport_of(transport, connect_kw)
+        return [SandboxInfo.from_json(r) for r in t.list(labels)]
+
+    def _kill_class(cls, sandbox_id: str, transport: Union[str, Transport] = "auto", **connect_kw: Any) -> bool:  # type: ignore[misc]
+        """``Sandbox.kill(id)``: destroys that sandbox; False when there was
+        none. ``sb.kill()``: ``close()``."""
+        t = _transport_of(transport, connect_kw)
+        try:
+            t.destroy(sandbox_id)
+        except SandboxNotFound:
+            return False
+        return True
+
+    def _kill_instance(self) -> bool:
+        was_open = not self._closed
+        self.close()
+        return was_open
+
+    kill = _ClassOrInstance(_kill_class, _kill_instance)
+
+    @property
+    def sandbox_id(self) -> str:
+        """The id (E2B's name for it)."""
+        return self.id
+
+    def is_running(self) -> bool:
+        """Whether the sandbox is still there (not ended, not closed)."""
+        if self._closed:
+            return False
+        try:
+            rec = self._t.inspect(self.id)
+        except SandboxNotFound:
+            return False
+        return str(rec.get("state") or "").upper() not in ("DESTROYED", "FAILED")
 
     # ---------------------------------------------------------------- exec --
     def exec(
@@ -217,8 +303,10 @@ class Sandbox:
         code: str,
         language: Optional[str] = None,
         *,
-        timeout: Union[str, float, None] = None,
+        timeout: Union[str, float, None] = RUN_CODE_TIMEOUT,
         env: Optional[Dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        output_limit: Union[int, str, None] = None,
         check: bool = False,
     ) -> ExecResult:
         """Runs source code (``husk exec --code``; never in argv: no size
@@ -226,8 +314,13 @@ class Sandbox:
         ``warm`` or ``session`` its interpreter runs it (``language``, when
         given, must be that interpreter's); otherwise a fresh ``python3``,
         ``bash`` or ``sh`` does (language: python, the default, bash or sh).
-        ``result.warm`` says how it ran (mode fork, session or cold)."""
-        opts: Dict[str, Any] = dict(code=code, language=language, timeout=timeout, env=env)
+        ``result.warm`` says how it ran (mode fork, session or cold).
+        ``timeout``: 300 s unless given (None: none); past it the code is
+        interrupted (``wall_timeout``). ``cwd``: where it runs;
+        ``output_limit``: bytes captured per stream."""
+        opts: Dict[str, Any] = dict(
+            code=code, language=language, timeout=timeout, env=env, cwd=cwd, output_limit=output_limit
+        )
         r = ExecResult.from_json(self._t.exec(self.id, {k: v for k, v in opts.items() if v is not None}))
         return _checked(r, check)
 
@@ -242,7 +335,7 @@ class Sandbox:
         env: Optional[Dict[str, str]] = None,
         cwd: Optional[str] = None,
         user: Optional[str] = None,
-    ) -> Iterator[StreamEvent]:
+    ) -> Generator[StreamEvent, None, None]:
         """Output as it happens: ``OutputChunk``s (stream, seq, data) in the
         order the command wrote them, then the ``ExecResult`` (the same
         verdict ``exec`` returns, with bounded head+tail capture)."""
@@ -348,13 +441,24 @@ class Sandbox:
         return self._t.renew(self.id, ttl)
 
     def _heartbeat(self, interval: float) -> None:
-        while not self._stop.wait(interval):
+        # A failed renewal is tried again soon, for as long as the sandbox
+        # may exist: a serve restart (seconds of "connection refused") must
+        # not turn into an expired sandbox a lease later. Only "there is no
+        # such sandbox" ends it. heartbeat_error is the last failure, None
+        # once a renewal succeeded again.
+        wait = interval
+        while not self._stop.wait(wait):
             try:
                 self._t.renew(self.id, None)
-            except HuskError as e:
-                # Gone or unreachable: say so once (heartbeat_error) and stop.
+            except SandboxNotFound as e:
                 self.heartbeat_error = e
                 return
+            except HuskError as e:
+                self.heartbeat_error = e
+                wait = min(interval, 0.5)
+                continue
+            self.heartbeat_error = None
+            wait = interval
 
     def close(self) -> None:
         """Destroys the sandbox (idempotent); returns when nothing of it remains."""

@@ -138,6 +138,9 @@ class SandboxInfo:
     # A claim from a pool: True when a READY member was handed over, False
     # when the pool was empty and the sandbox was created cold; None otherwise.
     pooled: Optional[bool] = None
+    #: ``publish=``: the ports as bound, ``[{"host_ip", "host_port",
+    #: "port"}]`` (HOSTPORT 0: the one picked); [] without publish.
+    published: List[Dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, r: Dict[str, Any]) -> "SandboxInfo":
@@ -152,6 +155,7 @@ class SandboxInfo:
             labels=dict(r.get("labels") or {}),
             raw=r,
             pooled=r.get("pooled"),
+            published=list(r.get("published") or []),
         )
 
 
