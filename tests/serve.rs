@@ -302,9 +302,11 @@ fn serve_rejects_oversized_and_malformed_requests() {
 fn serve_answers_429_beyond_max_concurrent() {
     let sbx = Sbx::new();
     let server = Server::start(&sbx, &["--max-concurrent", "1"]);
-    // A connection that sends nothing holds the one slot.
-    let mut idle = server.connect();
-    // The slot is counted when serve accepted it: wait until a request is
+    // A request whose body has not arrived holds the one slot (its head
+    // did: a connection without a whole head holds none).
+    let mut slow = server.connect();
+    slow.write_all(b"GET /v1/health HTTP/1.1\r\nContent-Length: 2\r\n\r\n").unwrap();
+    // The slot is counted when serve forked for it: wait until a request is
     // refused rather than guessing a moment.
     let mut refused = None;
     assert!(
@@ -317,12 +319,86 @@ fn serve_answers_429_beyond_max_concurrent() {
     );
     let (status, v) = refused.unwrap();
     assert_error(status, &v, 429, "busy");
-    // The slot comes back when the idle connection ends.
-    idle.write_all(b"GET /v1/health HTTP/1.1\r\n\r\n").unwrap();
+    // The slot comes back when that request has been answered.
+    slow.write_all(b"{}").unwrap();
     let mut resp = Vec::new();
-    idle.read_to_end(&mut resp).unwrap();
+    slow.read_to_end(&mut resp).unwrap();
     assert_eq!(parse_response(&resp).0, 200);
     assert!(wait_until(Duration::from_secs(10), || server.request("GET", "/v1/health", None).0 == 200));
+}
+
+/// Slowloris over the unix socket: connections that send nothing, or half
+/// a head, more of them than --max-concurrent and than serve keeps pending.
+fn starve(server: &Server, idle: usize, half: usize) -> (Vec<Box<dyn ReadWrite>>, Vec<Box<dyn ReadWrite>>) {
+    let idle: Vec<_> = (0..idle).map(|_| server.connect()).collect();
+    let half: Vec<_> = (0..half)
+        .map(|_| {
+            let mut c = server.connect();
+            c.write_all(b"GET /v1/health HTTP/1.1\r\nHost: hu").unwrap();
+            c
+        })
+        .collect();
+    (idle, half)
+}
+
+#[test]
+fn serve_idle_and_half_sent_connections_do_not_starve_requests() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &["--max-concurrent", "2"]);
+    // 300 idle connections (more than the 256 serve keeps pending), then 8
+    // that sent half a head.
+    let (idle, mut half) = starve(&server, 300, 8);
+    for _ in 0..3 {
+        let (status, v) = server.request("GET", "/v1/health", None);
+        assert_eq!(status, 200, "a request behind idle connections: {v}");
+    }
+    // A head that never ends is answered 408 (serve gives up on it).
+    let mut resp = Vec::new();
+    let _ = half[7].read_to_end(&mut resp);
+    assert_eq!(parse_response(&resp).0, 408, "{}", String::from_utf8_lossy(&resp));
+    drop((idle, half));
+    assert_eq!(server.request("GET", "/v1/health", None).0, 200);
+}
+
+#[test]
+fn serve_tcp_clients_without_the_token_cannot_take_request_slots() {
+    let sbx = Sbx::new();
+    let dir = TempDir::new("serve-slots");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let tf = token_file.to_str().unwrap();
+    let mut server = Server::start(&sbx, &["--listen", "127.0.0.1:0", "--token-file", tf, "--max-concurrent", "2"]);
+    // Without the token: idle connections, half heads, and whole heads
+    // whose body never comes.
+    let (idle, half) = starve(&server, 50, 8);
+    let mut bodiless: Vec<_> = (0..8)
+        .map(|_| {
+            let mut c = server.connect();
+            c.write_all(b"POST /v1/sandboxes HTTP/1.1\r\nContent-Length: 100\r\n\r\n").unwrap();
+            c
+        })
+        .collect();
+    server.token = Some("0123456789abcdef0123456789abcdef".into());
+    for _ in 0..3 {
+        let (status, v) = server.request("GET", "/v1/sandboxes", None);
+        assert_eq!(status, 200, "the token holder behind unauthenticated connections: {v}");
+    }
+    // The whole heads without the token were answered, bodies unread.
+    let mut resp = Vec::new();
+    let _ = bodiless[0].read_to_end(&mut resp);
+    assert_eq!(parse_response(&resp).0, 401);
+    drop((idle, half, bodiless));
+}
+
+#[test]
+fn serve_404_names_the_path_asked_for() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    for path in ["/", "/v2/nothing"] {
+        let (status, v) = server.request("GET", path, None);
+        assert_error(status, &v, 404, "route");
+        assert_eq!(v["error"]["message"], format!("no endpoint GET {path}"), "{v}");
+    }
 }
 
 #[test]
