@@ -56,7 +56,17 @@ pub fn claim(ctx: &Ctx, req: ClaimArgs) -> Result<Reply, ApiError> {
     for (k, v) in &req.labels {
         argv.push(format!("--label={k}={v}").into());
     }
-    let mut v = super::create_child(argv)?;
+    // A miss whose cold create fails too says why the pool is empty (the
+    // same cause, usually: a missing image).
+    let mut v = super::create_child(argv).map_err(|mut e| {
+        if let Some(why) = pool.refill_trouble() {
+            e.message = format!("{}; {why}", e.message);
+            e.hint.get_or_insert_with(|| {
+                format!("GET /v1/pools/{} shows the pool; husk serve's stderr says each failure", req.pool)
+            });
+        }
+        e
+    })?;
     v["pooled"] = json!(false);
     Ok(Reply::Json(201, v))
 }
