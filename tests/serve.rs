@@ -670,3 +670,53 @@ fn serve_files_put_get_list_through_the_copier() {
     let (status, v) = server.request("GET", "/v1/sandboxes/nosuchbox/files?path=/tmp", None);
     assert_error(status, &v, 404, "lookup");
 }
+
+#[test]
+fn serve_exec_is_cancelled_when_its_client_goes_away() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    let id = server.create(json!({}));
+    let state = |server: &Server| server.request("GET", &format!("/v1/sandboxes/{id}"), None).1["state"].clone();
+    // A command that ignores SIGTERM: the cancel ends it all the same.
+    for stream in ["", "?stream=1"] {
+        let body = json!({"argv": ["sh", "-c", "trap '' TERM; sleep 1000"]}).to_string();
+        let mut client = server.connect();
+        let req =
+            format!("POST /v1/sandboxes/{id}/exec{stream} HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        client.write_all(req.as_bytes()).unwrap();
+        assert!(wait_until(Duration::from_secs(30), || state(&server) == "EXECUTING"), "{}", state(&server));
+        drop(client);
+        assert!(
+            wait_until(Duration::from_secs(60), || state(&server) == "READY"),
+            "the exec of a client that went away still runs ({stream}): {}",
+            state(&server)
+        );
+    }
+    let (status, v) = server.exec(&id, json!({"argv": ["true"]}));
+    assert_eq!((status, &v["exit_code"]), (200, &json!(0)), "{v}");
+}
+
+#[test]
+fn serve_code_call_without_a_timeout_cannot_run_forever() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &["--code-timeout", "2s"]);
+    let id = server.create(json!({}));
+    let (status, v) = server.exec(&id, json!({"code": "sleep 1000", "language": "sh"}));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!((v["termination"].as_str(), v["exit_code"].as_i64()), (Some("wall_timeout"), Some(124)), "{v}");
+    // A call's own timeout overrides the default.
+    let (status, v) = server.exec(&id, json!({"code": "sleep 3; echo done", "language": "sh", "timeout": "60s"}));
+    assert_eq!((status, v["exit_code"].as_i64(), stdout_of(&v).as_str()), (200, Some(0), "done\n"), "{v}");
+}
+
+#[test]
+fn serve_sandbox_without_max_lifetime_is_bounded_by_default() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    let id = server.create(json!({"ttl": "3s"}));
+    let v = server.request("GET", &format!("/v1/sandboxes/{id}"), None).1;
+    assert_eq!(v["max_lifetime_ms"], json!(24 * 3600 * 1000), "{v}");
+    let longer = server.create(json!({"max_lifetime": "48h"}));
+    let v = server.request("GET", &format!("/v1/sandboxes/{longer}"), None).1;
+    assert_eq!(v["max_lifetime_ms"], json!(48 * 3600 * 1000), "{v}");
+}

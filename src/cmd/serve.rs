@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod body;
+mod cancel;
 mod claim;
 mod files;
 mod pool;
@@ -59,6 +60,8 @@ struct Ctx {
     token: Option<Vec<u8>>,
     limits: Limits,
     address: String,
+    /// `--code-timeout`.
+    code_timeout: Duration,
     /// The pools, as the loop held them when this connection was accepted.
     pools: pool::Pools,
 }
@@ -225,6 +228,7 @@ fn serve_inner(
         token,
         limits: Limits { max_body: args.max_body, ..Limits::default() },
         address: shown.clone(),
+        code_timeout: args.code_timeout,
         pools: pool::Pools::new(specs, pool_store, Vec::new(), shown.clone(), args.pool_memory_budget)?,
     };
     ctx.pools.set_base(ctx.argv(&[]));
@@ -719,7 +723,7 @@ fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_star
     let id = lookup(ctx, what)?;
     let req: ExecBody = body::parse(body)?;
     let stream = wants_stream(head);
-    let (args, stdin) = req.to_args(stream)?;
+    let (args, stdin) = req.to_args(stream, ctx.code_timeout)?;
     let mut argv = ctx.argv(&["exec"]);
     argv.extend(args.opts.into_iter().map(OsString::from));
     let (_held, files) = secret_files(&args.secrets)?;
@@ -734,11 +738,16 @@ fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_star
         parse_cli(argv.clone())?;
         http::write_stream_head(conn, 200, "application/x-ndjson")
             .map_err(|e| ApiError::new(500, "serve", e.to_string()))?;
+        let watcher = cancel::Watcher::start(conn);
         run_here(argv, &stdin, Some(conn), t_start)?;
+        drop(watcher);
         conn.finish();
         return Ok(Reply::Streamed);
     }
+    // A client that goes away cancels its exec (nobody would read the verdict).
+    let watcher = cancel::Watcher::start(conn);
     let p = run_here(argv, &stdin, None, t_start)?;
+    drop(watcher);
     let v: Value = serde_json::from_slice(&p.stdout).unwrap_or(Value::Null);
     if v.get("termination").is_none() {
         return Err(failure(v, &p.stderr));

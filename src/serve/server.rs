@@ -59,7 +59,7 @@ impl Conn {
         matches!(self, Conn::Tcp(_))
     }
 
-    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         match self {
             Conn::Unix(s) => s.as_fd(),
             Conn::Tcp(s) => s.as_fd(),
