@@ -720,3 +720,68 @@ fn serve_sandbox_without_max_lifetime_is_bounded_by_default() {
     let v = server.request("GET", &format!("/v1/sandboxes/{longer}"), None).1;
     assert_eq!(v["max_lifetime_ms"], json!(48 * 3600 * 1000), "{v}");
 }
+
+#[test]
+fn exec_whose_supervisor_is_sigkilled_says_the_sandbox_is_gone() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    // Through the CLI: the verdict, then inspect.
+    let id = sbx.create_with(&[]);
+    let rec = sbx.inspect(&id);
+    let mut exec = sbx
+        .husk(&["exec", "--json-stream", &id, "--", "sh", "-c", "echo up; sleep 1000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(exec.stdout.take().unwrap()).lines();
+    // The command runs (its first output arrived): now its supervisor dies.
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("up"), "{first}");
+    signal_supervisor(&rec, nix::sys::signal::Signal::SIGKILL);
+    let last = lines.map(Result::unwrap).last().unwrap();
+    let v: Value = serde_json::from_str(&last).unwrap();
+    let v = &v["verdict"];
+    assert_eq!(exec.wait().unwrap().code(), Some(125), "{v}");
+    assert_eq!(
+        (v["termination"].as_str(), v["error"]["step"].as_str()),
+        (Some("setup_failed"), Some("sandbox")),
+        "{v}"
+    );
+    assert!(v["error"]["message"].as_str().unwrap().contains("is gone: its supervisor died"), "{v}");
+    // A sandbox whose supervisor died while idle: inspect does not call it
+    // ready.
+    let idle = sbx.create_with(&[]);
+    signal_supervisor(&sbx.inspect(&idle), nix::sys::signal::Signal::SIGKILL);
+    let mut text = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let out = sbx.out(&["inspect", &idle]);
+            text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+            !out.status.success()
+        }),
+        "inspect still shows it: {text}"
+    );
+    assert!(text.contains("is gone") || text.contains("its supervisor had died"), "{text}");
+    // Through serve: the exec's answer, then GET.
+    let id = server.create(json!({}));
+    let body = json!({"argv": ["sleep", "1000"]});
+    let client = {
+        let (socket, id) = (server.socket(), id.clone());
+        std::thread::spawn(move || {
+            let body = body.to_string();
+            let mut s = UnixStream::connect(socket).unwrap();
+            let req = format!("POST /v1/sandboxes/{id}/exec HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            s.write_all(req.as_bytes()).unwrap();
+            let mut resp = Vec::new();
+            s.read_to_end(&mut resp).unwrap();
+            resp
+        })
+    };
+    assert!(wait_until(Duration::from_secs(30), || sbx.inspect(&id)["state"] == "executing"));
+    signal_supervisor(&sbx.inspect(&id), nix::sys::signal::Signal::SIGKILL);
+    let (status, bytes) = parse_response(&client.join().unwrap());
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!((status, v["error"]["step"].as_str()), (404, Some("sandbox")), "{v}");
+    let (status, v) = server.request("GET", &format!("/v1/sandboxes/{id}"), None);
+    assert!(status == 404 || v["state"] == "DESTROYED", "{status} {v}");
+}
