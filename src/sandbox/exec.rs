@@ -284,9 +284,9 @@ fn supervisor_gone(dir: &Path, rec: &Record) -> bool {
 /// SIGKILL is not its own. The verdict says the sandbox is gone instead
 /// (`setup_failed`, 125, step `sandbox`), and what remains is removed.
 fn died_with_supervisor(store: &Store, id: &str, outcome: &mut Outcome) {
-    let why = match super::registry::swept(store, id.to_string()) {
-        SandboxError::Gone { why: Some(w), .. } => w,
-        e => e.to_string(),
+    let why = match super::gc::sweep_one(store, id) {
+        Some(Err(e)) => format!("removing what remained failed: {e}; `husk gc` retries"),
+        _ => "husk removed what remained".to_string(),
     };
     let killed = outcome.signal.map(|s| format!(" (the command got signal {s})")).unwrap_or_default();
     outcome.termination = crate::outcome::Termination::SetupFailed;
