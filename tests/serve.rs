@@ -329,7 +329,9 @@ fn serve_answers_429_beyond_max_concurrent() {
 
 /// Slowloris over the unix socket: connections that send nothing, or half
 /// a head, more of them than --max-concurrent and than serve keeps pending.
-fn starve(server: &Server, idle: usize, half: usize) -> (Vec<Box<dyn ReadWrite>>, Vec<Box<dyn ReadWrite>>) {
+type Conns = Vec<Box<dyn ReadWrite>>;
+
+fn starve(server: &Server, idle: usize, half: usize) -> (Conns, Conns) {
     let idle: Vec<_> = (0..idle).map(|_| server.connect()).collect();
     let half: Vec<_> = (0..half)
         .map(|_| {
