@@ -237,7 +237,10 @@ fn serve_inner(
     crate::outln!("husk serve: listening on {shown}");
     let settings = server::Settings {
         max_concurrent: args.max_concurrent as usize,
-        max_pending: MAX_PENDING,
+        // A quarter of the fds at most: the rest are for the connections'
+        // processes, the pools and the sandboxes they reach.
+        max_pending: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(MAX_PENDING, |(soft, _)| MAX_PENDING.min((soft / 4).max(8) as usize)),
         head_deadline: HEAD_DEADLINE,
         max_head: ctx.limits.max_head,
         late: too_late,
