@@ -531,3 +531,32 @@ fn serve_sigkilled_mid_refill_leaves_no_refill_files_after_restart() {
         .collect();
     assert_eq!(left, Vec::<String>::new());
 }
+
+#[test]
+fn pool_never_hands_out_a_member_near_its_max_lifetime() {
+    require_root!();
+    let sbx = Sbx::new();
+    // Members live at most 48 s: each is replaced once 2 s old (1/24 of it).
+    let server = Server::start(&sbx, &["--pool", &bb_pool("bb", ",memory=64M,max_lifetime=48s", 1)]);
+    let first = server.settled("bb", 1);
+    let old = members(&sbx, "bb")[0]["id"].clone();
+    let mut last = first;
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            last = server.pool("bb");
+            last["replaced"].as_u64() > Some(0)
+                && last["ready"] == 1
+                && members(&sbx, "bb").first().is_some_and(|m| m["id"] != old)
+        }),
+        "the aging member was never replaced: {last}"
+    );
+    // Retired by the pool, not ended by its lifetime.
+    let out = sbx.out(&["inspect", old.as_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("max-lifetime"), "{said}");
+    let v = server.claim(json!({"pool": "bb"}));
+    let rec = sbx.inspect(v["id"].as_str().unwrap());
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let left = rec["lifetime_ends_ms"].as_u64().unwrap().saturating_sub(now_ms);
+    assert!(left > 30_000, "a claimed member had {left} ms of its 48 s left: {rec}");
+}

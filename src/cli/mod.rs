@@ -662,7 +662,7 @@ pub struct ServeArgs {
     /// Keep SIZE sandboxes of this spec READY to be claimed (`husk create
     /// --pool NAME`, POST /v1/sandboxes {"pool": NAME}); repeatable.
     /// SOURCE is an image reference or rootfs=DIR; KEYs: memory, cpus,
-    /// pids, network, runtime, warm (docs/warm.md).
+    /// pids, network, runtime, warm, max_lifetime (docs/warm.md).
     #[arg(long, value_name = "NAME=SOURCE[,KEY=VALUE...]:SIZE")]
     pub pool: Vec<String>,
     /// Pools from a JSON file: {"pools": [{"name", "image" | "rootfs",

@@ -37,6 +37,10 @@ const MAX_CREATING: usize = 2;
 /// A failed refill waits this long before the next (doubling to the max).
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A member is replaced once it has used this share of its maximum
+/// lifetime (1 h of the default 24 h): a claim hands out a sandbox with at
+/// least the rest ahead of it, not one about to reach its end.
+const MEMBER_MAX_AGE_SHARE: u64 = 24;
 /// A pool's refill failures are said on serve's stderr at most this often
 /// (the first at once, then a count of those in between).
 const SAY_FAILURES_EVERY: Duration = Duration::from_secs(60);
@@ -112,6 +116,8 @@ pub struct Pool {
     /// not said since.
     said_at: Option<Instant>,
     unsaid: u64,
+    /// Members' `(lifetime_ends_ms, max_lifetime_ms)`, by id.
+    lifetimes: std::collections::HashMap<String, (u64, u64)>,
 }
 
 impl Pool {
@@ -135,7 +141,22 @@ impl Pool {
             backoff: FIRST_BACKOFF,
             said_at: None,
             unsaid: 0,
+            lifetimes: Default::default(),
         }
+    }
+
+    /// A member joins, with its lifetime as its record says it (created
+    /// at, ends at).
+    fn join(&mut self, id: String, created_ms: Option<u64>, ends_ms: Option<u64>) {
+        if let (Some(c), Some(e)) = (created_ms, ends_ms) {
+            self.lifetimes.insert(id.clone(), (e, e.saturating_sub(c)));
+        }
+        self.members.push_back(id);
+    }
+
+    /// Whether a member has used its share of its maximum lifetime.
+    fn aged(&self, id: &str, now_ms: u64) -> bool {
+        self.lifetimes.get(id).is_some_and(|(ends, max)| now_ms + max - max / MEMBER_MAX_AGE_SHARE > *ends)
     }
 
     /// A refill failed: kept for GET /v1/pools and claims, retried later,
@@ -345,7 +366,7 @@ impl Pools {
                         && rec.labels.get(SPEC_LABEL) == Some(&p.digest)
                         && p.members.len() < p.spec.size as usize =>
                 {
-                    p.members.push_back(rec.id.clone());
+                    p.join(rec.id.clone(), Some(rec.created_ms), rec.lifetime_ends_ms);
                     p.adopted += 1;
                 }
                 found => {
@@ -427,12 +448,21 @@ impl Pools {
         }
     }
 
-    /// Every second: members whose supervisor is gone are replaced.
+    /// Every second: members whose supervisor is gone, or that have used
+    /// their share of their maximum lifetime, are replaced.
     fn check_members(&mut self) {
         let Some(store) = &self.store else { return };
+        let now_ms = crate::sandbox::state::now_ms();
         for p in &mut self.pools {
             let before = p.members.len();
+            let aged: Vec<String> = p.members.iter().filter(|id| p.aged(id, now_ms)).cloned().collect();
             p.members.retain(|id| {
+                if aged.contains(id) {
+                    // Retired, not destroyed: a claim may be answering now,
+                    // and a claimed member is its caller's.
+                    retire(store, id, &p.spec.name);
+                    return false;
+                }
                 let dir = store.dir(id);
                 match state::try_lock(&dir) {
                     Ok(None) => true,
@@ -442,6 +472,8 @@ impl Pools {
                     }
                 }
             });
+            let members = &p.members;
+            p.lifetimes.retain(|id, _| members.contains(id));
             p.replaced += (before - p.members.len()) as u64;
         }
     }
@@ -513,7 +545,7 @@ impl Pools {
         p.creating.retain(|pid| *pid != r.pid);
         match id {
             Some(id) => {
-                p.members.push_back(id);
+                p.join(id, v["created_ms"].as_u64(), v["lifetime_ends_ms"].as_u64());
                 p.backoff = FIRST_BACKOFF;
                 p.retry_at = None;
             }
