@@ -88,7 +88,7 @@ pub fn add(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
             .hint("DELETE /v1/pools/NAME first to change its spec"));
     }
     super::store(ctx)?;
-    let note = Note::Add { spec: spec.clone() };
+    let note = Note::Add { spec: Box::new(spec.clone()) };
     if serde_json::to_vec(&note).map(|b| b.len() + 1).unwrap_or(usize::MAX) > MAX_NOTE {
         return Err(ApiError::new(400, "pool", format!("the pool's spec is longer than {MAX_NOTE} bytes")));
     }

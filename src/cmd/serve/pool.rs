@@ -63,7 +63,7 @@ pub enum Note {
         id: String,
     },
     Add {
-        spec: PoolSpec,
+        spec: Box<PoolSpec>,
     },
     Delete {
         pool: String,
@@ -404,7 +404,7 @@ impl Pools {
                 if self.find(&spec.name).is_none()
                     && let Ok(args) = spec.validate()
                 {
-                    self.pools.push(Pool::new(spec, args, self.mem_total));
+                    self.pools.push(Pool::new(*spec, args, self.mem_total));
                 }
             }
             Note::Delete { pool } => {
