@@ -473,3 +473,90 @@ fn bad_pool_flags_stop_serve_with_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--pool-file") && err.contains("size"), "{err}");
 }
+
+#[test]
+fn pool_with_a_missing_source_says_why_on_stderr_and_in_create() {
+    require_root!();
+    let sbx = Sbx::new();
+    let missing = sbx.state.join("no-such-rootfs");
+    let spec = format!("py=rootfs={},memory=64M:2", missing.display());
+    let mut server = Server::start(&sbx, &["--pool", &spec]);
+    assert!(
+        wait_until(Duration::from_secs(60), || server.pool("py")["failures"].as_u64() > Some(0)),
+        "the refills never failed: {}",
+        server.pool("py")
+    );
+    // The claim misses, its cold create fails, and the answer says why the
+    // pool is empty.
+    let out = sbx.out(&["create", "--pool", "py"]);
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pool \"py\" has no ready member") && err.contains("refill(s) failed"), "{err}");
+    assert!(err.contains("GET /v1/pools/py"), "{err}");
+    // serve's stderr said it, without being asked.
+    let said = server.stop(nix::sys::signal::Signal::SIGTERM);
+    assert!(said.contains("pool py: a refill failed") && said.contains("no-such-rootfs"), "{said}");
+}
+
+#[test]
+fn serve_sigkilled_mid_refill_leaves_no_refill_files_after_restart() {
+    require_root!();
+    let sbx = Sbx::new();
+    // What a SIGKILLed serve leaves: the output files of its refills, named
+    // by its pid (a pid that is gone), and a live serve's (ours, alive).
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let pools = sbx.state.join("pools");
+    std::fs::create_dir_all(&pools).unwrap();
+    let stale = [pools.join(format!(".refill-{dead_pid}-3.out")), pools.join(format!(".refill-{dead_pid}-3.err"))];
+    let live = pools.join(format!(".refill-{}-1.out", std::process::id()));
+    for f in stale.iter().chain([&live]) {
+        std::fs::write(f, b"").unwrap();
+    }
+    // A real one too: serve SIGKILLed while its refills run.
+    let mut killed = Server::start(&sbx, &["--pool", &bb_pool("bb", ",memory=64M", 2)]);
+    killed.stop(nix::sys::signal::Signal::SIGKILL);
+    let server = Server::start(&sbx, &["--pool", &bb_pool("bb", ",memory=64M", 1)]);
+    for f in &stale {
+        assert!(!f.exists(), "{} was left", f.display());
+    }
+    assert!(live.exists(), "a live serve's refill file was removed");
+    server.settled("bb", 1);
+    let left: Vec<_> = std::fs::read_dir(&pools)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".refill-") && !n.starts_with(&format!(".refill-{}-", std::process::id())))
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+}
+
+#[test]
+fn pool_never_hands_out_a_member_near_its_max_lifetime() {
+    require_root!();
+    let sbx = Sbx::new();
+    // Members live at most 48 s: each is replaced once 2 s old (1/24 of it).
+    let server = Server::start(&sbx, &["--pool", &bb_pool("bb", ",memory=64M,max_lifetime=48s", 1)]);
+    let first = server.settled("bb", 1);
+    let old = members(&sbx, "bb")[0]["id"].clone();
+    let mut last = first;
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            last = server.pool("bb");
+            last["replaced"].as_u64() > Some(0)
+                && last["ready"] == 1
+                && members(&sbx, "bb").first().is_some_and(|m| m["id"] != old)
+        }),
+        "the aging member was never replaced: {last}"
+    );
+    // Retired by the pool, not ended by its lifetime.
+    let out = sbx.out(&["inspect", old.as_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("max-lifetime"), "{said}");
+    let v = server.claim(json!({"pool": "bb"}));
+    let rec = sbx.inspect(v["id"].as_str().unwrap());
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let left = rec["lifetime_ends_ms"].as_u64().unwrap().saturating_sub(now_ms);
+    assert!(left > 30_000, "a claimed member had {left} ms of its 48 s left: {rec}");
+}

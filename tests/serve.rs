@@ -302,9 +302,11 @@ fn serve_rejects_oversized_and_malformed_requests() {
 fn serve_answers_429_beyond_max_concurrent() {
     let sbx = Sbx::new();
     let server = Server::start(&sbx, &["--max-concurrent", "1"]);
-    // A connection that sends nothing holds the one slot.
-    let mut idle = server.connect();
-    // The slot is counted when serve accepted it: wait until a request is
+    // A request whose body has not arrived holds the one slot (its head
+    // did: a connection without a whole head holds none).
+    let mut slow = server.connect();
+    slow.write_all(b"GET /v1/health HTTP/1.1\r\nContent-Length: 2\r\n\r\n").unwrap();
+    // The slot is counted when serve forked for it: wait until a request is
     // refused rather than guessing a moment.
     let mut refused = None;
     assert!(
@@ -317,12 +319,88 @@ fn serve_answers_429_beyond_max_concurrent() {
     );
     let (status, v) = refused.unwrap();
     assert_error(status, &v, 429, "busy");
-    // The slot comes back when the idle connection ends.
-    idle.write_all(b"GET /v1/health HTTP/1.1\r\n\r\n").unwrap();
+    // The slot comes back when that request has been answered.
+    slow.write_all(b"{}").unwrap();
     let mut resp = Vec::new();
-    idle.read_to_end(&mut resp).unwrap();
+    slow.read_to_end(&mut resp).unwrap();
     assert_eq!(parse_response(&resp).0, 200);
     assert!(wait_until(Duration::from_secs(10), || server.request("GET", "/v1/health", None).0 == 200));
+}
+
+/// Slowloris over the unix socket: connections that send nothing, or half
+/// a head, more of them than --max-concurrent and than serve keeps pending.
+type Conns = Vec<Box<dyn ReadWrite>>;
+
+fn starve(server: &Server, idle: usize, half: usize) -> (Conns, Conns) {
+    let idle: Vec<_> = (0..idle).map(|_| server.connect()).collect();
+    let half: Vec<_> = (0..half)
+        .map(|_| {
+            let mut c = server.connect();
+            c.write_all(b"GET /v1/health HTTP/1.1\r\nHost: hu").unwrap();
+            c
+        })
+        .collect();
+    (idle, half)
+}
+
+#[test]
+fn serve_idle_and_half_sent_connections_do_not_starve_requests() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &["--max-concurrent", "2"]);
+    // 300 idle connections (more than the 256 serve keeps pending), then 8
+    // that sent half a head.
+    let (idle, mut half) = starve(&server, 300, 8);
+    for _ in 0..3 {
+        let (status, v) = server.request("GET", "/v1/health", None);
+        assert_eq!(status, 200, "a request behind idle connections: {v}");
+    }
+    // A head that never ends is answered 408 (serve gives up on it).
+    let mut resp = Vec::new();
+    let _ = half[7].read_to_end(&mut resp);
+    assert_eq!(parse_response(&resp).0, 408, "{}", String::from_utf8_lossy(&resp));
+    drop((idle, half));
+    assert_eq!(server.request("GET", "/v1/health", None).0, 200);
+}
+
+#[test]
+fn serve_tcp_clients_without_the_token_cannot_take_request_slots() {
+    let sbx = Sbx::new();
+    let dir = TempDir::new("serve-slots");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let tf = token_file.to_str().unwrap();
+    let mut server = Server::start(&sbx, &["--listen", "127.0.0.1:0", "--token-file", tf, "--max-concurrent", "2"]);
+    // Without the token: idle connections, half heads, and whole heads
+    // whose body never comes.
+    let (idle, half) = starve(&server, 50, 8);
+    let mut bodiless: Vec<_> = (0..8)
+        .map(|_| {
+            let mut c = server.connect();
+            c.write_all(b"POST /v1/sandboxes HTTP/1.1\r\nContent-Length: 100\r\n\r\n").unwrap();
+            c
+        })
+        .collect();
+    server.token = Some("0123456789abcdef0123456789abcdef".into());
+    for _ in 0..3 {
+        let (status, v) = server.request("GET", "/v1/sandboxes", None);
+        assert_eq!(status, 200, "the token holder behind unauthenticated connections: {v}");
+    }
+    // The whole heads without the token were answered, bodies unread.
+    let mut resp = Vec::new();
+    let _ = bodiless[0].read_to_end(&mut resp);
+    assert_eq!(parse_response(&resp).0, 401);
+    drop((idle, half, bodiless));
+}
+
+#[test]
+fn serve_404_names_the_path_asked_for() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    for path in ["/", "/v2/nothing"] {
+        let (status, v) = server.request("GET", path, None);
+        assert_error(status, &v, 404, "route");
+        assert_eq!(v["error"]["message"], format!("no endpoint GET {path}"), "{v}");
+    }
 }
 
 #[test]
@@ -593,4 +671,119 @@ fn serve_files_put_get_list_through_the_copier() {
     assert_error(status, &v, 400, "request");
     let (status, v) = server.request("GET", "/v1/sandboxes/nosuchbox/files?path=/tmp", None);
     assert_error(status, &v, 404, "lookup");
+}
+
+#[test]
+fn serve_exec_is_cancelled_when_its_client_goes_away() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    let id = server.create(json!({}));
+    let state = |server: &Server| server.request("GET", &format!("/v1/sandboxes/{id}"), None).1["state"].clone();
+    // A command that ignores SIGTERM: the cancel ends it all the same.
+    for stream in ["", "?stream=1"] {
+        let body = json!({"argv": ["sh", "-c", "trap '' TERM; sleep 1000"]}).to_string();
+        let mut client = server.connect();
+        let req =
+            format!("POST /v1/sandboxes/{id}/exec{stream} HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        client.write_all(req.as_bytes()).unwrap();
+        assert!(wait_until(Duration::from_secs(30), || state(&server) == "EXECUTING"), "{}", state(&server));
+        drop(client);
+        assert!(
+            wait_until(Duration::from_secs(60), || state(&server) == "READY"),
+            "the exec of a client that went away still runs ({stream}): {}",
+            state(&server)
+        );
+    }
+    let (status, v) = server.exec(&id, json!({"argv": ["true"]}));
+    assert_eq!((status, &v["exit_code"]), (200, &json!(0)), "{v}");
+}
+
+#[test]
+fn serve_code_call_without_a_timeout_cannot_run_forever() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &["--code-timeout", "2s"]);
+    let id = server.create(json!({}));
+    let (status, v) = server.exec(&id, json!({"code": "sleep 1000", "language": "sh"}));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!((v["termination"].as_str(), v["exit_code"].as_i64()), (Some("wall_timeout"), Some(124)), "{v}");
+    // A call's own timeout overrides the default.
+    let (status, v) = server.exec(&id, json!({"code": "sleep 3; echo done", "language": "sh", "timeout": "60s"}));
+    assert_eq!((status, v["exit_code"].as_i64(), stdout_of(&v).as_str()), (200, Some(0), "done\n"), "{v}");
+}
+
+#[test]
+fn serve_sandbox_without_max_lifetime_is_bounded_by_default() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    let id = server.create(json!({"ttl": "3s"}));
+    let v = server.request("GET", &format!("/v1/sandboxes/{id}"), None).1;
+    assert_eq!(v["max_lifetime_ms"], json!(24 * 3600 * 1000), "{v}");
+    let longer = server.create(json!({"max_lifetime": "48h"}));
+    let v = server.request("GET", &format!("/v1/sandboxes/{longer}"), None).1;
+    assert_eq!(v["max_lifetime_ms"], json!(48 * 3600 * 1000), "{v}");
+}
+
+#[test]
+fn exec_whose_supervisor_is_sigkilled_says_the_sandbox_is_gone() {
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &[]);
+    // Through the CLI: the verdict, then inspect.
+    let id = sbx.create_with(&[]);
+    let rec = sbx.inspect(&id);
+    let mut exec = sbx
+        .husk(&["exec", "--json-stream", &id, "--", "sh", "-c", "echo up; sleep 1000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(exec.stdout.take().unwrap()).lines();
+    // The command runs (its first output arrived): now its supervisor dies.
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("up"), "{first}");
+    signal_supervisor(&rec, nix::sys::signal::Signal::SIGKILL);
+    let last = lines.map(Result::unwrap).last().unwrap();
+    let v: Value = serde_json::from_str(&last).unwrap();
+    let v = &v["verdict"];
+    assert_eq!(exec.wait().unwrap().code(), Some(125), "{v}");
+    assert_eq!(
+        (v["termination"].as_str(), v["error"]["step"].as_str()),
+        (Some("setup_failed"), Some("sandbox")),
+        "{v}"
+    );
+    assert!(v["error"]["message"].as_str().unwrap().contains("is gone: its supervisor died"), "{v}");
+    // A sandbox whose supervisor died while idle: inspect does not call it
+    // ready.
+    let idle = sbx.create_with(&[]);
+    signal_supervisor(&sbx.inspect(&idle), nix::sys::signal::Signal::SIGKILL);
+    let mut text = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let out = sbx.out(&["inspect", &idle]);
+            text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+            !out.status.success()
+        }),
+        "inspect still shows it: {text}"
+    );
+    assert!(text.contains("is gone") || text.contains("its supervisor had died"), "{text}");
+    // Through serve: the exec's answer, then GET.
+    let id = server.create(json!({}));
+    let body = json!({"argv": ["sleep", "1000"]});
+    let client = {
+        let (socket, id) = (server.socket(), id.clone());
+        std::thread::spawn(move || {
+            let body = body.to_string();
+            let mut s = UnixStream::connect(socket).unwrap();
+            let req = format!("POST /v1/sandboxes/{id}/exec HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            s.write_all(req.as_bytes()).unwrap();
+            let mut resp = Vec::new();
+            s.read_to_end(&mut resp).unwrap();
+            resp
+        })
+    };
+    assert!(wait_until(Duration::from_secs(30), || sbx.inspect(&id)["state"] == "executing"));
+    signal_supervisor(&sbx.inspect(&id), nix::sys::signal::Signal::SIGKILL);
+    let (status, bytes) = parse_response(&client.join().unwrap());
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!((status, v["error"]["step"].as_str()), (404, Some("sandbox")), "{v}");
+    let (status, v) = server.request("GET", &format!("/v1/sandboxes/{id}"), None);
+    assert!(status == 404 || v["state"] == "DESTROYED", "{status} {v}");
 }

@@ -494,8 +494,10 @@ pub struct CreateArgs {
 
     /// Absolute maximum lifetime: the sandbox is destroyed this long after
     /// its creation, however often it is used (execs and `husk renew` never
-    /// extend the lease past it; a running exec ends with it).
-    #[arg(long, value_name = "DURATION", value_parser = lifetime, allow_negative_numbers = true)]
+    /// extend the lease past it; a running exec ends with it). The default
+    /// bounds a sandbox whose exec never ends (its lease cannot run out
+    /// under it); give a longer one to keep it longer.
+    #[arg(long, value_name = "DURATION", value_parser = lifetime, allow_negative_numbers = true, default_value = "24h")]
     pub max_lifetime: Option<Duration>,
 
     /// A name to use instead of the id (unique per state dir).
@@ -666,10 +668,14 @@ pub struct ServeArgs {
     /// Requests served at once (429 beyond).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_concurrent: u32,
+    /// The timeout of an exec of code (`{"code": ...}`) that gives none of
+    /// its own; a request's `timeout` overrides it.
+    #[arg(long, value_name = "DURATION", value_parser = timeout, default_value = "10m")]
+    pub code_timeout: Duration,
     /// Keep SIZE sandboxes of this spec READY to be claimed (`husk create
     /// --pool NAME`, POST /v1/sandboxes {"pool": NAME}); repeatable.
     /// SOURCE is an image reference or rootfs=DIR; KEYs: memory, cpus,
-    /// pids, network, runtime, warm (docs/warm.md).
+    /// pids, network, runtime, warm, max_lifetime (docs/warm.md).
     #[arg(long, value_name = "NAME=SOURCE[,KEY=VALUE...]:SIZE")]
     pub pool: Vec<String>,
     /// Pools from a JSON file: {"pools": [{"name", "image" | "rootfs",

@@ -491,6 +491,11 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
         let store = store_of(paths)?;
         let id = crate::sandbox::registry::resolve(&store, &args.sandbox)?;
         let rec = crate::sandbox::registry::current(&store, &id)?;
+        // Its record would still say "ready": the sandbox died with its
+        // supervisor.
+        if !state::supervised(&store.dir(&id)) {
+            return Err(crate::sandbox::registry::swept(&store, id));
+        }
         let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
         if !args.show_env {
             hide_env_values(&mut v);

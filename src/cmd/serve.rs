@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod body;
+mod cancel;
 mod claim;
 mod files;
 mod pool;
@@ -39,6 +40,12 @@ use body::{CreateBody, ExecBody, RenewBody};
 
 /// One read or write on a connection waits at most this long.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// The request head must have arrived this long after the connection
+/// was accepted; until then it holds no request slot.
+const HEAD_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections whose head is still arriving, held by the accept loop (an fd
+/// and a buffer each); beyond it the oldest is dropped.
+const MAX_PENDING: usize = 256;
 /// The whole request (head and body) must have arrived by then.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
 /// The label `husk serve` puts on the sandboxes it creates: the address it
@@ -53,6 +60,8 @@ struct Ctx {
     token: Option<Vec<u8>>,
     limits: Limits,
     address: String,
+    /// `--code-timeout`.
+    code_timeout: Duration,
     /// The pools, as the loop held them when this connection was accepted.
     pools: pool::Pools,
 }
@@ -219,13 +228,26 @@ fn serve_inner(
         token,
         limits: Limits { max_body: args.max_body, ..Limits::default() },
         address: shown.clone(),
+        code_timeout: args.code_timeout,
         pools: pool::Pools::new(specs, pool_store, Vec::new(), shown.clone(), args.pool_memory_budget)?,
     };
     ctx.pools.set_base(ctx.argv(&[]));
     ctx.pools.adopt();
     // The one line a supervisor of serve (or a test) waits for.
     crate::outln!("husk serve: listening on {shown}");
-    let ended = server::run(listener, args.max_concurrent as usize, too_many, &mut ctx.pools);
+    let settings = server::Settings {
+        max_concurrent: args.max_concurrent as usize,
+        // A quarter of the fds at most: the rest are for the connections'
+        // processes, the pools and the sandboxes they reach.
+        max_pending: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(MAX_PENDING, |(soft, _)| MAX_PENDING.min((soft / 4).max(8) as usize)),
+        head_deadline: HEAD_DEADLINE,
+        max_head: ctx.limits.max_head,
+        late: too_late,
+        busy: too_many,
+    };
+    let gate_ctx = Gated { token: ctx.token.clone(), limits: ctx.limits };
+    let ended = server::run(listener, settings, &|c, b| gate_ctx.check(c, b), &mut ctx.pools);
     let ended = match ended {
         Ok(e) => e,
         Err(e) => {
@@ -234,9 +256,9 @@ fn serve_inner(
         }
     };
     match ended {
-        Ended::Connection(conn, _one) => {
+        Ended::Connection(conn, prefix, _one) => {
             ctx.pools.forked();
-            serve_connection(conn, &ctx);
+            serve_connection(conn, prefix, &ctx);
             crate::sys::process::exit_now(0)
         }
         Ended::Stopped(sig) => {
@@ -262,6 +284,58 @@ fn serve_inner(
     }
 }
 
+fn too_late() -> (u16, Vec<u8>) {
+    let e = ApiError::new(408, "request", format!("the request head did not arrive within {HEAD_DEADLINE:?}"));
+    (408, e.json().to_string().into_bytes())
+}
+
+/// What the accept loop checks of a whole head before the connection gets
+/// a process: the caller's uid (unix) or bearer token (TCP). Refused
+/// callers are answered by the loop and never hold a request slot.
+struct Gated {
+    token: Option<Vec<u8>>,
+    limits: Limits,
+}
+
+impl Gated {
+    fn check(&self, conn: &Conn, buf: &[u8]) -> Result<(), (u16, Vec<u8>)> {
+        let refuse = |e: ApiError| Err((e.status, json_bytes(&e.json())));
+        if let Err(e) = check_peer(conn) {
+            return refuse(e);
+        }
+        let Some(token) = &self.token else { return Ok(()) };
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
+        let head = match end {
+            Some(end) => http::parse_head(&buf[..end], &self.limits),
+            None => Err(HttpError::HeadTooLarge(self.limits.max_head)),
+        };
+        match head {
+            Ok(head) => check_token(token, &head).or_else(refuse),
+            Err(e) => refuse(ApiError::new(e.status().unwrap_or(400), "request", e.to_string())),
+        }
+    }
+}
+
+/// Over a unix socket: the caller is serve's own uid or root.
+fn check_peer(conn: &Conn) -> Result<(), ApiError> {
+    if let Some(uid) = conn.peer_uid() {
+        let me = nix::unistd::geteuid().as_raw();
+        if uid != me && uid != 0 {
+            return Err(ApiError::new(403, "auth", format!("uid {uid} may not use the husk serve of uid {me}")));
+        }
+    }
+    Ok(())
+}
+
+fn check_token(token: &[u8], head: &Head) -> Result<(), ApiError> {
+    let presented = head.header("authorization").and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+    if !listen::token_matches(token, presented.trim().as_bytes()) {
+        return Err(ApiError::new(401, "auth", "missing or wrong bearer token")
+            .hint("send Authorization: Bearer <the token in husk serve's --token-file>"));
+    }
+    Ok(())
+}
+
 fn too_many() -> (u16, Vec<u8>) {
     let e = ApiError::new(429, "busy", "husk serve is serving --max-concurrent requests already")
         .hint("retry shortly, or start husk serve with a larger --max-concurrent");
@@ -283,11 +357,12 @@ fn destroy_ours(ctx: &Ctx) {
 }
 
 /// Reads one request, answers it, and closes.
-fn serve_connection(mut conn: Conn, ctx: &Ctx) {
+/// `prefix`: what the accept loop read already (the head, at least).
+fn serve_connection(mut conn: Conn, prefix: Vec<u8>, ctx: &Ctx) {
     let t_start = crate::spawn::now_ns();
     conn.set_timeouts(IO_TIMEOUT);
     let deadline = Some(Instant::now() + REQUEST_DEADLINE);
-    let reply = match read_request(&mut conn, ctx, deadline) {
+    let reply = match read_request(&mut conn, prefix, ctx, deadline) {
         Ok((head, body)) => {
             route(&head, body, ctx, &mut conn, t_start).unwrap_or_else(|e| Reply::Json(e.status, e.json()))
         }
@@ -336,24 +411,27 @@ fn json_bytes(v: &Value) -> Vec<u8> {
 
 /// The head, the caller's right to ask, then the body. `Err(None)`: the
 /// client is gone, nobody to answer.
-fn read_request(conn: &mut Conn, ctx: &Ctx, deadline: Option<Instant>) -> Result<(Head, Vec<u8>), Option<ApiError>> {
+fn read_request(
+    conn: &mut Conn,
+    prefix: Vec<u8>,
+    ctx: &Ctx,
+    deadline: Option<Instant>,
+) -> Result<(Head, Vec<u8>), Option<ApiError>> {
+    use std::io::Read;
     let http_err = |e: HttpError| e.status().map(|s| ApiError::new(s, "request", e.to_string()));
-    if let Some(uid) = conn.peer_uid() {
-        let me = nix::unistd::geteuid().as_raw();
-        if uid != me && uid != 0 {
-            return Err(Some(ApiError::new(403, "auth", format!("uid {uid} may not use the husk serve of uid {me}"))));
-        }
-    }
-    let (head, start) = http::read_head(conn, &ctx.limits, deadline).map_err(http_err)?;
-    // Before the body: an unauthenticated client gets nothing read for it.
+    check_peer(conn).map_err(Some)?;
+    // The loop hands a connection on once its head ended or grew too long.
+    let (head, start) = match prefix.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4) {
+        Some(end) if end > ctx.limits.max_head => return Err(http_err(HttpError::HeadTooLarge(ctx.limits.max_head))),
+        Some(end) => (http::parse_head(&prefix[..end], &ctx.limits).map_err(http_err)?, prefix[end..].to_vec()),
+        None => http::read_head(&mut std::io::Cursor::new(prefix).chain(&mut *conn), &ctx.limits, deadline)
+            .map_err(http_err)?,
+    };
+    // Before the body: an unauthenticated client gets nothing read for it
+    // (the accept loop checked already; this keeps the rule where the body
+    // is read).
     if let Some(token) = &ctx.token {
-        let presented = head.header("authorization").and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
-        if !listen::token_matches(token, presented.trim().as_bytes()) {
-            return Err(Some(
-                ApiError::new(401, "auth", "missing or wrong bearer token")
-                    .hint("send Authorization: Bearer <the token in husk serve's --token-file>"),
-            ));
-        }
+        check_token(token, &head).map_err(Some)?;
     }
     if let http::Framing::Length(n) = head.framing
         && n > ctx.limits.max_body
@@ -393,7 +471,7 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
             | ["v1", "pools"]
             | ["v1", "pools", _],
         ) => Err(ApiError::new(405, "route", format!("{m} is not allowed on {path}")).hint("see docs/api.md")),
-        _ => Err(ApiError::new(404, "route", format!("no endpoint {m} {path}"))
+        _ => Err(ApiError::new(404, "route", format!("no endpoint {m} {}", head.path))
             .hint("see docs/api.md (paths start with /v1/)")),
     }
 }
@@ -648,7 +726,7 @@ fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_star
     let id = lookup(ctx, what)?;
     let req: ExecBody = body::parse(body)?;
     let stream = wants_stream(head);
-    let (args, stdin) = req.to_args(stream)?;
+    let (args, stdin) = req.to_args(stream, ctx.code_timeout)?;
     let mut argv = ctx.argv(&["exec"]);
     argv.extend(args.opts.into_iter().map(OsString::from));
     let (_held, files) = secret_files(&args.secrets)?;
@@ -663,11 +741,16 @@ fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_star
         parse_cli(argv.clone())?;
         http::write_stream_head(conn, 200, "application/x-ndjson")
             .map_err(|e| ApiError::new(500, "serve", e.to_string()))?;
+        let watcher = cancel::Watcher::start(conn);
         run_here(argv, &stdin, Some(conn), t_start)?;
+        drop(watcher);
         conn.finish();
         return Ok(Reply::Streamed);
     }
+    // A client that goes away cancels its exec (nobody would read the verdict).
+    let watcher = cancel::Watcher::start(conn);
     let p = run_here(argv, &stdin, None, t_start)?;
+    drop(watcher);
     let v: Value = serde_json::from_slice(&p.stdout).unwrap_or(Value::Null);
     if v.get("termination").is_none() {
         return Err(failure(v, &p.stderr));

@@ -81,13 +81,17 @@ pub fn exec_to(
     // process an earlier exec left, say): not in this exec's own counters.
     // A supervisor that cannot say (an older husk's) gives none.
     // And, under --network allow=, the sandbox's egress accounting so far.
-    let (events, network) =
-        client.call(&Request::Events).map(|(r, _)| (r.events, r.network.map(|n| *n))).unwrap_or_default();
+    let asked = client.call(&Request::Events);
+    let gone = asked.is_err() && supervisor_gone(&dir, &rec);
+    let (events, network) = asked.map(|(r, _)| (r.events, r.network.map(|n| *n))).unwrap_or_default();
     // The exec is over for the supervisor once its connection closes: it
     // renews the lease from then (to the full ttl) and removes the leaf.
     drop(client);
     let mut outcome = x.outcome;
     outcome.network = outcome.network.or(network);
+    if gone {
+        died_with_supervisor(store, &rec.id, &mut outcome);
+    }
     let mut r = result(&rec, &reply, &plan.process, outcome, x.exec_id, x.backend);
     r.extra.insert(VERDICT_KEYS[3], serde_json::json!(events));
     Ok(r)
@@ -265,6 +269,38 @@ fn result(
     let mut isolation = rec.isolation.clone();
     isolation.user = UserIds { uid: process.uid, gid: process.gid };
     ExecResult { outcome, exec_id, sandbox_id: rec.id.clone(), isolation, backend, extra }
+}
+
+/// Whether the sandbox's supervisor is gone, asked after it stopped
+/// answering this exec's connection: a live one answers a new one.
+fn supervisor_gone(dir: &Path, rec: &Record) -> bool {
+    Client::connect(dir, rec.supervisor)
+        .and_then(|c| c.timeout(std::time::Duration::from_secs(1)).call(&Request::Status))
+        .is_err()
+}
+
+/// The supervisor died while the exec ran (SIGKILLed, say): the sandbox's
+/// processes died with it, this command among them, so the command's
+/// SIGKILL is not its own. The verdict says the sandbox is gone instead
+/// (`setup_failed`, 125, step `sandbox`), and what remains is removed.
+fn died_with_supervisor(store: &Store, id: &str, outcome: &mut Outcome) {
+    let why = match super::gc::sweep_one(store, id) {
+        Some(Err(e)) => format!("removing what remained failed: {e}; `husk gc` retries"),
+        _ => "husk removed what remained".to_string(),
+    };
+    let killed = outcome.signal.map(|s| format!(" (the command got signal {s})")).unwrap_or_default();
+    outcome.termination = crate::outcome::Termination::SetupFailed;
+    outcome.status = None;
+    outcome.signal = None;
+    outcome.error = Some(
+        crate::outcome::ErrorReport::new(
+            crate::step::Phase::Sandbox,
+            format!(
+                "sandbox {id} is gone: its supervisor died while this exec ran, and the sandbox's processes died with it{killed}; {why}"
+            ),
+        )
+        .with_hint("create a new sandbox".to_string()),
+    );
 }
 
 /// The verdict keys an exec adds to `run`'s (docs/verdict.schema.json).

@@ -54,13 +54,7 @@ pub fn live_record_for(store: &Store, target: &str, creating: bool) -> Result<Re
     let rec =
         state::read_record(&dir).map_err(|e| super::tombstone::find(store, &id).map(|t| t.error()).unwrap_or(e))?;
     if !state::supervised(&dir) {
-        let why = match super::gc::sweep_one(store, &id) {
-            Some(Err(e)) => format!(
-                "its supervisor is no longer running, and removing what remained failed: {e}; `husk gc` retries"
-            ),
-            _ => "its supervisor is no longer running; husk removed what remained".into(),
-        };
-        return Err(SandboxError::Gone { id, state: "gone", why: Some(why) });
+        return Err(swept(store, id));
     }
     match rec.state {
         State::Ready | State::Executing => Ok(rec),
@@ -72,6 +66,19 @@ pub fn live_record_for(store: &Store, target: &str, creating: bool) -> Result<Re
         }),
         s => Err(SandboxError::Gone { id, state: s.name(), why: rec.error.clone() }),
     }
+}
+
+/// A sandbox whose supervisor is no longer running (SIGKILLed, say) is
+/// gone, whatever its record still says: what remains of it is removed, and
+/// the error says so.
+pub fn swept(store: &Store, id: String) -> SandboxError {
+    let why = match super::gc::sweep_one(store, &id) {
+        Some(Err(e)) => {
+            format!("its supervisor is no longer running, and removing what remained failed: {e}; `husk gc` retries")
+        }
+        _ => "its supervisor is no longer running; husk removed what remained".into(),
+    };
+    SandboxError::Gone { id, state: "gone", why: Some(why) }
 }
 
 /// Every live sandbox's record (dead ones are removed on the way).

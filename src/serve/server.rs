@@ -7,10 +7,18 @@
 //! start-up); a forked copy of this process is ready at once, runs the
 //! exec with the same code as the CLI, and ends with its connection, so
 //! nothing a request did (a leaked fd, a stuck read) outlives it. The loop
-//! itself only accepts, counts children (`--max-concurrent`, 429 beyond)
-//! and reaps them; it holds no state about sandboxes. Whoever runs the loop
-//! may give it `Chores` (serve's pools): an fd and a timer to wake for, and
-//! children of its own that the reaping must not count as connections.
+//! itself only accepts, reads request heads, counts children
+//! (`--max-concurrent`, 429 beyond) and reaps them; it holds no state about
+//! sandboxes. Whoever runs the loop may give it `Chores` (serve's pools):
+//! an fd and a timer to wake for, and children of its own that the reaping
+//! must not count as connections.
+//!
+//! A connection takes a request slot (a process) only once its whole head
+//! has arrived and the `Gate` let it through: until then it is `Pending`,
+//! an fd and a buffer the loop polls, bounded by `Settings::max_pending`
+//! (the oldest is dropped for a newer one) and `Settings::head_deadline`.
+//! So clients that connect and send nothing, or half a head (slowloris),
+//! cost no slot, and over TCP nobody without the token ever gets one.
 
 use crate::sys::process::{Forked, SingleThreaded, ThreadsError};
 use nix::sys::signal::{SigSet, Signal};
@@ -19,7 +27,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// An accepted connection.
 pub enum Conn {
@@ -51,6 +59,13 @@ impl Conn {
         matches!(self, Conn::Tcp(_))
     }
 
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Conn::Unix(s) => s.as_fd(),
+            Conn::Tcp(s) => s.as_fd(),
+        }
+    }
+
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         match self {
             Conn::Unix(s) => s.as_raw_fd(),
@@ -67,11 +82,11 @@ impl Conn {
         };
     }
 
-    fn set_nonblocking(&self) {
-        let _ = match self {
-            Conn::Unix(s) => s.set_nonblocking(true),
-            Conn::Tcp(s) => s.set_nonblocking(true),
-        };
+    fn set_nonblocking(&self, on: bool) -> std::io::Result<()> {
+        match self {
+            Conn::Unix(s) => s.set_nonblocking(on),
+            Conn::Tcp(s) => s.set_nonblocking(on),
+        }
     }
 }
 
@@ -154,13 +169,77 @@ impl ServeError {
 pub enum Ended {
     /// The server was told to stop (SIGTERM, SIGINT, SIGHUP).
     Stopped(Signal),
-    /// We are a connection's process: serve it, then exit.
-    Connection(Conn, SingleThreaded),
+    /// We are a connection's process: serve it, then exit. The bytes are
+    /// what the loop read of it: the whole request head, perhaps the
+    /// body's start.
+    Connection(Conn, Vec<u8>, SingleThreaded),
 }
 
 /// What the loop answers by itself, without forking: a connection beyond
 /// `max_concurrent`.
 pub type Refusal = fn() -> (u16, Vec<u8>);
+
+/// Decides, in the loop, whether a connection whose head has arrived may
+/// take a slot: `Err((status, body))` answers it there instead (a TCP
+/// request without the bearer token).
+pub type Gate<'a> = &'a dyn Fn(&Conn, &[u8]) -> Result<(), (u16, Vec<u8>)>;
+
+/// The loop's bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// Connections served at once (each a process).
+    pub max_concurrent: usize,
+    /// Connections whose head is still arriving.
+    pub max_pending: usize,
+    /// How long a connection may take to send its whole head.
+    pub head_deadline: Duration,
+    /// The longest head (`http::Limits::max_head`): a connection that sent
+    /// more without ending it is handed on, to be answered 431.
+    pub max_head: usize,
+    /// What the loop answers a head that is late (408).
+    pub late: Refusal,
+    /// What the loop answers beyond `max_concurrent` (429).
+    pub busy: Refusal,
+}
+
+/// A connection whose head is still arriving.
+struct Pending {
+    conn: Conn,
+    buf: Vec<u8>,
+    deadline: Instant,
+}
+
+/// What reading a pending connection found.
+enum Progress {
+    /// Still arriving.
+    Waiting,
+    /// The head is complete (or too long to be one): hand it on.
+    Head,
+    /// Closed or broken: drop it.
+    Gone,
+}
+
+impl Pending {
+    /// Reads what has arrived, without waiting.
+    fn read(&mut self, max_head: usize) -> Progress {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.conn.read(&mut chunk) {
+                Ok(0) => return Progress::Gone,
+                Ok(n) => {
+                    let from = self.buf.len().saturating_sub(3);
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    if self.buf[from..].windows(4).any(|w| w == b"\r\n\r\n") || self.buf.len() > max_head + 4 {
+                        return Progress::Head;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Progress::Waiting,
+                Err(_) => return Progress::Gone,
+            }
+        }
+    }
+}
 
 /// Work the loop's owner does between connections, in the loop's process:
 /// woken by its own fd or its timer, and told about its own children.
@@ -183,8 +262,8 @@ const STOP: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
 /// signal mask cleared, as a CLI husk starts).
 pub fn run(
     listener: Listener,
-    max_concurrent: usize,
-    refusal: Refusal,
+    settings: Settings,
+    gate: Gate<'_>,
     chores: &mut dyn Chores,
 ) -> Result<Ended, ServeError> {
     let mut set = SigSet::empty();
@@ -197,13 +276,24 @@ pub fn run(
         SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).map_err(ServeError::Signals)?;
     listener.set_nonblocking().map_err(ServeError::Listener)?;
     let mut active = 0usize;
+    let mut pending: Vec<Pending> = Vec::new();
+    // Fixed slots in the poll set; the pending connections follow.
+    const LISTENER: usize = 0;
+    const SIGNALS: usize = 1;
     loop {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         let mut fds =
             vec![PollFd::new(listener.fd(), PollFlags::POLLIN), PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
-        fds.extend(chores.fd().map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
-        let timeout = chores
-            .timeout()
+        let chores_fd = chores.fd();
+        let first_pending = 2 + usize::from(chores_fd.is_some());
+        fds.extend(chores_fd.map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
+        fds.extend(pending.iter().map(|p| PollFd::new(p.conn.fd(), PollFlags::POLLIN)));
+        let now = Instant::now();
+        let wake = [chores.timeout(), pending.iter().map(|p| p.deadline.saturating_duration_since(now)).min()]
+            .into_iter()
+            .flatten()
+            .min();
+        let timeout = wake
             .map(|d| PollTimeout::try_from(d.as_millis().min(60_000) as u64 + 1).unwrap_or(PollTimeout::MAX))
             .unwrap_or(PollTimeout::NONE);
         match poll(&mut fds, timeout) {
@@ -211,8 +301,10 @@ pub fn run(
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(ServeError::Poll(e)),
         }
-        let signals_ready = fds[1].revents().is_some_and(|r| !r.is_empty());
-        let conns_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+        let ready = |i: usize| fds[i].revents().is_some_and(|r| !r.is_empty());
+        let signals_ready = ready(SIGNALS);
+        let conns_ready = ready(LISTENER);
+        let readable: Vec<bool> = (0..pending.len()).map(|i| ready(first_pending + i)).collect();
         drop(fds);
         if signals_ready {
             while let Ok(Some(info)) = sigfd.read_signal() {
@@ -225,20 +317,54 @@ pub fn run(
             reap(&mut active, chores);
         }
         chores.tend();
-        if !conns_ready {
-            continue;
+        let mut heads = Vec::new();
+        let now = Instant::now();
+        let mut i = 0;
+        let mut k = 0;
+        while i < pending.len() {
+            let progress = if readable[k] { pending[i].read(settings.max_head) } else { Progress::Waiting };
+            k += 1;
+            match progress {
+                Progress::Head => heads.push(pending.remove(i)),
+                Progress::Gone => drop(pending.remove(i)),
+                Progress::Waiting if now >= pending[i].deadline => answer(pending.remove(i).conn, settings.late),
+                Progress::Waiting => i += 1,
+            }
         }
-        loop {
-            let conn = match listener.accept() {
-                Ok(c) => c,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                // A connection that was reset before we took it, or fds
-                // running out: the listener stays, the next one may work.
-                Err(_) => break,
-            };
+        if conns_ready {
+            loop {
+                let conn = match listener.accept() {
+                    Ok(c) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    // A connection that was reset before we took it, or fds
+                    // running out: the listener stays, the next one may work.
+                    Err(_) => break,
+                };
+                if conn.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                // The oldest gives way: a client that sends its head at once
+                // (every real one) is read before a flood of newer idle
+                // connections can push it out.
+                if pending.len() >= settings.max_pending.max(1) {
+                    drop(pending.remove(0));
+                }
+                let mut p = Pending { conn, buf: Vec::new(), deadline: Instant::now() + settings.head_deadline };
+                match p.read(settings.max_head) {
+                    Progress::Head => heads.push(p),
+                    Progress::Waiting => pending.push(p),
+                    Progress::Gone => {}
+                }
+            }
+        }
+        for p in heads {
+            if let Err((status, body)) = gate(&p.conn, &p.buf) {
+                respond(p.conn, status, &body);
+                continue;
+            }
             reap(&mut active, chores);
-            if active >= max_concurrent {
-                refuse(conn, refusal);
+            if active >= settings.max_concurrent {
+                answer(p.conn, settings.busy);
                 continue;
             }
             let one = SingleThreaded::check()?;
@@ -246,12 +372,16 @@ pub fn run(
                 Forked::Child(token) => {
                     drop(sigfd);
                     drop(listener);
+                    drop(pending);
                     crate::sys::signal::set_mask(&SigSet::empty()).map_err(ServeError::Signals)?;
-                    return Ok(Ended::Connection(conn, token));
+                    // The connection's process reads the body with blocking
+                    // reads bounded by timeouts.
+                    let _ = p.conn.set_nonblocking(false);
+                    return Ok(Ended::Connection(p.conn, p.buf, token));
                 }
                 Forked::Parent { .. } => {
                     active += 1;
-                    drop(conn);
+                    drop(p);
                 }
             }
         }
@@ -266,12 +396,18 @@ fn reap(active: &mut usize, chores: &mut dyn Chores) {
     }
 }
 
-/// Answers a connection beyond the limit without forking. What the client
-/// already sent is read first (without waiting): closing a socket with
-/// unread data resets it, and the client would see the reset instead of
-/// the answer.
-fn refuse(mut conn: Conn, refusal: Refusal) {
-    conn.set_nonblocking();
+/// Answers a connection in the loop, without forking.
+fn answer(conn: Conn, refusal: Refusal) {
+    let (status, body) = refusal();
+    respond(conn, status, &body);
+}
+
+/// Writes a short answer without waiting (it fits the socket's buffer; a
+/// client that does not read loses it). What the client already sent is
+/// read first: closing a socket with unread data resets it, and the
+/// client would see the reset instead of the answer.
+fn respond(mut conn: Conn, status: u16, body: &[u8]) {
+    let _ = conn.set_nonblocking(true);
     let mut sink = [0u8; 16 * 1024];
     for _ in 0..4 {
         match conn.read(&mut sink) {
@@ -279,7 +415,6 @@ fn refuse(mut conn: Conn, refusal: Refusal) {
             _ => break,
         }
     }
-    let (status, body) = refusal();
-    let _ = crate::serve::http::write_response(&mut conn, status, "application/json", &body);
+    let _ = crate::serve::http::write_response(&mut conn, status, "application/json", body);
     conn.finish();
 }

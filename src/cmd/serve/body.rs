@@ -296,7 +296,10 @@ pub struct ExecArgs {
 
 impl ExecBody {
     /// The exec's arguments and the bytes for its stdin.
-    pub fn to_args(&self, stream: bool) -> Result<(ExecArgs, Vec<u8>), ApiError> {
+    /// `code_timeout`: the timeout of code that gives none (a code call is
+    /// what a model sends, and a loop in it would run until the sandbox's
+    /// maximum lifetime).
+    pub fn to_args(&self, stream: bool, code_timeout: std::time::Duration) -> Result<(ExecArgs, Vec<u8>), ApiError> {
         let bad = |m: String| ApiError::new(400, "request", m);
         let mut stdin = match (&self.stdin, &self.stdin_b64) {
             (Some(_), Some(_)) => return Err(bad("give stdin or stdin_b64, not both".into())),
@@ -351,6 +354,9 @@ impl ExecBody {
                 opts.push(format!("--{flag}={}", scalar(key, v)?));
             }
         }
+        if self.code.is_some() && self.timeout.is_none() {
+            opts.push(format!("--timeout={}ms", code_timeout.as_millis()));
+        }
         pairs("env", "env", &self.env, &mut opts)?;
         if let Some(u) = &self.user {
             opts.push(format!("--user={}", clean("user", u)?));
@@ -400,13 +406,13 @@ mod tests {
     fn unknown_keys_and_bare_env_names_are_refused() {
         assert!(parse::<CreateBody>(br#"{"memroy": "1G"}"#).is_err());
         let b: ExecBody = parse(br#"{"argv": ["true"], "env": {"HOME": "x", "": "y"}}"#).unwrap();
-        assert!(b.to_args(false).is_err());
+        assert!(b.to_args(false, std::time::Duration::from_secs(600)).is_err());
     }
 
     #[test]
     fn code_goes_on_stdin_not_argv() {
         let b: ExecBody = parse(br#"{"code": "print(1)", "language": "python"}"#).unwrap();
-        let (a, stdin) = b.to_args(false).unwrap();
+        let (a, stdin) = b.to_args(false, std::time::Duration::from_secs(600)).unwrap();
         assert!(a.command.is_empty());
         assert!(a.opts.contains(&"--code=-".to_string()) && a.opts.contains(&"--language=python".to_string()));
         assert_eq!(stdin, b"print(1)");

@@ -56,7 +56,17 @@ pub fn claim(ctx: &Ctx, req: ClaimArgs) -> Result<Reply, ApiError> {
     for (k, v) in &req.labels {
         argv.push(format!("--label={k}={v}").into());
     }
-    let mut v = super::create_child(argv)?;
+    // A miss whose cold create fails too says why the pool is empty (the
+    // same cause, usually: a missing image).
+    let mut v = super::create_child(argv).map_err(|mut e| {
+        if let Some(why) = pool.refill_trouble() {
+            e.message = format!("{}; {why}", e.message);
+            e.hint.get_or_insert_with(|| {
+                format!("GET /v1/pools/{} shows the pool; husk serve's stderr says each failure", req.pool)
+            });
+        }
+        e
+    })?;
     v["pooled"] = json!(false);
     Ok(Reply::Json(201, v))
 }
@@ -78,7 +88,7 @@ pub fn add(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
             .hint("DELETE /v1/pools/NAME first to change its spec"));
     }
     super::store(ctx)?;
-    let note = Note::Add { spec: spec.clone() };
+    let note = Note::Add { spec: Box::new(spec.clone()) };
     if serde_json::to_vec(&note).map(|b| b.len() + 1).unwrap_or(usize::MAX) > MAX_NOTE {
         return Err(ApiError::new(400, "pool", format!("the pool's spec is longer than {MAX_NOTE} bytes")));
     }

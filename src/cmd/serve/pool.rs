@@ -37,6 +37,13 @@ const MAX_CREATING: usize = 2;
 /// A failed refill waits this long before the next (doubling to the max).
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A member is replaced once it has used this share of its maximum
+/// lifetime (1 h of the default 24 h): a claim hands out a sandbox with at
+/// least the rest ahead of it, not one about to reach its end.
+const MEMBER_MAX_AGE_SHARE: u64 = 24;
+/// A pool's refill failures are said on serve's stderr at most this often
+/// (the first at once, then a count of those in between).
+const SAY_FAILURES_EVERY: Duration = Duration::from_secs(60);
 
 /// What a connection's process tells the loop (one JSON line, shorter
 /// than PIPE_BUF, so lines from several processes never interleave).
@@ -56,7 +63,7 @@ pub enum Note {
         id: String,
     },
     Add {
-        spec: PoolSpec,
+        spec: Box<PoolSpec>,
     },
     Delete {
         pool: String,
@@ -105,6 +112,12 @@ pub struct Pool {
     budget_limited: bool,
     retry_at: Option<Instant>,
     backoff: Duration,
+    /// When a refill failure was last said on stderr, and how many were
+    /// not said since.
+    said_at: Option<Instant>,
+    unsaid: u64,
+    /// Members' `(lifetime_ends_ms, max_lifetime_ms)`, by id.
+    lifetimes: std::collections::HashMap<String, (u64, u64)>,
 }
 
 impl Pool {
@@ -126,7 +139,54 @@ impl Pool {
             budget_limited: false,
             retry_at: None,
             backoff: FIRST_BACKOFF,
+            said_at: None,
+            unsaid: 0,
+            lifetimes: Default::default(),
         }
+    }
+
+    /// A member joins, with its lifetime as its record says it (created
+    /// at, ends at).
+    fn join(&mut self, id: String, created_ms: Option<u64>, ends_ms: Option<u64>) {
+        if let (Some(c), Some(e)) = (created_ms, ends_ms) {
+            self.lifetimes.insert(id.clone(), (e, e.saturating_sub(c)));
+        }
+        self.members.push_back(id);
+    }
+
+    /// Whether a member has used its share of its maximum lifetime.
+    fn aged(&self, id: &str, now_ms: u64) -> bool {
+        self.lifetimes.get(id).is_some_and(|(ends, max)| now_ms + max - max / MEMBER_MAX_AGE_SHARE > *ends)
+    }
+
+    /// A refill failed: kept for GET /v1/pools and claims, retried later,
+    /// and said on serve's stderr (rate-limited: a pool whose image is
+    /// missing fails every 30 s for as long as serve runs).
+    fn failed(&mut self, why: String, now: Instant) {
+        self.failures += 1;
+        self.retry_at = Some(now + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        if self.said_at.is_none_or(|t| now.duration_since(t) >= SAY_FAILURES_EVERY) {
+            let more = match self.unsaid {
+                0 => String::new(),
+                n => format!(" ({n} more failed since the last said here)"),
+            };
+            crate::errln!("husk serve: pool {}: a refill failed{more}: {why}", self.spec.name);
+            self.said_at = Some(now);
+            self.unsaid = 0;
+        } else {
+            self.unsaid += 1;
+        }
+        self.last_error = Some(why);
+    }
+
+    /// Why a claim found nothing READY, when refills have been failing.
+    pub fn refill_trouble(&self) -> Option<String> {
+        let last = self.last_error.as_deref().filter(|_| self.members.is_empty())?;
+        Some(format!(
+            "pool {:?} has no ready member: {} refill(s) failed, the last with: {last}",
+            self.spec.name, self.failures
+        ))
     }
 
     /// The sandbox flags of its members (and of a miss's cold create).
@@ -232,6 +292,7 @@ impl Pools {
         };
         if store.is_some() {
             crate::paths::ensure_private_dir("pools dir", &work).map_err(|e| PoolsError::State(e.to_string()))?;
+            sweep_refill_files(&work);
         }
         let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
             .map_err(PoolsError::Pipe)?;
@@ -305,7 +366,7 @@ impl Pools {
                         && rec.labels.get(SPEC_LABEL) == Some(&p.digest)
                         && p.members.len() < p.spec.size as usize =>
                 {
-                    p.members.push_back(rec.id.clone());
+                    p.join(rec.id.clone(), Some(rec.created_ms), rec.lifetime_ends_ms);
                     p.adopted += 1;
                 }
                 found => {
@@ -343,7 +404,7 @@ impl Pools {
                 if self.find(&spec.name).is_none()
                     && let Ok(args) = spec.validate()
                 {
-                    self.pools.push(Pool::new(spec, args, self.mem_total));
+                    self.pools.push(Pool::new(*spec, args, self.mem_total));
                 }
             }
             Note::Delete { pool } => {
@@ -387,12 +448,21 @@ impl Pools {
         }
     }
 
-    /// Every second: members whose supervisor is gone are replaced.
+    /// Every second: members whose supervisor is gone, or that have used
+    /// their share of their maximum lifetime, are replaced.
     fn check_members(&mut self) {
         let Some(store) = &self.store else { return };
+        let now_ms = crate::sandbox::state::now_ms();
         for p in &mut self.pools {
             let before = p.members.len();
+            let aged: Vec<String> = p.members.iter().filter(|id| p.aged(id, now_ms)).cloned().collect();
             p.members.retain(|id| {
+                if aged.contains(id) {
+                    // Retired, not destroyed: a claim may be answering now,
+                    // and a claimed member is its caller's.
+                    retire(store, id, &p.spec.name);
+                    return false;
+                }
                 let dir = store.dir(id);
                 match state::try_lock(&dir) {
                     Ok(None) => true,
@@ -402,6 +472,8 @@ impl Pools {
                     }
                 }
             });
+            let members = &p.members;
+            p.lifetimes.retain(|id, _| members.contains(id));
             p.replaced += (before - p.members.len()) as u64;
         }
     }
@@ -447,10 +519,7 @@ impl Pools {
                         self.refills.push(r);
                     }
                     Err(e) => {
-                        p.failures += 1;
-                        p.last_error = Some(e);
-                        p.retry_at = Some(now + p.backoff);
-                        p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+                        p.failed(e, now);
                         break;
                     }
                 }
@@ -476,16 +545,13 @@ impl Pools {
         p.creating.retain(|pid| *pid != r.pid);
         match id {
             Some(id) => {
-                p.members.push_back(id);
+                p.join(id, v["created_ms"].as_u64(), v["lifetime_ends_ms"].as_u64());
                 p.backoff = FIRST_BACKOFF;
                 p.retry_at = None;
             }
             None => {
                 let why = v["error"]["message"].as_str().or(v["error"].as_str()).map(str::to_string);
-                p.failures += 1;
-                p.last_error = Some(why.unwrap_or_else(|| err.trim().to_string()));
-                p.retry_at = Some(Instant::now() + p.backoff);
-                p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+                p.failed(why.unwrap_or_else(|| err.trim().to_string()), Instant::now());
             }
         }
     }
@@ -592,6 +658,30 @@ impl crate::serve::server::Chores for Pools {
         let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
         self.finished(r, ok);
         true
+    }
+}
+
+/// Removes the output files of refills whose serve is gone (SIGKILLed
+/// before it read them): `.refill-<serve pid>-<n>.{out,err}` of a pid
+/// that no longer exists. Another serve's on the same state dir (another
+/// address) is alive and keeps its own.
+fn sweep_refill_files(work: &std::path::Path) {
+    let Ok(dir) = std::fs::read_dir(work) else { return };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(".refill-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone =
+            pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

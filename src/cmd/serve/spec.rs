@@ -42,6 +42,9 @@ pub struct PoolSpec {
     pub runtime: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm: Option<String>,
+    /// Each member's `--max-lifetime` (husk create's default when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lifetime: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -70,6 +73,7 @@ pub fn parse_arg(given: &str) -> Result<PoolSpec, SpecError> {
         network: None,
         runtime: None,
         warm: None,
+        max_lifetime: None,
     };
     match source.split_once('=') {
         Some(("rootfs", dir)) => spec.rootfs = Some(dir.to_string()),
@@ -94,6 +98,7 @@ pub fn parse_arg(given: &str) -> Result<PoolSpec, SpecError> {
             "memory" => &mut spec.memory,
             "cpus" => &mut spec.cpus,
             "pids" => &mut spec.pids,
+            "max_lifetime" => &mut spec.max_lifetime,
             "network" => {
                 spec.network = Some(v);
                 continue;
@@ -106,7 +111,11 @@ pub fn parse_arg(given: &str) -> Result<PoolSpec, SpecError> {
                 spec.warm = Some(v);
                 continue;
             }
-            _ => return Err(syntax(&format!("unknown key {k:?} (memory, cpus, pids, network, runtime, warm)"))),
+            _ => {
+                return Err(syntax(&format!(
+                    "unknown key {k:?} (memory, cpus, pids, network, runtime, warm, max_lifetime)"
+                )));
+            }
         };
         *slot = Some(Value::String(v));
     }
@@ -145,7 +154,9 @@ impl PoolSpec {
             (None, Some(r)) => a.push(format!("--rootfs={}", text("rootfs", r)?)),
             _ => return Err(self.invalid("give exactly one of image and rootfs")),
         }
-        for (flag, v) in [("memory", &self.memory), ("cpus", &self.cpus), ("pids", &self.pids)] {
+        for (flag, v) in
+            [("memory", &self.memory), ("cpus", &self.cpus), ("pids", &self.pids), ("max-lifetime", &self.max_lifetime)]
+        {
             match v {
                 None => {}
                 Some(Value::String(s)) => a.push(format!("--{flag}={}", text(flag, s)?)),
