@@ -521,3 +521,48 @@ fn cgroup_under_an_empty_cpuset_parent_is_filled_not_enospc() {
     let _ = std::fs::remove_dir(&parent);
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// CVE-2025-31133's shape: an image whose /dev/null is a symlink (here to
+/// /proc/sys/kernel/domainname) in a config that does not mount a fresh
+/// /dev: masking /proc/kcore with "/dev/null" bound that file over it
+/// instead of the null device. create refuses, naming /dev/null.
+#[test]
+fn oci_dev_null_swapped_for_symlink_is_refused() {
+    require_root!();
+    let b = Bundle::new("ocicore-devnull", "test -c /proc/kcore || exit 9");
+    let dev = b.path().join("rootfs/dev");
+    let _ = std::fs::remove_dir_all(&dev);
+    std::fs::create_dir_all(&dev).unwrap();
+    std::os::unix::fs::symlink("/proc/sys/kernel/domainname", dev.join("null")).unwrap();
+    b.edit(|c| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        mounts.retain(|m| !m["destination"].as_str().unwrap().starts_with("/dev"));
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "devnull"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/dev/null"), "rc {:?}, stderr {err}", out.status.code());
+}
+
+/// A sysctl is written to procfs or not at all: with something else bound
+/// over /proc/sys the write went into that file, create succeeded and the
+/// sysctl was silently not set (CVE-2025-52881's redirected writes).
+#[test]
+fn sysctl_write_outside_procfs_is_refused() {
+    require_root!();
+    let b = Bundle::new("ocicore-sysctl", "true");
+    let fake = b.path().join("fakesys");
+    std::fs::create_dir_all(fake.join("kernel")).unwrap();
+    std::fs::write(fake.join("kernel/domainname"), "untouched").unwrap();
+    b.edit(|c| {
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/proc/sys", "type": "bind", "source": fake, "options": ["rbind"]}));
+        c["linux"]["sysctl"] = json!({"kernel.domainname": "redirected"});
+        c["linux"]["readonlyPaths"] = json!([]);
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "sysctl"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(std::fs::read_to_string(fake.join("kernel/domainname")).unwrap(), "untouched", "stderr: {err}");
+    assert!(!out.status.success() && err.contains("kernel.domainname"), "rc {:?}, stderr {err}", out.status.code());
+}

@@ -209,12 +209,10 @@ fn set_sysctls(plan: &Plan) -> Result<(), Failure> {
         .chain(plan.domainname.as_deref().map(|d| ("kernel.domainname", d)));
     for (k, v) in all {
         let path = format!("/proc/sys/{}", k.replace('.', "/"));
-        std::fs::write(&path, v).map_err(|e| {
-            Failure::Before(
-                StepError::new(Step::Sysctl, Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))),
-                k.to_string(),
-            )
-        })?;
+        // Through a file that is procfs' (a mount over /proc/sys would
+        // take the write elsewhere and the sysctl would silently not be).
+        super::verify::write_proc(&path, v)
+            .map_err(|e| Failure::Before(StepError::new(Step::Sysctl, e), format!("{k} ({path})")))?;
     }
     Ok(())
 }
@@ -243,8 +241,7 @@ pub struct Confined {
 /// fds above the preserved ones that stay open (all close-on-exec).
 pub fn confine(p: &ProcessPlan, keep: &[RawFd], preserve_fds: u32, last_cap: u32) -> Result<Confined, StepError> {
     if let Some(adj) = p.oom_score_adj {
-        std::fs::write("/proc/self/oom_score_adj", adj.to_string())
-            .map_err(|e| StepError::new(Step::OomScoreAdj, Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
+        super::verify::write_proc("/proc/self/oom_score_adj", &adj.to_string()).at(Step::OomScoreAdj)?;
     }
     // Closed, not marked close-on-exec: chdir below runs before execve, and
     // a cwd of /proc/self/fd/N would otherwise land on the host's side of

@@ -21,6 +21,7 @@
 //! hooks.rs    runtime-spec hooks: path + args verbatim, state JSON on stdin
 //! gc.rs       `husk gc` of this mode's state: stopped containers nobody deleted, empty parents
 //! seal.rs     create/run/exec re-exec husk from a read-only or sealed copy (CVE-2019-5736)
+//! verify.rs   /dev/null, the pty master and /proc writes opened by what they are, not by path
 //! ```
 //!
 //! Nothing husk prints in this mode goes to stdout, which belongs to the
@@ -47,6 +48,7 @@ pub mod spec;
 pub mod state;
 pub mod template;
 pub mod update;
+pub mod verify;
 pub mod version;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
