@@ -79,7 +79,7 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
                     let confined = match init::confine(&process, &[child.0.as_raw_fd()], a.preserve_fds, last_cap) {
                         Ok(c) => c,
                         Err(e) => {
-                            child.fail(e, &init::what_failed(&process, e.step));
+                            child.fail(e, &init::what_failed(&process, e));
                             crate::sys::process::exit_now(1)
                         }
                     };

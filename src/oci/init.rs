@@ -118,7 +118,7 @@ fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Fai
     let mut keep = vec![ctx.chan.0.as_raw_fd(), fifo.as_raw_fd()];
     keep.extend(ctx.log.as_ref().map(|(f, _)| f.as_raw_fd()));
     let confined = confine(&plan.process, &keep, ctx.preserve_fds, ctx.last_cap)
-        .map_err(|e| Failure::Before(e, what_failed(&plan.process, e.step)))?;
+        .map_err(|e| Failure::Before(e, what_failed(&plan.process, e)))?;
     ctx.chan.send(&Msg::Ready).map_err(|e| StepError::new(Step::AwaitRelease, e))?;
     // Held (close-on-exec) until execve: start reads it to EOF, so its
     // poststart hooks run after the startContainer hooks and the exec, as
@@ -285,9 +285,18 @@ pub fn confine(p: &ProcessPlan, keep: &[RawFd], preserve_fds: u32, last_cap: u32
 }
 
 /// The detail of a failure of `confine`: what of the process it was about.
-pub fn what_failed(p: &ProcessPlan, step: Step) -> String {
-    match step {
-        Step::Exec => format!("exec: {:?}", p.args[0]),
+/// The executable's in runc's words, which engines match (docker run exits
+/// 127 on "executable file not found"/"no such file or directory", 126 on
+/// "permission denied").
+pub fn what_failed(p: &ProcessPlan, e: StepError) -> String {
+    let arg0 = p.args[0].to_string_lossy();
+    let lower = e.errno.desc().to_lowercase();
+    match e.step {
+        Step::Exec if e.errno == Errno::ENOENT && !arg0.contains('/') => {
+            format!("exec: {arg0:?}: executable file not found in $PATH")
+        }
+        Step::Exec if e.errno == Errno::ENOENT => format!("exec: {arg0:?}: stat {arg0}: {lower}"),
+        Step::Exec => format!("exec: {arg0:?}: {lower}"),
         Step::Chdir => format!("process.cwd {:?}", p.cwd),
         Step::VerifyCwd => format!("process.cwd {:?} is outside the container's root", p.cwd),
         Step::SetIdentity => format!("user {}:{}", p.uid, p.gid),
