@@ -309,6 +309,7 @@ fn oci_cwd_through_leaked_fd_cannot_reach_host() {
     }
     let b = Bundle::new("ocicore-cwdexec", "exec sleep 1000");
     b.ok(&["run", "--detach", "--bundle", b.path().to_str().unwrap(), "victim"]);
+    let _cleanup = Deleted(&b, "victim");
     for n in 3..=20 {
         let cwd = format!("/proc/self/fd/{n}");
         let out = b.husk(&["exec", "--cwd", &cwd, "victim", "sh", "-c", &attack]);
@@ -327,6 +328,7 @@ fn oci_container_fds_are_only_stdio() {
     require_root!();
     let b = Bundle::new("ocicore-fds", "exec sleep 1000");
     b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "fds"]);
+    let _cleanup = Deleted(&b, "fds");
     let pid = b.state("fds")["pid"].as_i64().unwrap();
     let fifo = b.root().join("fds/exec.fifo");
     let log = b.path().join("log.json");
@@ -389,6 +391,7 @@ fn oci_exec_cannot_overwrite_host_binary() {
     let bundle = b.path().to_str().unwrap();
     let out = b.husk_with(&bin, &["create", "--bundle", bundle, "exe"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let _cleanup = Deleted(&b, "exe");
     let attack = "exec 3</proc/1/exe || { echo noopen > /result; exit; }; \
                   while [ ! -e /go ]; do sleep 0.05; done; \
                   if echo EVIL >> /proc/self/fd/3; then echo wrote > /result; else echo refused > /result; fi";
@@ -404,10 +407,49 @@ fn oci_exec_cannot_overwrite_host_binary() {
     std::fs::write(rootfs.join("go"), "").unwrap();
     assert!(common::wait_until(std::time::Duration::from_secs(20), || rootfs.join("result").exists()));
     let result = std::fs::read_to_string(rootfs.join("result")).unwrap();
-    b.husk(&["delete", "--force", "exe"]);
     let after = std::fs::read(&bin).unwrap();
     assert!(after == before, "the host's husk binary was written from the container (attacker: {result:?})");
     assert_ne!(result.trim(), "wrote");
+    // `exec` (whose fork joins the container) runs from the sealed copy
+    // too: its /proc/<pid>/exe is not the host file, and cannot be opened
+    // for writing (the overlay's EROFS; a sealed memfd's EPERM on write).
+    let exec = Killed(
+        Command::new(&bin)
+            .args(["oci", "--root", b.root().to_str().unwrap(), "exec", "exe", "sleep", "1000"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let exe = format!("/proc/{}/exe", exec.0.id());
+    let sealed =
+        common::wait_until(std::time::Duration::from_secs(20), || std::fs::read_link(&exe).is_ok_and(|t| t != bin));
+    assert!(sealed, "husk exec runs the host's file: {exe} -> {:?}", std::fs::read_link(&exe));
+    let write = std::fs::OpenOptions::new().append(true).open(&exe).and_then(|mut f| {
+        use std::io::Write;
+        f.write_all(b"EVIL")
+    });
+    assert!(write.is_err(), "husk exec's own binary was writable through {exe}");
+}
+
+/// `delete --force` of a test's container, even when the test fails.
+struct Deleted<'a>(&'a Bundle, &'a str);
+
+impl Drop for Deleted<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.husk(&["delete", "--force", self.1]);
+    }
+}
+
+/// A child killed and reaped, even when the test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn cap_name(n: u32) -> Option<&'static str> {
