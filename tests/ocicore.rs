@@ -608,3 +608,74 @@ fn sysctl_write_outside_procfs_is_refused() {
     assert_eq!(std::fs::read_to_string(fake.join("kernel/domainname")).unwrap(), "untouched", "stderr: {err}");
     assert!(!out.status.success() && err.contains("kernel.domainname"), "rc {:?}, stderr {err}", out.status.code());
 }
+
+/// The pty comes from the container's own devpts (/dev/pts/ptmx, checked
+/// to be its 5:2), never from whatever the image's /dev/ptmx points at:
+/// here a symlink to /etc/passwd, which init used to open read-write as
+/// root and then fail on (CVE-2025-52565's family: a path the image
+/// controls picking the file the runtime opens).
+#[test]
+fn oci_pty_comes_from_the_containers_devpts_not_the_images_ptmx() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    require_root!();
+    let b = Bundle::new("ocicore-pty", "test -t 0 && test -t 1 && echo IS-A-TTY");
+    let dev = b.path().join("rootfs/dev");
+    let _ = std::fs::remove_dir_all(&dev);
+    std::fs::create_dir_all(&dev).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dev.join("ptmx")).unwrap();
+    // The image's own null device (masking needs one).
+    let null = dev.join("null");
+    nix::sys::stat::mknod(
+        &null,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .unwrap();
+    b.edit(|c| {
+        c["process"]["terminal"] = json!(true);
+        c["mounts"].as_array_mut().unwrap().retain(|m| m["destination"] != "/dev");
+    });
+    let sock = b.path().join("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let receiver = std::thread::spawn(move || -> Option<OwnedFd> {
+        let (conn, _) = listener.accept().ok()?;
+        let mut buf = [0u8; 64];
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let msg = nix::sys::socket::recvmsg::<()>(
+            conn.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            nix::sys::socket::MsgFlags::empty(),
+        )
+        .ok()?;
+        let fd = msg.cmsgs().ok()?.find_map(|c| match c {
+            nix::sys::socket::ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+            _ => None,
+        })?;
+        // SAFETY: SCM_RIGHTS handed us this new fd; nothing else owns it.
+        Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    });
+    let out =
+        b.husk(&["create", "--bundle", b.path().to_str().unwrap(), "--console-socket", sock.to_str().unwrap(), "pty"]);
+    assert!(
+        out.status.success(),
+        "create with the image's /dev/ptmx a symlink: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _cleanup = Deleted(&b, "pty");
+    let master = receiver.join().unwrap().expect("the pty master over --console-socket");
+    b.ok(&["start", "pty"]);
+    let mut seen = Vec::new();
+    let mut f = std::fs::File::from(master);
+    let mut buf = [0u8; 256];
+    // EIO once the container's side of the pty is closed.
+    while let Ok(n) = std::io::Read::read(&mut f, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&seen).contains("IS-A-TTY"), "{:?}", String::from_utf8_lossy(&seen));
+}
