@@ -207,12 +207,13 @@ fn set_sysctls(plan: &Plan) -> Result<(), Failure> {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .chain(plan.domainname.as_deref().map(|d| ("kernel.domainname", d)));
+    let proc = if plan.sysctl.is_empty() && plan.domainname.is_none() { None } else { super::verify::private_proc() };
     for (k, v) in all {
-        let path = format!("/proc/sys/{}", k.replace('.', "/"));
-        // Through a file that is procfs' (a mount over /proc/sys would
-        // take the write elsewhere and the sysctl would silently not be).
-        super::verify::write_proc(&path, v)
-            .map_err(|e| Failure::Before(StepError::new(Step::Sysctl, e), format!("{k} ({path})")))?;
+        let rel = format!("sys/{}", k.replace('.', "/"));
+        // Through procfs itself (a mount over /proc/sys/... would take the
+        // write elsewhere and the sysctl would silently not be set).
+        super::verify::write_proc(proc.as_ref(), &rel, v)
+            .map_err(|e| Failure::Before(StepError::new(Step::Sysctl, e), format!("{k} (/proc/{rel})")))?;
     }
     Ok(())
 }
@@ -241,7 +242,9 @@ pub struct Confined {
 /// fds above the preserved ones that stay open (all close-on-exec).
 pub fn confine(p: &ProcessPlan, keep: &[RawFd], preserve_fds: u32, last_cap: u32) -> Result<Confined, StepError> {
     if let Some(adj) = p.oom_score_adj {
-        super::verify::write_proc("/proc/self/oom_score_adj", &adj.to_string()).at(Step::OomScoreAdj)?;
+        let rel = format!("{}/oom_score_adj", nix::unistd::getpid());
+        super::verify::write_proc(super::verify::private_proc().as_ref(), &rel, &adj.to_string())
+            .at(Step::OomScoreAdj)?;
     }
     // Closed, not marked close-on-exec: chdir below runs before execve, and
     // a cwd of /proc/self/fd/N would otherwise land on the host's side of
