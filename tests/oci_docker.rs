@@ -298,3 +298,42 @@ fn ctr_exec_and_kill() {
     let o = c.ctr(&["container", "rm", &id]);
     assert!(o.status.success(), "{}", show(&o));
 }
+
+/// What fails at create reaches the engine: `docker run` of a missing or
+/// non-executable command fails with the runtime's reason in docker's
+/// error (it used to exit 127/126 after start with nothing anywhere but
+/// the runtime's --log, State.Error empty).
+#[test]
+fn docker_start_failure_names_reason() {
+    require_root();
+    let d = Dockerd::shared();
+    // docker's own exit codes for these, which it finds in the error's
+    // words (runc's): 127 not found, 126 not executable.
+    for (cmd, code) in [("/nonexistent", 127), ("nonexistent-in-path", 127), ("/etc/passwd", 126)] {
+        let o = d.run(&["--rm", IMAGE, cmd]);
+        assert_eq!(o.status.code(), Some(code), "{cmd}: {}", show(&o));
+        assert!(err(&o).contains(cmd), "{cmd}: docker's error does not name it: {}", show(&o));
+    }
+}
+
+/// CVE-2024-21626 through the engine: an image's WORKDIR (here `-w`) of
+/// /proc/self/fd/N never puts the container's process in the host's
+/// filesystem (a write to ../../../tmp never lands on the host).
+#[test]
+fn docker_workdir_through_leaked_fd_cannot_reach_host() {
+    require_root();
+    let d = Dockerd::shared();
+    let marker = unique("husk-docker-leak");
+    let host_marker = std::path::Path::new("/tmp").join(&marker);
+    let attack = format!("echo x > ../../../../../../../../tmp/{marker}");
+    for n in 3..=20 {
+        let cwd = format!("/proc/self/fd/{n}");
+        let o = d.run(&["--rm", "-w", &cwd, IMAGE, "sh", "-c", &attack]);
+        assert!(
+            !host_marker.exists(),
+            "-w {cwd}: the container wrote {} on the host: {}",
+            host_marker.display(),
+            show(&o)
+        );
+    }
+}

@@ -44,6 +44,9 @@ impl Bundle {
     /// stdout/stderr go to files, not pipes: after `create` they are the
     /// container's, held open by its init (a pipe would never see EOF).
     fn husk(&self, args: &[&str]) -> Output {
+        self.husk_with(&husk_bin(), args)
+    }
+    fn husk_with(&self, bin: &Path, args: &[&str]) -> Output {
         let root = self.root();
         let log = self.path().join("log.json");
         let (out, err) = (self.path().join("out"), self.path().join("err"));
@@ -52,7 +55,7 @@ impl Bundle {
         // script's `echo $$`) would land in this call's output.
         let _ = std::fs::remove_file(&out);
         let _ = std::fs::remove_file(&err);
-        let status = Command::new(husk_bin())
+        let status = Command::new(bin)
             .args(["--root", root.to_str().unwrap(), "--log", log.to_str().unwrap(), "--log-format", "json"])
             .args(args)
             .stdin(std::process::Stdio::null())
@@ -275,4 +278,354 @@ fn bad_config_is_refused_with_the_field_named_and_leaves_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("linux.sysctl") && err.contains("kernel.panic"), "{err}");
     assert!(!b.root().join("bad").exists(), "a refused create leaves no state");
+}
+
+/// CVE-2024-21626's shape: init held a directory fd of the host (the state
+/// dir) when it called chdir(process.cwd), so a cwd of /proc/self/fd/N put
+/// the container's process in the host's filesystem. Every N from 3 to 20,
+/// for create/run and for exec: the process never runs with a host cwd
+/// (its write to ../../../../tmp lands nowhere on the host), and a refused
+/// cwd is create's (or exec's) error naming process.cwd.
+#[test]
+fn oci_cwd_through_leaked_fd_cannot_reach_host() {
+    require_root!();
+    let marker = format!("husk-ocicore-leak-{}", std::process::id());
+    let host_marker = Path::new("/tmp").join(&marker);
+    let _ = std::fs::remove_file(&host_marker);
+    let attack = format!("echo x > ../../../../../../../../tmp/{marker}; ls ../../../../../../../../");
+    let b = Bundle::new("ocicore-cwd", &attack);
+    for n in 3..=20 {
+        let cwd = format!("/proc/self/fd/{n}");
+        b.edit(|c| c["process"]["cwd"] = json!(cwd));
+        let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), &format!("cwd{n}")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!host_marker.exists(), "cwd {cwd}: the container wrote {} on the host ({err})", host_marker.display());
+        if !out.status.success() {
+            assert!(
+                err.contains("process.cwd") && err.contains(&cwd),
+                "cwd {cwd}: create's error names the cwd: {err}"
+            );
+        }
+    }
+    let b = Bundle::new("ocicore-cwdexec", "exec sleep 1000");
+    b.ok(&["run", "--detach", "--bundle", b.path().to_str().unwrap(), "victim"]);
+    let _cleanup = Deleted(&b, "victim");
+    for n in 3..=20 {
+        let cwd = format!("/proc/self/fd/{n}");
+        let out = b.husk(&["exec", "--cwd", &cwd, "victim", "sh", "-c", &attack]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!host_marker.exists(), "exec --cwd {cwd}: wrote {} on the host ({err})", host_marker.display());
+    }
+    b.ok(&["delete", "--force", "victim"]);
+}
+
+/// What init holds while it waits for `start`, and what the container's
+/// processes hold once they run: stdio, and only husk's own channel, log
+/// and exec.fifo before execve, never a directory (CVE-2024-21626; runc's
+/// fd-leak test walks /proc/<pid>/fd the same way).
+#[test]
+fn oci_container_fds_are_only_stdio() {
+    require_root!();
+    let b = Bundle::new("ocicore-fds", "exec sleep 1000");
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "fds"]);
+    let _cleanup = Deleted(&b, "fds");
+    let pid = b.state("fds")["pid"].as_i64().unwrap();
+    let fifo = b.root().join("fds/exec.fifo");
+    let log = b.path().join("log.json");
+    let fds = |pid: i64| -> Vec<(i32, PathBuf, bool)> {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let n: i32 = e.file_name().to_str().unwrap().parse().unwrap();
+                let is_dir = std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir());
+                (n, std::fs::read_link(e.path()).unwrap_or_default(), is_dir)
+            })
+            .collect()
+    };
+    for (n, target, is_dir) in fds(pid) {
+        assert!(!is_dir, "init holds fd {n} -> {} (a directory) while it waits for start", target.display());
+        let allowed = n <= 2 || target == fifo || target == log || target.to_string_lossy().starts_with("socket:");
+        assert!(allowed, "init holds fd {n} -> {}", target.display());
+    }
+    b.ok(&["start", "fds"]);
+    let out = b.husk(&[
+        "exec",
+        "--detach",
+        "--pid-file",
+        b.path().join("exec.pid").to_str().unwrap(),
+        "fds",
+        "sleep",
+        "1000",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exec_pid: i64 = std::fs::read_to_string(b.path().join("exec.pid")).unwrap().parse().unwrap();
+    for p in [pid, exec_pid] {
+        let held: Vec<_> = fds(p).into_iter().filter(|(n, _, _)| *n > 2).collect();
+        assert!(held.is_empty(), "pid {p} holds more than stdio: {held:?}");
+    }
+    b.ok(&["delete", "--force", "fds"]);
+}
+
+/// CVE-2019-5736's shape, against a copy of husk: a privileged process in
+/// the container (CAP_SYS_PTRACE: being non-dumpable does not stop it)
+/// opens /proc/1/exe while init is still husk (between create and start),
+/// and once init has exec'd and no husk runs any more, reopens it for
+/// writing and appends. The copy must not change.
+#[test]
+fn oci_exec_cannot_overwrite_host_binary() {
+    require_root!();
+    let b = Bundle::new("ocicore-exe", "exec sleep 1000");
+    let bin_dir = TempDir::new("ocicore-exe-bin");
+    let bin = common::copy_husk_to(bin_dir.path());
+    let before = std::fs::read(&bin).unwrap();
+    // Every capability we hold (a CI runner's bounding set may lack some).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let bnd = status.lines().find_map(|l| l.strip_prefix("CapBnd:")).unwrap().trim();
+    let bnd = u64::from_str_radix(bnd, 16).unwrap();
+    let all: Vec<String> = (0..=40).filter(|n| bnd & (1 << n) != 0).filter_map(cap_name).map(str::to_string).collect();
+    b.edit(|c| {
+        c["process"]["capabilities"] = json!({"bounding": all, "effective": all, "permitted": all});
+        c["process"]["noNewPrivileges"] = json!(false);
+    });
+    let bundle = b.path().to_str().unwrap();
+    let out = b.husk_with(&bin, &["create", "--bundle", bundle, "exe"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let _cleanup = Deleted(&b, "exe");
+    let attack = "exec 3</proc/1/exe || { echo noopen > /result; exit; }; \
+                  while [ ! -e /go ]; do sleep 0.05; done; \
+                  if echo EVIL >> /proc/self/fd/3; then echo wrote > /result; else echo refused > /result; fi";
+    let out = b.husk_with(&bin, &["exec", "--detach", "exe", "sh", "-c", attack]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = b.husk_with(&bin, &["start", "exe"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Init has exec'd sleep: no process runs the copy now (no ETXTBSY).
+    let rootfs = b.path().join("rootfs");
+    assert!(common::wait_until(std::time::Duration::from_secs(20), || {
+        std::fs::read_to_string(format!("/proc/{}/comm", b.state("exe")["pid"])).is_ok_and(|c| c.trim() == "sleep")
+    }));
+    std::fs::write(rootfs.join("go"), "").unwrap();
+    assert!(common::wait_until(std::time::Duration::from_secs(20), || rootfs.join("result").exists()));
+    let result = std::fs::read_to_string(rootfs.join("result")).unwrap();
+    let after = std::fs::read(&bin).unwrap();
+    assert!(after == before, "the host's husk binary was written from the container (attacker: {result:?})");
+    assert_ne!(result.trim(), "wrote");
+    // `exec` (whose fork joins the container) runs from the sealed copy
+    // too: its /proc/<pid>/exe is not the host file, and cannot be opened
+    // for writing (the overlay's EROFS; a sealed memfd's EPERM on write).
+    let exec = Killed(
+        Command::new(&bin)
+            .args(["oci", "--root", b.root().to_str().unwrap(), "exec", "exe", "sleep", "1000"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let exe = format!("/proc/{}/exe", exec.0.id());
+    let sealed =
+        common::wait_until(std::time::Duration::from_secs(20), || std::fs::read_link(&exe).is_ok_and(|t| t != bin));
+    assert!(sealed, "husk exec runs the host's file: {exe} -> {:?}", std::fs::read_link(&exe));
+    let write = std::fs::OpenOptions::new().append(true).open(&exe).and_then(|mut f| {
+        use std::io::Write;
+        f.write_all(b"EVIL")
+    });
+    assert!(write.is_err(), "husk exec's own binary was writable through {exe}");
+}
+
+/// `delete --force` of a test's container, even when the test fails.
+struct Deleted<'a>(&'a Bundle, &'a str);
+
+impl Drop for Deleted<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.husk(&["delete", "--force", self.1]);
+    }
+}
+
+/// A child killed and reaped, even when the test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cap_name(n: u32) -> Option<&'static str> {
+    const NAMES: [&str; 41] = [
+        "CAP_CHOWN",
+        "CAP_DAC_OVERRIDE",
+        "CAP_DAC_READ_SEARCH",
+        "CAP_FOWNER",
+        "CAP_FSETID",
+        "CAP_KILL",
+        "CAP_SETGID",
+        "CAP_SETUID",
+        "CAP_SETPCAP",
+        "CAP_LINUX_IMMUTABLE",
+        "CAP_NET_BIND_SERVICE",
+        "CAP_NET_BROADCAST",
+        "CAP_NET_ADMIN",
+        "CAP_NET_RAW",
+        "CAP_IPC_LOCK",
+        "CAP_IPC_OWNER",
+        "CAP_SYS_MODULE",
+        "CAP_SYS_RAWIO",
+        "CAP_SYS_CHROOT",
+        "CAP_SYS_PTRACE",
+        "CAP_SYS_PACCT",
+        "CAP_SYS_ADMIN",
+        "CAP_SYS_BOOT",
+        "CAP_SYS_NICE",
+        "CAP_SYS_RESOURCE",
+        "CAP_SYS_TIME",
+        "CAP_SYS_TTY_CONFIG",
+        "CAP_MKNOD",
+        "CAP_LEASE",
+        "CAP_AUDIT_WRITE",
+        "CAP_AUDIT_CONTROL",
+        "CAP_SETFCAP",
+        "CAP_MAC_OVERRIDE",
+        "CAP_MAC_ADMIN",
+        "CAP_SYSLOG",
+        "CAP_WAKE_ALARM",
+        "CAP_BLOCK_SUSPEND",
+        "CAP_AUDIT_READ",
+        "CAP_PERFMON",
+        "CAP_BPF",
+        "CAP_CHECKPOINT_RESTORE",
+    ];
+    NAMES.get(n as usize).copied()
+}
+
+/// Everything that can fail fails at create, with the reason on stderr and
+/// in --log (it used to be an exit code 127/126/1 after start with the
+/// reason only in the log): a missing executable, one that is not
+/// executable, a capability the runtime's own bounding set lacks.
+#[test]
+fn create_fails_with_the_reason_for_what_would_fail_at_start() {
+    require_root!();
+    let b = Bundle::new("ocicore-fail", "true");
+    std::fs::write(b.path().join("rootfs/notexec"), "#!/bin/sh\n").unwrap();
+    let bundle = b.path().to_str().unwrap().to_string();
+    for (args, want) in [(json!(["/nonexistent"]), "/nonexistent"), (json!(["/notexec"]), "/notexec")] {
+        b.edit(|c| c["process"]["args"] = args.clone());
+        let out = b.husk(&["create", "--bundle", &bundle, "fail"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "create of {args} succeeded");
+        assert!(err.contains(want), "create of {args}: stderr names the executable: {err}");
+        let log = std::fs::read_to_string(b.path().join("log.json")).unwrap_or_default();
+        assert!(log.lines().last().is_some_and(|l| l.contains(want)), "--log has the reason: {log}");
+        assert!(!b.root().join("fail").exists(), "a failed create leaves no state");
+    }
+    // husk itself without CAP_SYS_TIME in its bounding set (a host or an
+    // outer container that lacks it) cannot give it to the container.
+    b.edit(|c| {
+        c["process"]["args"] = json!(["true"]);
+        c["process"]["capabilities"] =
+            json!({"bounding": ["CAP_SYS_TIME"], "effective": ["CAP_SYS_TIME"], "permitted": ["CAP_SYS_TIME"]});
+    });
+    let out = Command::new("setpriv")
+        .args(["--bounding-set", "-sys_time", "--"])
+        .arg(husk_bin())
+        .args(["--root", b.root().to_str().unwrap(), "create", "--bundle", &bundle, "nocap"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "create with a capability husk lacks succeeded");
+    assert!(err.contains("caps") || err.contains("EPERM"), "the reason is on stderr: {err}");
+    assert!(!b.root().join("nocap").exists());
+}
+
+/// issue 31 #14: a cpuset level that exists but is still empty (another
+/// creator made it and has not filled cpuset.cpus/mems yet) made the
+/// attach fail with ENOSPC; every empty level is filled from its parent.
+#[test]
+fn cgroup_under_an_empty_cpuset_parent_is_filled_not_enospc() {
+    require_root!();
+    let mount = Path::new("/sys/fs/cgroup/cpuset");
+    if !mount.join("cpuset.cpus").exists() {
+        // Pure cgroup v2: a child's effective cpuset is its parent's.
+        skip("no cgroup v1 cpuset hierarchy");
+        return;
+    }
+    let parent_name = format!("husk-ocicore-cpuset-{}", std::process::id());
+    let parent = mount.join(&parent_name);
+    std::fs::create_dir(&parent).unwrap();
+    assert_eq!(std::fs::read_to_string(parent.join("cpuset.cpus")).unwrap().trim(), "", "a new v1 cpuset is empty");
+    let b = Bundle::new("ocicore-cpuset", "exit 3");
+    b.edit(|c| c["linux"]["cgroupsPath"] = json!(format!("/{parent_name}/c")));
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "cpuset"]);
+    let _ = std::fs::remove_dir(parent.join("c"));
+    let _ = std::fs::remove_dir(&parent);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// CVE-2025-31133's shape: an image whose /dev/null is a symlink (here to
+/// /proc/sys/kernel/domainname) in a config that does not mount a fresh
+/// /dev: masking /proc/kcore with "/dev/null" bound that file over it
+/// instead of the null device. create refuses, naming /dev/null.
+#[test]
+fn oci_dev_null_swapped_for_symlink_is_refused() {
+    require_root!();
+    let b = Bundle::new("ocicore-devnull", "test -c /proc/kcore || exit 9");
+    let dev = b.path().join("rootfs/dev");
+    let _ = std::fs::remove_dir_all(&dev);
+    std::fs::create_dir_all(&dev).unwrap();
+    std::os::unix::fs::symlink("/proc/sys/kernel/domainname", dev.join("null")).unwrap();
+    b.edit(|c| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        mounts.retain(|m| !m["destination"].as_str().unwrap().starts_with("/dev"));
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "devnull"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/dev/null"), "rc {:?}, stderr {err}", out.status.code());
+}
+
+/// A sysctl is written to procfs: with a host directory bound over
+/// /proc/sys the write went into that directory's file, create succeeded
+/// and the sysctl was silently not set (CVE-2025-52881's redirected
+/// writes). It is set (seen through a second proc mount), and the bound
+/// file is untouched.
+#[test]
+fn sysctl_under_a_bound_host_dir_is_set_in_procfs() {
+    require_root!();
+    let b = Bundle::new("ocicore-sysctl", "test \"$(cat /proc2/sys/kernel/domainname)\" = redirected || exit 9");
+    let fake = b.path().join("fakesys");
+    std::fs::create_dir_all(fake.join("kernel")).unwrap();
+    std::fs::write(fake.join("kernel/domainname"), "untouched").unwrap();
+    b.edit(|c| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        mounts.push(json!({"destination": "/proc/sys", "type": "bind", "source": fake, "options": ["rbind"]}));
+        mounts.push(json!({"destination": "/proc2", "type": "proc", "source": "proc"}));
+        c["linux"]["sysctl"] = json!({"kernel.domainname": "redirected"});
+        c["linux"]["readonlyPaths"] = json!([]);
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "sysctl"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(std::fs::read_to_string(fake.join("kernel/domainname")).unwrap(), "untouched", "stderr: {err}");
+    assert_eq!(out.status.code(), Some(0), "the sysctl was not set: {err}");
+}
+
+/// CVE-2025-52881's shape: another procfs file bound over the sysctl's
+/// (here the container's own hostname file over kernel.domainname) took
+/// the write, and the container's hostname became the domainname's value.
+/// The sysctl goes through a procfs of init's own where nothing is
+/// mounted over anything.
+#[test]
+fn sysctl_write_through_a_bound_procfs_file_reaches_the_named_sysctl() {
+    require_root!();
+    let b = Bundle::new("ocicore-sysctl-bind", "test \"$(hostname)\" = ocicore || exit 9");
+    b.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/proc/sys/kernel/domainname", "type": "bind",
+            "source": "/proc/sys/kernel/hostname", "options": ["bind"]
+        }));
+        c["linux"]["sysctl"] = json!({"kernel.domainname": "redirected"});
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "sysctlbind"]);
+    assert_eq!(out.status.code(), Some(0), "the hostname changed: {}", String::from_utf8_lossy(&out.stderr));
 }

@@ -143,7 +143,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OciCgroupError + '_ {
 
 /// mkdir -p under `mount`, remembering what was new. A new cpuset
 /// directory is empty (no cpus, no mems: attaching fails with ENOSPC), so
-/// it inherits its parent's.
+/// every level on the way that is still empty, ours or one another
+/// creator made and has not filled yet (a dockerd starting next to us),
+/// inherits its parent's, as runc does.
 fn mkdirs(mount: &Path, rel: &Path, cpuset: bool, created: &mut Vec<PathBuf>) -> Result<(), OciCgroupError> {
     retry_vanished_parent(|| mkdirs_once(mount, rel, cpuset, created))
 }
@@ -172,16 +174,26 @@ fn mkdirs_once(mount: &Path, rel: &Path, cpuset: bool, created: &mut Vec<PathBuf
                 if !created.contains(&dir) {
                     created.push(dir.clone());
                 }
-                if cpuset {
-                    for f in ["cpuset.cpus", "cpuset.mems"] {
-                        let v = crate::files::read_text(parent.join(f)).map_err(io(&parent))?;
-                        std::fs::write(dir.join(f), v.trim()).map_err(io(&dir))?;
-                    }
-                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io(&dir)(e)),
         }
+        if cpuset {
+            fill_cpuset(&parent, &dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// cpuset.cpus and cpuset.mems of `dir` from `parent`'s where empty.
+fn fill_cpuset(parent: &Path, dir: &Path) -> Result<(), OciCgroupError> {
+    for f in ["cpuset.cpus", "cpuset.mems"] {
+        let own = crate::files::read_text(dir.join(f)).map_err(io(dir))?;
+        if !own.trim().is_empty() {
+            continue;
+        }
+        let v = crate::files::read_text(parent.join(f)).map_err(io(parent))?;
+        std::fs::write(dir.join(f), v.trim()).map_err(io(dir))?;
     }
     Ok(())
 }

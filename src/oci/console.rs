@@ -1,5 +1,5 @@
 //! The container side of `--console-socket` (create with process.terminal,
-//! exec -t): a pty made from the container's own /dev/ptmx, so its slave
+//! exec -t): a pty made from the container's own /dev/pts/ptmx, so its slave
 //! lives in the container's devpts instance and the name the process sees
 //! (/dev/pts/N) is one it can open. The master goes to the caller's socket
 //! over SCM_RIGHTS (what go-runc's ReceiveMaster expects: one fd, any
@@ -8,16 +8,15 @@
 //! EOF on the master once the container's process and its children exit.
 
 use crate::step::{AtStep, Step, StepError};
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// Runs in the process that will exec the container's command, after it
 /// entered the container's mount namespace (and root).
 pub fn attach(sock: OwnedFd) -> Result<(), StepError> {
     let step = Step::OpenPty;
-    let master =
-        nix::fcntl::open("/dev/ptmx", OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC, Mode::empty()).at(step)?;
+    // The devpts instance's own ptmx, checked to be one (CVE-2025-52565):
+    // the slave comes from it by TIOCGPTPEER, never by a path.
+    let master = super::verify::ptmx().at(step)?;
     crate::sys::tty::unlock(master.as_fd()).at(step)?;
     let slave = crate::sys::tty::open_peer(master.as_fd()).at(step)?;
     crate::sys::socket::send_with_fd(sock.as_fd(), b"/dev/ptmx", master.as_fd()).at(Step::ConsoleSocket)?;

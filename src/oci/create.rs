@@ -127,7 +127,7 @@ fn create_container(store: &Store, a: &CreateArgs) -> Result<ProcRef, OciError> 
     let (parent, child) = channel::pair().map_err(|e| OciError::sys("socketpair", e))?;
     let ctx = InitCtx {
         chan: child,
-        state_dir,
+        state_dir: Some(state_dir),
         console,
         log: log_file.map(|f| (f, log::format())),
         cgroup_dirs: made.dirs.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),

@@ -13,7 +13,7 @@ use super::state::{Status, Store};
 use super::{ExecArgs, OciError, cgroups, console, init};
 use crate::step::Step;
 use crate::sys::process::Forked;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
@@ -48,6 +48,14 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
     let mid = match crate::sys::process::fork(&one).map_err(|e| OciError::sys("fork", e))? {
         Forked::Child(one) => {
             drop(parent);
+            // Non-dumpable before the first setns, and so until execve
+            // (inherited by the fork below): nothing in the container may
+            // ptrace us or open our /proc/<pid>/exe or fds (CVE-2019-5736,
+            // CVE-2016-9962; native exec's joiner does the same).
+            if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+                child.fail(crate::step::StepError::new(Step::JoinNamespaces, e), "PR_SET_DUMPABLE");
+                crate::sys::process::exit_now(1);
+            }
             // The cgroup first, while its path is still the host's.
             if cgroups::attach(&record.cgroups, std::process::id() as i32).is_err() {
                 child.fail(crate::step::StepError::new(Step::JoinCgroup, nix::errno::Errno::EIO), "");
@@ -65,11 +73,21 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
                         child.fail(e, "exec's terminal");
                         crate::sys::process::exit_now(1);
                     }
+                    // Confined and looked up before exec returns, so that a
+                    // missing binary or a cwd outside the root is exec's
+                    // error, not an exit code nobody explains.
+                    let confined = match init::confine(&process, &[child.0.as_raw_fd()], a.preserve_fds, last_cap) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            child.fail(e, &init::what_failed(&process, e));
+                            crate::sys::process::exit_now(1)
+                        }
+                    };
                     // The pty is set up (or none was asked for): exec may
                     // return, the caller's socket has its master.
                     let _ = child.send(&Msg::Ready);
                     drop(child);
-                    let e = init::exec_process(&process, a.preserve_fds, last_cap);
+                    let e = init::exec_confined(&process, confined);
                     let code = if e.step == Step::Exec && e.errno == nix::errno::Errno::ENOENT { 127 } else { 126 };
                     let _ = std::io::Write::write_all(
                         &mut std::io::stderr(),
@@ -91,7 +109,10 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
     };
     drop(child);
     drop(console);
-    let failed = |step: Step, errno| OciError::Init { step: step.name(), errno, detail: " (exec)".into() };
+    let failed = |step: Step, errno, detail: String| {
+        let detail = if detail.is_empty() { " (exec)".into() } else { format!(" (exec: {detail})") };
+        OciError::Init { step: step.name(), errno, detail }
+    };
     // The intermediate's report of the pid and the process's own word that
     // its terminal is in place (so that when exec returns, the shim's
     // ReceiveMaster finds the master sent) come in either order.
@@ -100,7 +121,7 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
         match parent.recv() {
             Ok(Msg::Pid(p)) => pid = Some(p),
             Ok(Msg::Ready) => ready = true,
-            Ok(Msg::Fail { step, errno, .. }) => return Err(failed(step, errno)),
+            Ok(Msg::Fail { step, errno, detail }) => return Err(failed(step, errno, detail)),
             _ => return Err(OciError::Refused("exec: the process could not be started".into())),
         }
     }

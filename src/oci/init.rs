@@ -1,8 +1,20 @@
 //! The container's init, from clone to execve. It reads like a table of
 //! contents of named steps; a failure before `ready` goes to `create` as
 //! (step, errno, detail), after it (create has returned) to the runtime log.
+//! Everything that can fail for a reason the engine should show (the
+//! identity, capabilities, the cwd, the executable's lookup) happens before
+//! `ready`, so `create` fails with it, as runc's does; after exec.fifo only
+//! startContainer hooks, no_new_privs with its filter and execve remain.
 //! Like runc's, this process *becomes* the container's process: no husk
 //! code stays inside the container once it runs.
+//!
+//! Host fds (CVE-2024-21626): every fd but stdio, the preserved ones, the
+//! channel, the log and an O_PATH handle of exec.fifo is *closed* (not just
+//! marked close-on-exec) before `chdir(process.cwd)`, and the cwd must then
+//! be reachable from the container's root: a `cwd` of /proc/self/fd/N can
+//! name no host directory. Init is non-dumpable from the moment create
+//! released it, so nothing in the container can open its /proc/<pid>/exe
+//! (the host binary) or fds.
 
 use super::channel::{Channel, Msg};
 use super::config::{Ns, Plan, ProcessPlan};
@@ -15,15 +27,16 @@ use nix::sys::stat::Mode;
 use nix::unistd::{Gid, Uid};
 use std::ffi::CString;
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 /// What init holds besides the plan, all opened by `create` before clone.
 pub struct InitCtx {
     pub chan: Channel,
-    /// O_PATH fd of <root>/<id>: exec.fifo is opened through it after
-    /// pivot_root (the state dir is not reachable by path any more).
-    pub state_dir: OwnedFd,
+    /// O_PATH fd of <root>/<id>: exec.fifo's O_PATH handle is opened
+    /// through it after pivot_root, and then it is closed (a directory of
+    /// the host's must not reach `chdir`).
+    pub state_dir: Option<OwnedFd>,
     /// The connected --console-socket, when process.terminal.
     pub console: Option<OwnedFd>,
     /// The runtime log, for failures after create returned.
@@ -72,6 +85,9 @@ impl From<mounts::MountFail> for Failure {
 
 fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Failure> {
     await_go(&ctx.chan)?;
+    // After create wrote the id maps (a non-dumpable task's /proc files
+    // belong to root), before anything of the container's is mounted.
+    nix::sys::prctl::set_dumpable(false).at(Step::AwaitRelease)?;
     let in_userns = plan.has(Ns::User);
     if plan.has_new(Ns::User) {
         become_root()?;
@@ -98,20 +114,44 @@ fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Fai
         let sock = ctx.console.take().ok_or(StepError::new(Step::ConsoleSocket, Errno::EBADF))?;
         console::attach(sock)?;
     }
+    let fifo = fifo_handle(ctx)?;
+    let mut keep = vec![ctx.chan.0.as_raw_fd(), fifo.as_raw_fd()];
+    keep.extend(ctx.log.as_ref().map(|(f, _)| f.as_raw_fd()));
+    let confined = confine(&plan.process, &keep, ctx.preserve_fds, ctx.last_cap)
+        .map_err(|e| Failure::Before(e, what_failed(&plan.process, e)))?;
     ctx.chan.send(&Msg::Ready).map_err(|e| StepError::new(Step::AwaitRelease, e))?;
     // Held (close-on-exec) until execve: start reads it to EOF, so its
     // poststart hooks run after the startContainer hooks and the exec, as
     // the runtime spec orders them.
     let _started =
-        await_start(ctx).map_err(|e| Failure::After(1, format!("container init: waiting for start: {e}")))?;
+        await_start(&fifo).map_err(|e| Failure::After(1, format!("container init: waiting for start: {e}")))?;
+    drop(fifo);
     if !plan.hooks.start_container.is_empty() {
         // create has returned: the container is "created" until execve.
         state["status"] = serde_json::json!(super::state::Status::Created.name());
         hooks::run_all("startContainer", &plan.hooks.start_container, &state)
             .map_err(|e| Failure::After(1, e.to_string()))?;
     }
-    let e = exec_process(&plan.process, ctx.preserve_fds, ctx.last_cap);
+    let e = exec_confined(&plan.process, confined);
     Err(after(e))
+}
+
+/// exec.fifo as an O_PATH handle (reopened for writing through
+/// /proc/self/fd once the process is confined, as runc does), and the
+/// state directory closed.
+fn fifo_handle(ctx: &mut InitCtx) -> Result<OwnedFd, Failure> {
+    let dir = ctx.state_dir.take().ok_or(StepError::new(Step::AwaitRelease, Errno::EBADF))?;
+    let fifo = openat(&dir, "exec.fifo", OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| Failure::Before(StepError::new(Step::AwaitRelease, e), "opening exec.fifo".into()))?;
+    drop(dir);
+    // The container's /proc is where it is reopened: without one, fail now.
+    nix::sys::stat::stat(format!("/proc/self/fd/{}", fifo.as_raw_fd()).as_str()).map_err(|e| {
+        Failure::Before(
+            StepError::new(Step::AwaitRelease, e),
+            "exec.fifo through /proc/self/fd (is /proc mounted?)".into(),
+        )
+    })?;
+    Ok(fifo)
 }
 
 /// A failure of the final steps, once create has returned: the exit code
@@ -167,14 +207,13 @@ fn set_sysctls(plan: &Plan) -> Result<(), Failure> {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .chain(plan.domainname.as_deref().map(|d| ("kernel.domainname", d)));
+    let proc = if plan.sysctl.is_empty() && plan.domainname.is_none() { None } else { super::verify::private_proc() };
     for (k, v) in all {
-        let path = format!("/proc/sys/{}", k.replace('.', "/"));
-        std::fs::write(&path, v).map_err(|e| {
-            Failure::Before(
-                StepError::new(Step::Sysctl, Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))),
-                k.to_string(),
-            )
-        })?;
+        let rel = format!("sys/{}", k.replace('.', "/"));
+        // Through procfs itself (a mount over /proc/sys/... would take the
+        // write elsewhere and the sysctl would silently not be set).
+        super::verify::write_proc(proc.as_ref(), &rel, v)
+            .map_err(|e| Failure::Before(StepError::new(Step::Sysctl, e), format!("{k} (/proc/{rel})")))?;
     }
     Ok(())
 }
@@ -182,33 +221,37 @@ fn set_sysctls(plan: &Plan) -> Result<(), Failure> {
 /// Blocks opening exec.fifo for writing until `start` opens it for
 /// reading, then tells start so with one byte. The open fifo is returned
 /// so that start sees EOF only when execve (or init's death) closes it.
-fn await_start(ctx: &InitCtx) -> Result<std::fs::File, Errno> {
-    let fifo = openat(&ctx.state_dir, "exec.fifo", OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())?;
+fn await_start(handle: &OwnedFd) -> Result<std::fs::File, Errno> {
+    let path = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    let fifo = nix::fcntl::open(path.as_str(), OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())?;
     let mut f = std::fs::File::from(fifo);
     f.write_all(b"0").map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
     Ok(f)
 }
 
-/// The process's identity, capabilities, no_new_privs, seccomp and fds,
-/// then execve (looked up in the process's PATH). Returns only on failure.
-pub fn exec_process(p: &ProcessPlan, preserve_fds: u32, last_cap: u32) -> StepError {
-    match confine_and_exec(p, preserve_fds, last_cap) {
-        Ok(never) => match never {},
-        Err(e) => e,
-    }
+/// A process confined and its executable found: what is left (no_new_privs,
+/// its filter, execve) has nothing the caller could act on.
+pub struct Confined {
+    path: CString,
+    argv: CStrArray,
+    envp: CStrArray,
 }
 
-fn confine_and_exec(p: &ProcessPlan, preserve_fds: u32, last_cap: u32) -> Result<std::convert::Infallible, StepError> {
+/// The process's fds, identity, capabilities, cwd and executable: every
+/// step that can fail for a reason the engine should report. `keep` are
+/// fds above the preserved ones that stay open (all close-on-exec).
+pub fn confine(p: &ProcessPlan, keep: &[RawFd], preserve_fds: u32, last_cap: u32) -> Result<Confined, StepError> {
     if let Some(adj) = p.oom_score_adj {
-        std::fs::write("/proc/self/oom_score_adj", adj.to_string())
-            .map_err(|e| StepError::new(Step::OomScoreAdj, Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
+        let rel = format!("{}/oom_score_adj", nix::unistd::getpid());
+        super::verify::write_proc(super::verify::private_proc().as_ref(), &rel, &adj.to_string())
+            .at(Step::OomScoreAdj)?;
     }
-    // Marked close-on-exec rather than closed: the log stays usable until
-    // execve itself succeeds.
-    crate::sys::fd::close_from(3 + preserve_fds, crate::sys::fd::CloseRange::Cloexec).at(Step::CloseFds)?;
+    // Closed, not marked close-on-exec: chdir below runs before execve, and
+    // a cwd of /proc/self/fd/N would otherwise land on the host's side of
+    // any directory fd still open (CVE-2024-21626).
+    crate::sys::fd::close_from_except(3 + preserve_fds, keep).at(Step::CloseFds)?;
     let argv = CStrArray::new(p.args.clone());
     let envp = CStrArray::new(p.env.clone());
-    let candidates = candidates(p);
     // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN, which
     // the process is about to drop: as runc does, the filter goes in first,
     // and the steps after it must be allowed by it (Docker's profile does).
@@ -232,23 +275,71 @@ fn confine_and_exec(p: &ProcessPlan, preserve_fds: u32, last_cap: u32) -> Result
     crate::sys::caps::set_all(p.caps.effective, p.caps.permitted, p.caps.inheritable, p.caps.ambient, last_cap)
         .at(Step::DropCaps)?;
     nix::unistd::chdir(p.cwd.as_c_str()).at(Step::Chdir)?;
+    // The kernel reports a cwd outside our root as "(unreachable)/...".
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    crate::sys::fd::getcwd_reachable(&mut buf).at(Step::VerifyCwd)?;
     if let Some(mask) = p.umask {
         nix::sys::stat::umask(Mode::from_bits_truncate(mask));
     }
     crate::sys::signal::reset_dispositions().at(Step::ResetSignals)?;
     crate::sys::signal::set_mask(&nix::sys::signal::SigSet::empty()).at(Step::ResetSignals)?;
-    if p.no_new_privs {
-        nix::sys::prctl::set_no_new_privs().at(Step::NoNewPrivs)?;
-        install_seccomp(p)?;
+    let path = look_up(p).map_err(|e| StepError::new(Step::Exec, e))?;
+    Ok(Confined { path, argv, envp })
+}
+
+/// The detail of a failure of `confine`: what of the process it was about.
+/// The executable's in runc's words, which engines match (docker run exits
+/// 127 on "executable file not found"/"no such file or directory", 126 on
+/// "permission denied").
+pub fn what_failed(p: &ProcessPlan, e: StepError) -> String {
+    let arg0 = p.args[0].to_string_lossy();
+    let lower = e.errno.desc().to_lowercase();
+    match e.step {
+        Step::Exec if e.errno == Errno::ENOENT && !arg0.contains('/') => {
+            format!("exec: {arg0:?}: executable file not found in $PATH")
+        }
+        Step::Exec if e.errno == Errno::ENOENT => format!("exec: {arg0:?}: stat {arg0}: {lower}"),
+        Step::Exec => format!("exec: {arg0:?}: {lower}"),
+        Step::Chdir => format!("process.cwd {:?}", p.cwd),
+        Step::VerifyCwd => format!("process.cwd {:?} is outside the container's root", p.cwd),
+        Step::SetIdentity => format!("user {}:{}", p.uid, p.gid),
+        _ => String::new(),
     }
-    let mut err = Errno::ENOENT;
-    for path in &candidates {
-        match crate::sys::process::execve(path, &argv, &envp) {
-            Errno::ENOENT | Errno::ENOTDIR => {}
-            e => err = e,
+}
+
+/// no_new_privs and the filter that needs it, then execve. Returns only on
+/// failure.
+pub fn exec_confined(p: &ProcessPlan, c: Confined) -> StepError {
+    if p.no_new_privs {
+        if let Err(e) = nix::sys::prctl::set_no_new_privs().at(Step::NoNewPrivs) {
+            return e;
+        }
+        if let Err(e) = install_seccomp(p) {
+            return e;
         }
     }
-    Err(StepError::new(Step::Exec, err))
+    StepError::new(Step::Exec, crate::sys::process::execve(&c.path, &c.argv, &c.envp))
+}
+
+/// The first candidate that is an executable file, as a shell's lookup
+/// (and runc's) finds it: ENOENT when there is none, EACCES when one
+/// exists but cannot be executed.
+fn look_up(p: &ProcessPlan) -> Result<CString, Errno> {
+    let mut err = Errno::ENOENT;
+    for path in candidates(p) {
+        match nix::sys::stat::stat(path.as_c_str()) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {
+                match nix::unistd::access(path.as_c_str(), nix::unistd::AccessFlags::X_OK) {
+                    Ok(()) => return Ok(path),
+                    Err(e) => err = e,
+                }
+            }
+            Ok(_) => err = Errno::EACCES,
+            Err(Errno::ENOENT | Errno::ENOTDIR) => {}
+            Err(e) => err = e,
+        }
+    }
+    Err(err)
 }
 
 fn install_seccomp(p: &ProcessPlan) -> Result<(), StepError> {

@@ -20,6 +20,8 @@
 //! cgroups.rs  cgroupsPath + resources on cgroup v1 (this hybrid host) / v2
 //! hooks.rs    runtime-spec hooks: path + args verbatim, state JSON on stdin
 //! gc.rs       `husk gc` of this mode's state: stopped containers nobody deleted, empty parents
+//! seal.rs     create/run/exec re-exec husk from a read-only or sealed copy (CVE-2019-5736)
+//! verify.rs   /dev/null, the pty master and /proc writes opened by what they are, not by path
 //! ```
 //!
 //! Nothing husk prints in this mode goes to stdout, which belongs to the
@@ -41,10 +43,12 @@ pub mod log;
 pub mod mounts;
 pub mod pause;
 pub mod ps;
+pub mod seal;
 pub mod spec;
 pub mod state;
 pub mod template;
 pub mod update;
+pub mod verify;
 pub mod version;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -353,6 +357,14 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     log::init(cli.log.as_deref(), cli.log_format, cli.debug);
+    // The verbs whose processes enter the container run from a copy the
+    // container cannot write (seal.rs); this returns in that copy.
+    if matches!(cli.command, OciCommand::Create(_) | OciCommand::Run(_) | OciCommand::Exec(_))
+        && let Err(e) = seal::ensure_sealed()
+    {
+        log::error(&e.to_string());
+        return 1;
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

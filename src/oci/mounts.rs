@@ -276,24 +276,46 @@ pub fn pivot(rootfs: &Path) -> R<()> {
 
 /// After pivot_root (paths now resolve inside the container only):
 /// maskedPaths hidden, readonlyPaths bound read-only.
-pub fn mask_and_protect(plan: &Plan) -> R<()> {
+pub fn mask_and_protect(plan: &Plan) -> Result<(), MountFail> {
     let step = Step::MaskPaths;
+    // The image's /dev/null may be a symlink to a file it wants bound over
+    // a masked path (CVE-2025-31133): only the real null device masks.
+    let null = if plan.masked_paths.is_empty() {
+        None
+    } else {
+        Some(super::verify::char_device("/dev/null", 1, 3).map_err(|e| {
+            MountFail(StepError::new(step, e), "/dev/null is not the null device (1:3, not a symlink)".into())
+        })?)
+    };
     for p in &plan.masked_paths {
-        let r = match std::fs::metadata(p) {
-            Ok(m) if m.is_dir() => mount(Some("tmpfs"), p.as_str(), Some("tmpfs"), MsFlags::MS_RDONLY, Some("size=0")),
-            Ok(_) => mount(Some("/dev/null"), p.as_str(), NONE, MsFlags::MS_BIND, NONE),
-            Err(_) => Ok(()),
+        // The target by fd too: not followed if it is a symlink.
+        let target = match open(p.as_str(), OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => continue,
+            Err(e) => return Err(MountFail(StepError::new(step, e), p.clone())),
+        };
+        let r = match (nix::sys::stat::fstat(&target), &null) {
+            // A symlink would take the mask elsewhere; refused, not skipped.
+            (Ok(st), _) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => Err(Errno::ELOOP),
+            (Ok(st), _) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
+                mount(Some("tmpfs"), fd_path(&target).as_str(), Some("tmpfs"), MsFlags::MS_RDONLY, Some("size=0"))
+            }
+            (Ok(_), Some(null)) => {
+                mount(Some(fd_path(null).as_str()), fd_path(&target).as_str(), NONE, MsFlags::MS_BIND, NONE)
+            }
+            (Ok(_), None) => Ok(()),
+            (Err(e), _) => Err(e),
         };
         match r {
             Ok(()) | Err(Errno::ENOENT) => {}
-            Err(e) => return Err(StepError::new(step, e)),
+            Err(e) => return Err(MountFail(StepError::new(step, e), p.clone())),
         }
     }
     for p in &plan.readonly_paths {
         match mount(Some(p.as_str()), p.as_str(), NONE, MsFlags::MS_BIND | MsFlags::MS_REC, NONE) {
             Ok(()) => {}
             Err(Errno::ENOENT) => continue,
-            Err(e) => return Err(StepError::new(step, e)),
+            Err(e) => return Err(StepError::new(step, e).into()),
         }
         let fd = open(p.as_str(), OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).at(step)?;
         set_attrs(&fd, libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, true).at(step)?;

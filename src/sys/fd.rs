@@ -101,13 +101,18 @@ pub fn getcwd_reachable(buf: &mut [u8]) -> SysResult<()> {
 /// Closes every fd above 2 except those in `keep` (at most 16), with one
 /// close_range(2) per gap. Allocates nothing.
 pub fn close_all_except(keep: &[RawFd]) -> SysResult<()> {
+    close_from_except(3, keep)
+}
+
+/// Closes every fd from `first` on except those in `keep` (at most 16).
+pub fn close_from_except(first: u32, keep: &[RawFd]) -> SysResult<()> {
     let mut sorted = [RawFd::MAX; 16];
     if keep.len() > sorted.len() {
         return Err(super::Errno::EINVAL);
     }
     sorted[..keep.len()].copy_from_slice(keep);
     sorted.sort_unstable();
-    let mut next: libc::c_uint = 3;
+    let mut next: libc::c_uint = first.max(3);
     for &fd in sorted.iter().take(keep.len()) {
         if fd < 3 || (fd as libc::c_uint) < next {
             continue;

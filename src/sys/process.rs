@@ -377,6 +377,25 @@ pub fn get_rlimit(resource: libc::__rlimit_resource_t, out: &mut libc::rlimit) -
     check(ret as libc::c_long).map(|_| ())
 }
 
+/// execveat(fd, "", argv, envp, AT_EMPTY_PATH): runs the file `fd` holds
+/// (an ELF binary; a close-on-exec fd is fine for one). Returns only on
+/// failure.
+pub fn execve_fd(fd: BorrowedFd<'_>, argv: &CStrArray, envp: &CStrArray) -> Errno {
+    // SAFETY: `fd` is a live fd, the path is a static empty C string and
+    // both arrays are NULL-terminated and owned by the caller for the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            argv.as_ptr(),
+            envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    Errno::last()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
