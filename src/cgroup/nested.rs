@@ -306,6 +306,15 @@ impl Leaf {
     }
 }
 
+impl Leaf {
+    /// Whether no process is left in this leaf (every hierarchy holds the
+    /// same ones, so the first says). A warm call's exec kills what its
+    /// call left only when there is something (docs/warm.md).
+    pub fn empty(&self) -> bool {
+        self.dirs.first().is_none_or(|(d, _)| fs::read_opt(d, "cgroup.procs").is_none_or(|t| fs::pids(&t).is_empty()))
+    }
+}
+
 impl GroupKill for Leaf {
     fn kill_all(&self) {
         self.killed.set(true);

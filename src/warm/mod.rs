@@ -169,15 +169,22 @@ pub fn sealed(parts: &[&[u8]]) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
-/// Hands one call to the shim.
+/// Hands one call to the shim: `call LEAF` (the exec's cgroup leaf; a
+/// zygote gives its spare only to the call whose leaf the spare is in), or
+/// `call` without cgroup leaves.
 pub fn send_call(
     ctl: BorrowedFd<'_>,
+    leaf: Option<&str>,
     request: &OwnedFd,
     stdio: [BorrowedFd<'_>; 3],
     status: BorrowedFd<'_>,
 ) -> Result<(), Errno> {
     let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status];
-    crate::sys::socket::send_with_fds(ctl, b"call", &fds)
+    let word = match leaf {
+        Some(l) => format!("call {l}"),
+        None => "call".into(),
+    };
+    crate::sys::socket::send_with_fds(ctl, word.as_bytes(), &fds)
 }
 
 /// One word from the shim on the control socket after it is ready: a
@@ -214,21 +221,79 @@ pub fn recv_spare(ctl: BorrowedFd<'_>) -> Result<Option<(u64, OwnedFd)>, Errno> 
     }
 }
 
-/// Tells the shim its spare `seq` is placed: the next call may go to it.
-pub fn send_placed(ctl: BorrowedFd<'_>, seq: u64) -> Result<(), Errno> {
-    let word = format!("placed {seq}");
+/// Tells the shim its spare `seq` is placed (in the cgroup leaf `leaf`,
+/// when there are leaves): the call of the exec that gets that leaf may go
+/// to it.
+pub fn send_placed(ctl: BorrowedFd<'_>, seq: u64, leaf: Option<&str>) -> Result<(), Errno> {
+    let word = match leaf {
+        Some(l) => format!("placed {seq} {l}"),
+        None => format!("placed {seq}"),
+    };
     nix::sys::socket::send(ctl.as_raw_fd(), word.as_bytes(), nix::sys::socket::MsgFlags::MSG_NOSIGNAL).map(|_| ())
+}
+
+/// Why the interpreter had to be started afresh during a call (the
+/// verdict's `warm.restart_cause`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestartCause {
+    /// A session call ran past its timeout and could not be interrupted
+    /// (or was a bash call: its shell is always restarted then).
+    Timeout,
+    /// A bash session's shell ended on its own (`exit`).
+    Exited,
+    /// The kernel's OOM killer killed the interpreter (an OOM kill in the
+    /// sandbox while the call ran, and the interpreter gone).
+    OomKilled,
+    /// The interpreter ended without saying why (a kill from outside, a
+    /// crash).
+    Killed,
+}
+
+impl RestartCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartCause::Timeout => "timeout",
+            RestartCause::Exited => "exited",
+            RestartCause::OomKilled => "oom_killed",
+            RestartCause::Killed => "killed",
+        }
+    }
 }
 
 /// The verdict's `warm` (docs/verdict.schema.json): how a `--code` call
 /// ran. One constructor, so cold, fork and session calls keep one shape.
-pub fn verdict(mode: &str, interrupted: bool, restarted: bool, placed_ahead: bool) -> serde_json::Value {
+/// `restarted` is there for the callers that read only it.
+pub fn verdict(mode: &str, interrupted: bool, restart: Option<RestartCause>, placed_ahead: bool) -> serde_json::Value {
     serde_json::json!({
         "mode": mode,
         "interrupted": interrupted,
-        "restarted": restarted,
+        "restarted": restart.is_some(),
+        "restart_cause": restart.map(RestartCause::name),
         "placed_ahead": placed_ahead,
     })
+}
+
+/// A call whose interpreter died without a word (`restart_cause`
+/// `killed`) while the sandbox's events show an OOM kill: the OOM killer
+/// took the interpreter (a zygote or a session, in its own leaf, so not in
+/// the call's `resources.oom_kills`), and the call with it. The verdict
+/// says so: `oom_killed`, for the call too when it was killed with it.
+pub fn attribute(
+    warm: &mut serde_json::Value,
+    outcome: &mut crate::outcome::Outcome,
+    events: &[crate::sandbox::events::Event],
+) {
+    use crate::outcome::Termination;
+    use crate::sandbox::events::EventKind;
+    if warm["restart_cause"] != RestartCause::Killed.name()
+        || !events.iter().any(|e| matches!(e.kind, EventKind::OomKill { .. }))
+    {
+        return;
+    }
+    warm["restart_cause"] = RestartCause::OomKilled.name().into();
+    if outcome.termination == Termination::Signaled && outcome.signal == Some(libc::SIGKILL) {
+        outcome.termination = Termination::OomKilled;
+    }
 }
 
 /// The languages a `--code` call may name for a sandbox warmed as `w`.

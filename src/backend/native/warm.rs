@@ -158,11 +158,26 @@ pub fn call(
         o
     };
     let mut warm = serde_json::Value::Null;
-    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap };
+    let leaf_name = leaf.as_ref().map(|_| format!("exec-{exec_id}"));
+    // A session goes back to its own leaf between calls.
+    let home = match (mode, cgroup, &leaf) {
+        (WarmMode::Session, Some(tree), Some(_)) => {
+            Some(tree.open_leaf("warm").map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()))?)
+        }
+        _ => None,
+    };
+    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap, leaf_name: leaf_name.as_deref(), home: home.as_ref() };
     let outcome = match call.run(leaf.as_ref()) {
         Ok((mut o, t_end, w)) => {
             warm = w;
             let has_leaf = leaf.is_some();
+            // Nothing of a call outlives it (docs/warm.md, What a call
+            // leaves): a daemon it started, a fork bomb's children, go
+            // with its leaf now, not into the next call. (A session is
+            // back in its own leaf by now.)
+            if let Some(l) = leaf.as_ref().filter(|l| !l.empty()) {
+                l.kill_all();
+            }
             let report = leaf.map(|l| {
                 let r = CgroupReport { limits: Default::default(), usage: l.usage(), cleanup: None };
                 (r, cgroup_setup, ms(t_end, now_ns()))
@@ -193,6 +208,10 @@ struct Call<'a> {
     mode: WarmMode,
     code: &'a [u8],
     tap: Option<&'a crate::stream::Tap>,
+    /// The exec's leaf, by name (the shim's spare is for it alone).
+    leaf_name: Option<&'a str>,
+    /// A session's own leaf (`warm`), where it goes back after the call.
+    home: Option<&'a Leaf>,
 }
 
 impl Call<'_> {
@@ -225,35 +244,43 @@ impl Call<'_> {
             crate::warm::CallHead::new(self.plan.process.envp.iter(), &self.plan.workdir, timeout.filter(|_| session));
         let req = crate::warm::request(&head, self.code).map_err(|e| errno_err("the call's request", e))?;
         let t_send = now_ns();
-        crate::warm::send_call(self.ctl, &req, [null.as_fd(), stdout, stderr], theirs.fd()).map_err(|e| {
-            warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
-                .with_errno(Some(e))
-        })?;
+        crate::warm::send_call(self.ctl, self.leaf_name, &req, [null.as_fd(), stdout, stderr], theirs.fd()).map_err(
+            |e| {
+                warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
+                    .with_errno(Some(e))
+            },
+        )?;
         drop((theirs, req, null));
         let pidfd = self.answer(&status)?;
         let mut preforked = false;
-        if !session {
-            // Into the exec's cgroup before it runs anything of the call:
-            // a spare the supervisor placed in this leaf ahead is there
-            // already; any other process is moved now.
-            if let Some(l) = leaf {
-                let pid =
-                    nix::unistd::Pid::from_raw(pid_of(&pidfd).ok_or_else(|| warm_err("the call's process is gone"))?);
-                preforked = l.holds(pid);
-                if !preforked && let Err(e) = l.adopt(pid) {
+        // Into the exec's cgroup before it runs anything of the call: a
+        // spare the supervisor placed in this leaf ahead is there already;
+        // any other process is moved now. A session (python) or its shell
+        // (bash) is moved in for the call, so what the call forks is born
+        // in the call's leaf (its accounting, its kill), and back after.
+        let pid = pid_of(&pidfd).map(nix::unistd::Pid::from_raw);
+        if let Some(l) = leaf {
+            let pid = pid.ok_or_else(|| warm_err("the call's process is gone"))?;
+            preforked = !session && l.holds(pid);
+            if !preforked && let Err(e) = l.adopt(pid) {
+                // A fork mode child is the call's alone; a session is not
+                // (without Release it skips the call).
+                if !session {
                     let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-                    return Err(ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()));
                 }
+                return Err(ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()));
             }
-            status.send(Msg::Release).map_err(|e| errno_err("releasing the call", e))?;
         }
+        status.send(Msg::Release).map_err(|e| errno_err("releasing the call", e))?;
         let limit = self.plan.capture.unwrap_or(0);
         let stdout = out.map(|(r, _w)| (r, limit));
         let stderr = err.map(|(r, _w)| (r, limit));
         let session_kill = SessionKill { sid: pid_of(&pidfd).unwrap_or(0), pidfd: &pidfd };
+        // A session past its backstop goes with its call's leaf (and is
+        // restarted by the supervisor).
         let group: Option<&dyn GroupKill> = match (session, leaf) {
-            (true, _) => None,
-            (false, Some(l)) => Some(l),
+            (_, Some(l)) => Some(l),
+            (true, None) => None,
             (false, None) => Some(&session_kill),
         };
         let watched = Watch {
@@ -273,6 +300,17 @@ impl Call<'_> {
         }
         .run();
         let t_end = now_ns();
+        // No status on the channel, only its end: whoever reports the
+        // call's end is gone (a zygote, the init of the call's pid
+        // namespace, or the session itself). The supervisor restarts it.
+        let interpreter_died = watched.command.is_none() && watched.failed.is_none();
+        if let (Some(home), Some(pid)) = (self.home, pid) {
+            // The session leaves the call's leaf before its leftovers are
+            // killed. (A shell the shim restarted is gone: nothing moves.)
+            if session && !interpreter_died {
+                let _ = home.adopt(pid);
+            }
+        }
         let mut phases = BTreeMap::new();
         phases.insert("plan", ms(self.plan.t_start, t_send));
         phases.insert("run", ms(t_send, watched.t_exit.max(t_send)));
@@ -285,14 +323,20 @@ impl Call<'_> {
         // (not "unconfined", which is what no filter of its own would say).
         o.seccomp = Some(crate::seccomp::SeccompReport::inherited(self.plan.seccomp.as_ref(), o.signal));
         // How the interpreter took the call, for the verdict's `warm`.
-        let restarted = match interrupted {
-            Some(r) => r != 0,
-            None => session && killed,
+        use crate::warm::RestartCause;
+        let restart = match interrupted {
+            // bash: its shell killed at the timeout, or ended by `exit`.
+            Some(1) => Some(RestartCause::Timeout),
+            Some(2) => Some(RestartCause::Exited),
+            _ if session && killed => Some(RestartCause::Timeout),
+            // Refined from the sandbox's events (`warm::attribute`).
+            _ if interpreter_died => Some(RestartCause::Killed),
+            _ => None,
         };
         let warm = crate::warm::verdict(
             if session { "session" } else { "fork" },
             interrupted.is_some_and(|r| r != 2) || (session && killed),
-            restarted,
+            restart,
             preforked,
         );
         Ok((o, t_end, warm))

@@ -96,7 +96,7 @@ impl Supervisor {
         };
         let Some(tree) = self.rec.cgroup.as_ref().filter(|_| self.backend.exec_leaves()) else {
             // No cgroup leaves: nothing to move, the spare is placed as is.
-            let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+            let _ = crate::warm::send_placed(w.ctl.as_fd(), seq, None);
             return;
         };
         // The leaf is made once and takes each spare in turn until a warm
@@ -133,7 +133,7 @@ impl Supervisor {
             Ok(()) => {
                 if let (Some(s), Some(w)) = (&mut self.warm_spare, &self.warm) {
                     s.placed = true;
-                    let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+                    let _ = crate::warm::send_placed(w.ctl.as_fd(), seq, Some(&s.leaf));
                 }
             }
             Err(e) => crate::errln!("husk: warning: placing the warm interpreter's next child: {e}"),
