@@ -674,3 +674,22 @@ fn warm_call_leaves_nothing_for_the_next_call() {
         s.rm(&id);
     }
 }
+
+/// Issue 31, item 3: after a session died while its call's processes held
+/// every pid, its restart failed (`fork: EAGAIN`) and the sandbox's
+/// interpreter stayed gone for good. The call's processes die with its
+/// leaf, and an interpreter that could not be restarted is tried again at
+/// the next call.
+#[test]
+fn session_restarts_after_its_call_held_every_pid() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--session", "python", "--pids", "16"]);
+    let hold = "import os, signal, time\nkids = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        kids += 1\n    except OSError:\n        break\nprint(kids, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)";
+    let (v, code) = code_json(&s, &id, &["--timeout", "20s"], hold);
+    assert_eq!(code, 137, "{v:#}");
+    assert_eq!(v["warm"]["restarted"], true, "{v:#}");
+    let (v, code) = answer_after_restart(&s, &id, "print('back')");
+    assert_eq!((code, stdout_of(&v)), (0, "back\n"), "the session did not come back: {v:#}");
+}
