@@ -693,3 +693,33 @@ fn session_restarts_after_its_call_held_every_pid() {
     let (v, code) = answer_after_restart(&s, &id, "print('back')");
     assert_eq!((code, stdout_of(&v)), (0, "back\n"), "the session did not come back: {v:#}");
 }
+
+/// Issue 31, item 5: a fork bomb in a warm call ran the sandbox out of
+/// memory and the OOM killer took the zygote (4 of 4 calls), not the
+/// bomb: the zygote's file pages, which a fresh fork does not map yet,
+/// made it the largest process. A call's processes are the first to go
+/// (oom_score_adj 1000): the bomb dies of its own OOM, the zygote lives on
+/// and the next call is placed ahead as usual.
+#[test]
+fn warm_fork_bomb_leaves_the_zygote_alone() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--warm", "python", "--memory", "48M", "--pids", "160", "--cpus", "0.5"]);
+    let zygote = zygote_of(&id).expect("the sandbox's zygote");
+    let bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass";
+    let mut ooms = 0;
+    for _ in 0..2 {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (v, code) = code_json(&s, &id, &["--timeout", "3s"], bomb);
+        assert!(code == 124 || code == 137, "{v:#}");
+        assert_eq!(zygote_of(&id), Some(zygote), "the fork bomb took the zygote: {v:#}");
+        assert_eq!(v["warm"]["restarted"], false, "{v:#}");
+        ooms += v["resources"]["oom_kills"].as_u64().unwrap_or(0);
+    }
+    assert!(ooms > 0, "the bomb never ran the sandbox out of memory: this test proves nothing");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (v, code) = code_json(&s, &id, &[], "print('after')");
+    assert_eq!((code, stdout_of(&v)), (0, "after\n"), "{v:#}");
+    assert_eq!(v["warm"]["placed_ahead"], true, "{v:#}");
+}

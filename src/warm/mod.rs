@@ -336,6 +336,32 @@ mod tests {
         assert!(out.success());
     }
 
+    /// A zygote that died with an OOM kill in the sandbox's events was
+    /// reported as `signaled` (issue 31, item 5): the call was killed
+    /// with its interpreter, by the OOM killer.
+    #[test]
+    fn interpreter_death_with_an_oom_event_is_oom_killed() {
+        use crate::outcome::{Outcome, Termination};
+        use crate::sandbox::events::{Event, EventKind};
+        let oom = Event { seq: 2, at_ms: 0, kind: EventKind::OomKill { count: 1 } };
+        let killed = || {
+            let mut o = Outcome::blank();
+            o.set_command_status(crate::sys::process::ExitStatus::Signaled(libc::SIGKILL));
+            o
+        };
+        let (mut w, mut o) = (verdict("fork", false, Some(RestartCause::Killed), true), killed());
+        attribute(&mut w, &mut o, std::slice::from_ref(&oom));
+        assert_eq!((w["restart_cause"].as_str(), o.termination), (Some("oom_killed"), Termination::OomKilled));
+        // Without an OOM event: killed, as far as husk can tell.
+        let (mut w, mut o) = (verdict("fork", false, Some(RestartCause::Killed), true), killed());
+        attribute(&mut w, &mut o, &[]);
+        assert_eq!((w["restart_cause"].as_str(), o.termination), (Some("killed"), Termination::Signaled));
+        // An interpreter that lived: an OOM kill elsewhere renames nothing.
+        let (mut w, mut o) = (verdict("fork", false, None, true), killed());
+        attribute(&mut w, &mut o, &[oom]);
+        assert_eq!((w["restarted"].as_bool(), o.termination), (Some(false), Termination::Signaled));
+    }
+
     #[test]
     fn a_request_is_sealed_and_holds_head_then_code() {
         let env = [std::ffi::CString::new("A=1=2").unwrap()];

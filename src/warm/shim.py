@@ -185,11 +185,28 @@ def status_of(st):
 
 # ---------------------------------------------------------------- fork mode
 
+def first_to_go():
+    """The OOM killer takes this process (and what it forks) before the
+    interpreter: a call's processes rank above it (oom_score_adj 1000, which
+    no one needs a privilege to set), so a call that runs its sandbox out
+    of memory (a fork bomb's many small children) loses its own processes,
+    not the zygote or the session the next calls need. Left at 0 the
+    zygote, whose file pages a fresh fork does not map yet, outranked
+    them (issue 31, item 5)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass  # no /proc: the kernel's own ranking
+
+
 def detach(keep):
     """A fresh child's first steps, before any call's code: its own
     session, no fd but `keep` (not the control socket, nor another call's
-    status socket, nor the shim's pidfds), default signal handling."""
+    status socket, nor the shim's pidfds), default signal handling, first
+    to go at an OOM."""
     os.setsid()
+    first_to_go()
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
@@ -453,6 +470,7 @@ def python_session():
                 s.close()
             except OSError:
                 pass
+        first_to_go()
 
     def reap(*_):
         while True:
@@ -544,6 +562,7 @@ def bash_session():
             ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with the shim
             for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
                 signal.signal(s, signal.SIG_DFL)
+            first_to_go()
             os.execvp("bash", ["bash", "--noprofile", "--norc"])
         for f in (r_in, w_out, w_err):
             os.close(f)

@@ -43,6 +43,10 @@ use std::time::Duration;
 /// before it kills the session (which then restarts).
 pub const SESSION_BACKSTOP: Duration = Duration::from_secs(2);
 
+/// How long husk exec waits for the processes a call left to be gone
+/// after it killed them (the kill is asynchronous on cgroup v2).
+const LEFTOVERS_LIMIT: Duration = Duration::from_secs(2);
+
 /// How long the shim may take to answer a call with its pidfd.
 const ANSWER_LIMIT: Duration = Duration::from_secs(10);
 
@@ -177,6 +181,12 @@ pub fn call(
             // back in its own leaf by now.)
             if let Some(l) = leaf.as_ref().filter(|l| !l.empty()) {
                 l.kill_all();
+                // Until they are gone: the pids they hold are the next
+                // call's (a zygote that cannot fork cannot take it).
+                let until = std::time::Instant::now() + LEFTOVERS_LIMIT;
+                while !l.empty() && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
             }
             let report = leaf.map(|l| {
                 let r = CgroupReport { limits: Default::default(), usage: l.usage(), cleanup: None };
