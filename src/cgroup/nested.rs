@@ -307,11 +307,11 @@ impl Leaf {
 }
 
 impl Leaf {
-    /// Whether no process is left in this leaf (every hierarchy holds the
-    /// same ones, so the first says). A warm call's exec kills what its
-    /// call left only when there is something (docs/warm.md).
-    pub fn empty(&self) -> bool {
-        self.dirs.first().is_none_or(|(d, _)| fs::read_opt(d, "cgroup.procs").is_none_or(|t| fs::pids(&t).is_empty()))
+    /// The processes in this leaf (every hierarchy holds the same ones, so
+    /// the first says). A warm call's exec kills what its call left only
+    /// when there is something (docs/warm.md).
+    pub fn members(&self) -> Vec<i32> {
+        self.dirs.first().and_then(|(d, _)| fs::read_opt(d, "cgroup.procs")).map(|t| fs::pids(&t)).unwrap_or_default()
     }
 }
 

@@ -206,6 +206,7 @@ def detach(keep):
     status socket, nor the shim's pidfds), default signal handling, first
     to go at an OOM."""
     os.setsid()
+    signal.set_wakeup_fd(-1)  # the zygote's, closed below
     first_to_go()
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
@@ -365,10 +366,53 @@ def zygote():
         except OSError:
             return pid, -1
 
+    def reap():
+        """Reaps every child, ours and the orphans pid 1 inherits."""
+        nonlocal spare
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in calls:
+                sfd, pfd = calls.pop(pid)
+                try:
+                    os.write(sfd, status_of(st))
+                except OSError:
+                    pass
+                os.close(sfd)
+                if pfd >= 0:
+                    poller.unregister(pfd)
+                    os.close(pfd)
+            elif spare is not None and pid == spare.pid:
+                # An unused spare died (a call killed it): the next call
+                # forks afresh.
+                spare.drop(poller)
+                spare = None
+
+    # Orphans the zygote inherits as pid 1 (what a call left, killed with
+    # its leaf) hold their pids until they are reaped: SIGCHLD wakes the
+    # loop (a wakeup fd), so they are reaped at once, and the next spare is
+    # forked as soon as their pids are free, not at the next call, whose
+    # fork would fail (EAGAIN) at the pids limit.
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    poller.register(wake_r, select.POLLIN)
     spare = new_spare()
 
     while True:
-        for fd, _ in poller.poll():
+        events = poller.poll()
+        reap()
+        for fd, _ in events:
+            if fd == wake_r:
+                try:
+                    os.read(wake_r, 4096)
+                except OSError:
+                    pass
+                continue
             if fd != ctl.fileno():
                 continue
             word, fds = recv_message()
@@ -417,29 +461,7 @@ def zygote():
                 os.close(fds[4])
             else:
                 calls[pid] = (fds[4], pfd)
-        # Reap every child, ours and the orphans pid 1 inherits.
-        while True:
-            try:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in calls:
-                sfd, pfd = calls.pop(pid)
-                try:
-                    os.write(sfd, status_of(st))
-                except OSError:
-                    pass
-                os.close(sfd)
-                if pfd >= 0:
-                    poller.unregister(pfd)
-                    os.close(pfd)
-            elif spare is not None and pid == spare.pid:
-                # An unused spare died (a call killed it): the next call
-                # forks afresh.
-                spare.drop(poller)
-                spare = None
+        reap()
         # The next spare is forked once no call runs: forking competes
         # with the call for the CPU (a fork of a zygote with numpy
         # imported takes ~0.6 ms), and a call has no use for it.
@@ -448,6 +470,29 @@ def zygote():
 
 
 # ------------------------------------------------------------- session mode
+
+class Ahead:
+    """A session's process (the interpreter, or its shell) between calls:
+    announced like a zygote's spare (`spare SEQ` with its pidfd), so the
+    supervisor moves it into the leaf of the next call off any call's
+    path, and husk exec finds it there (docs/warm.md)."""
+
+    seq = 0
+
+    @classmethod
+    def announce(cls, pid):
+        cls.seq += 1
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return
+        try:
+            socket.send_fds(ctl, [b"spare %d" % cls.seq], [fd])
+        except OSError:
+            pass  # husk's end is gone; the next recv says so
+        finally:
+            os.close(fd)
+
 
 def on_alarm(_sig, _frame):
     raise CallTimeout()
@@ -483,6 +528,7 @@ def python_session():
 
     os.register_at_fork(after_in_child=forked_by_the_call)
     say({"ok": True, "pid": me})
+    Ahead.announce(me)
     while True:
         # Between calls the session reaps what its calls forked (husk exec
         # kills them with the call's leaf): zombies would hold pids. Not
@@ -540,6 +586,7 @@ def python_session():
         except OSError:
             pass
         st.close()
+        Ahead.announce(me)
 
 
 def bash_session():
@@ -570,6 +617,7 @@ def bash_session():
 
     bash = start()
     say({"ok": True, "pid": os.getpid()})
+    Ahead.announce(bash[0])
     while True:
         req, stdin, stdout, stderr, status = recv_call()
         # The shell is the call's process: husk exec moves it into the
@@ -672,6 +720,7 @@ def bash_session():
         except OSError:
             pass
         st.close()
+        Ahead.announce(bash[0])
 
 
 if MODE == "fork":

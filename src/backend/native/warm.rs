@@ -163,30 +163,13 @@ pub fn call(
     };
     let mut warm = serde_json::Value::Null;
     let leaf_name = leaf.as_ref().map(|_| format!("exec-{exec_id}"));
-    // A session goes back to its own leaf between calls.
-    let home = match (mode, cgroup, &leaf) {
-        (WarmMode::Session, Some(tree), Some(_)) => {
-            Some(tree.open_leaf("warm").map_err(|e| ErrorReport::new(Phase::Cgroup, e.to_string()))?)
-        }
-        _ => None,
-    };
-    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap, leaf_name: leaf_name.as_deref(), home: home.as_ref() };
+    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap, leaf_name: leaf_name.as_deref() };
     let outcome = match call.run(leaf.as_ref()) {
-        Ok((mut o, t_end, w)) => {
+        Ok((mut o, t_end, w, session)) => {
             warm = w;
             let has_leaf = leaf.is_some();
-            // Nothing of a call outlives it (docs/warm.md, What a call
-            // leaves): a daemon it started, a fork bomb's children, go
-            // with its leaf now, not into the next call. (A session is
-            // back in its own leaf by now.)
-            if let Some(l) = leaf.as_ref().filter(|l| !l.empty()) {
-                l.kill_all();
-                // Until they are gone: the pids they hold are the next
-                // call's (a zygote that cannot fork cannot take it).
-                let until = std::time::Instant::now() + LEFTOVERS_LIMIT;
-                while !l.empty() && std::time::Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
+            if let (Some(l), Some(tree)) = (&leaf, cgroup) {
+                end_of_call(tree, l, session);
             }
             let report = leaf.map(|l| {
                 let r = CgroupReport { limits: Default::default(), usage: l.usage(), cleanup: None };
@@ -212,6 +195,36 @@ pub fn call(
     Ok((Executed { exec_id, outcome, backend: "native" }, warm))
 }
 
+/// Nothing of a call outlives it (docs/warm.md, What a call leaves): a
+/// daemon it started, a fork bomb's children, go with its leaf now, not
+/// into the next call. A session (`session`: its process, alive) stays in
+/// the call's leaf until the supervisor moves it into the next call's,
+/// off any call's path; only when the call left something does it go back
+/// to its own leaf (`warm`) first, so the kill spares it.
+fn end_of_call(tree: &crate::cgroup::nested::Tree, leaf: &Leaf, session: Option<nix::unistd::Pid>) {
+    let stays = session.map(|p| p.as_raw());
+    let members = leaf.members();
+    if members.iter().all(|p| Some(*p) == stays) {
+        return;
+    }
+    // (The supervisor may have moved it on into the next call's leaf.)
+    if let Some(pid) = session.filter(|p| members.contains(&p.as_raw())) {
+        match tree.open_leaf("warm").map(|home| home.adopt(pid)) {
+            Ok(Ok(())) => {}
+            // Left in the leaf, the session would go with the kill: a
+            // restart (fresh state) rather than leftovers in the next call.
+            Ok(Err(e)) | Err(e) => crate::errln!("husk: warning: moving the session out of the call's leaf: {e}"),
+        }
+    }
+    leaf.kill_all();
+    // Until they are gone: the pids they hold are the next call's (a
+    // zygote that cannot fork cannot take it).
+    let until = std::time::Instant::now() + LEFTOVERS_LIMIT;
+    while !leaf.members().is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 struct Call<'a> {
     plan: &'a ExecPlan,
     ctl: BorrowedFd<'a>,
@@ -220,13 +233,17 @@ struct Call<'a> {
     tap: Option<&'a crate::stream::Tap>,
     /// The exec's leaf, by name (the shim's spare is for it alone).
     leaf_name: Option<&'a str>,
-    /// A session's own leaf (`warm`), where it goes back after the call.
-    home: Option<&'a Leaf>,
 }
 
 impl Call<'_> {
     /// The call, watched; the outcome and when the watch ended.
-    fn run(&self, leaf: Option<&Leaf>) -> Result<(Outcome, u64, serde_json::Value), ErrorReport> {
+    /// The call, watched: the outcome, when the watch ended, the
+    /// verdict's `warm`, and a session's process that lives on (in the
+    /// call's leaf).
+    fn run(
+        &self,
+        leaf: Option<&Leaf>,
+    ) -> Result<(Outcome, u64, serde_json::Value, Option<nix::unistd::Pid>), ErrorReport> {
         let errno_err = |what: &str, e: nix::errno::Errno| warm_err(format!("{what}: {e}")).with_errno(Some(e));
         let signals = signal_fd(false).map_err(|e| errno_err("signals", e))?;
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
@@ -266,12 +283,14 @@ impl Call<'_> {
         // Into the exec's cgroup before it runs anything of the call: a
         // spare the supervisor placed in this leaf ahead is there already;
         // any other process is moved now. A session (python) or its shell
-        // (bash) is moved in for the call, so what the call forks is born
-        // in the call's leaf (its accounting, its kill), and back after.
+        // (bash) runs each call in the call's leaf too, so what the call
+        // forks is born there (its accounting, its kill): the supervisor
+        // placed it ahead between calls (the shim announces it as a
+        // spare), or it is moved now.
         let pid = pid_of(&pidfd).map(nix::unistd::Pid::from_raw);
         if let Some(l) = leaf {
             let pid = pid.ok_or_else(|| warm_err("the call's process is gone"))?;
-            preforked = !session && l.holds(pid);
+            preforked = l.holds(pid);
             if !preforked && let Err(e) = l.adopt(pid) {
                 // A fork mode child is the call's alone; a session is not
                 // (without Release it skips the call).
@@ -314,13 +333,9 @@ impl Call<'_> {
         // call's end is gone (a zygote, the init of the call's pid
         // namespace, or the session itself). The supervisor restarts it.
         let interpreter_died = watched.command.is_none() && watched.failed.is_none();
-        if let (Some(home), Some(pid)) = (self.home, pid) {
-            // The session leaves the call's leaf before its leftovers are
-            // killed. (A shell the shim restarted is gone: nothing moves.)
-            if session && !interpreter_died {
-                let _ = home.adopt(pid);
-            }
-        }
+        // (A bash session's shell that the shim restarted is gone, and its
+        // successor is in the session's own leaf.)
+        let lives_on = pid.filter(|_| session && !interpreter_died && pidfd_alive(&pidfd));
         let mut phases = BTreeMap::new();
         phases.insert("plan", ms(self.plan.t_start, t_send));
         phases.insert("run", ms(t_send, watched.t_exit.max(t_send)));
@@ -349,7 +364,7 @@ impl Call<'_> {
             restart,
             preforked,
         );
-        Ok((o, t_end, warm))
+        Ok((o, t_end, warm, lives_on))
     }
 
     /// The shim's first answer: the pidfd of the process that runs the call.
@@ -368,4 +383,12 @@ impl Call<'_> {
             _ => Err(warm_err("the warm interpreter ended the call before it started")),
         }
     }
+}
+
+/// Whether the process behind `pidfd` still runs (a pidfd turns readable
+/// when it exits).
+fn pidfd_alive(pidfd: &OwnedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
 }
