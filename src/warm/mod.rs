@@ -285,6 +285,12 @@ pub fn attribute(
 ) {
     use crate::outcome::Termination;
     use crate::sandbox::events::EventKind;
+    // A bash session's shell that "ended" OOM-killed (the call's leaf
+    // counted the kill, so the call is oom_killed) did not `exit`.
+    if warm["restart_cause"] == RestartCause::Exited.name() && outcome.termination == Termination::OomKilled {
+        warm["restart_cause"] = RestartCause::OomKilled.name().into();
+        return;
+    }
     if warm["restart_cause"] != RestartCause::Killed.name()
         || !events.iter().any(|e| matches!(e.kind, EventKind::OomKill { .. }))
     {
@@ -356,6 +362,11 @@ mod tests {
         let (mut w, mut o) = (verdict("fork", false, Some(RestartCause::Killed), true), killed());
         attribute(&mut w, &mut o, &[]);
         assert_eq!((w["restart_cause"].as_str(), o.termination), (Some("killed"), Termination::Signaled));
+        // A bash session's shell OOM-killed in the call's leaf.
+        let (mut w, mut o) = (verdict("session", false, Some(RestartCause::Exited), true), killed());
+        o.termination = Termination::OomKilled;
+        attribute(&mut w, &mut o, &[]);
+        assert_eq!(w["restart_cause"].as_str(), Some("oom_killed"));
         // An interpreter that lived: an OOM kill elsewhere renames nothing.
         let (mut w, mut o) = (verdict("fork", false, None, true), killed());
         attribute(&mut w, &mut o, &[oom]);
