@@ -471,29 +471,6 @@ def zygote():
 
 # ------------------------------------------------------------- session mode
 
-class Ahead:
-    """A session's process (the interpreter, or its shell) between calls:
-    announced like a zygote's spare (`spare SEQ` with its pidfd), so the
-    supervisor moves it into the leaf of the next call off any call's
-    path, and husk exec finds it there (docs/warm.md)."""
-
-    seq = 0
-
-    @classmethod
-    def announce(cls, pid):
-        cls.seq += 1
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            return
-        try:
-            socket.send_fds(ctl, [b"spare %d" % cls.seq], [fd])
-        except OSError:
-            pass  # husk's end is gone; the next recv says so
-        finally:
-            os.close(fd)
-
-
 def on_alarm(_sig, _frame):
     raise CallTimeout()
 
@@ -528,7 +505,6 @@ def python_session():
 
     os.register_at_fork(after_in_child=forked_by_the_call)
     say({"ok": True, "pid": me})
-    Ahead.announce(me)
     while True:
         # Between calls the session reaps what its calls forked (husk exec
         # kills them with the call's leaf): zombies would hold pids. Not
@@ -586,7 +562,6 @@ def python_session():
         except OSError:
             pass
         st.close()
-        Ahead.announce(me)
 
 
 def bash_session():
@@ -617,7 +592,6 @@ def bash_session():
 
     bash = start()
     say({"ok": True, "pid": os.getpid()})
-    Ahead.announce(bash[0])
     while True:
         req, stdin, stdout, stderr, status = recv_call()
         # The shell is the call's process: husk exec moves it into the
@@ -720,7 +694,6 @@ def bash_session():
         except OSError:
             pass
         st.close()
-        Ahead.announce(bash[0])
 
 
 if MODE == "fork":

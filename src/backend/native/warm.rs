@@ -198,16 +198,15 @@ pub fn call(
 /// Nothing of a call outlives it (docs/warm.md, What a call leaves): a
 /// daemon it started, a fork bomb's children, go with its leaf now, not
 /// into the next call. A session (`session`: its process, alive) stays in
-/// the call's leaf until the supervisor moves it into the next call's,
-/// off any call's path; only when the call left something does it go back
-/// to its own leaf (`warm`) first, so the kill spares it.
+/// the call's leaf until the next call moves it into its own (one cgroup
+/// move per call, not two); only when the call left something does it go
+/// back to its own leaf (`warm`) first, so the kill spares it.
 fn end_of_call(tree: &crate::cgroup::nested::Tree, leaf: &Leaf, session: Option<nix::unistd::Pid>) {
     let stays = session.map(|p| p.as_raw());
     let members = leaf.members();
     if members.iter().all(|p| Some(*p) == stays) {
         return;
     }
-    // (The supervisor may have moved it on into the next call's leaf.)
     if let Some(pid) = session.filter(|p| members.contains(&p.as_raw())) {
         match tree.open_leaf("warm").map(|home| home.adopt(pid)) {
             Ok(Ok(())) => {}
@@ -284,9 +283,10 @@ impl Call<'_> {
         // spare the supervisor placed in this leaf ahead is there already;
         // any other process is moved now. A session (python) or its shell
         // (bash) runs each call in the call's leaf too, so what the call
-        // forks is born there (its accounting, its kill): the supervisor
-        // placed it ahead between calls (the shim announces it as a
-        // spare), or it is moved now.
+        // forks is born there (its accounting, its kill): it is moved here
+        // now, by this exec only. (Placing it ahead, as a zygote's spare,
+        // raced: the supervisor's move of it into the next leaf could land
+        // during a call that got another leaf.)
         let pid = pid_of(&pidfd).map(nix::unistd::Pid::from_raw);
         if let Some(l) = leaf {
             let pid = pid.ok_or_else(|| warm_err("the call's process is gone"))?;
