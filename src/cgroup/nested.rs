@@ -306,6 +306,15 @@ impl Leaf {
     }
 }
 
+impl Leaf {
+    /// The processes in this leaf (every hierarchy holds the same ones, so
+    /// the first says). A warm call's exec kills what its call left only
+    /// when there is something (docs/warm.md).
+    pub fn members(&self) -> Vec<i32> {
+        self.dirs.first().and_then(|(d, _)| fs::read_opt(d, "cgroup.procs")).map(|t| fs::pids(&t)).unwrap_or_default()
+    }
+}
+
 impl GroupKill for Leaf {
     fn kill_all(&self) {
         self.killed.set(true);

@@ -142,9 +142,10 @@ pub fn exec_code(
     };
     let state_dir = store.state_dir();
     let at = attached(&rec, &state_dir, &reply, fds, None, tap);
-    let (x, warm) = crate::backend::warm_call(&plan, at, ctl, w.mode, code)?;
+    let (mut x, mut warm) = crate::backend::warm_call(&plan, at, ctl, w.mode, code)?;
     let events = client.call(&Request::Events).map(|(r, _)| r.events).unwrap_or_default();
     drop(client);
+    crate::warm::attribute(&mut warm, &mut x.outcome, &events);
     let mut r = result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend);
     r.extra.insert(VERDICT_KEYS[3], serde_json::json!(events));
     r.extra.insert(VERDICT_KEYS[4], warm);
@@ -175,7 +176,7 @@ fn cold_code(
     let mut r = req.clone();
     r.exec.argv = argv.iter().map(|s| s.to_string()).collect();
     let mut res = exec_to(store, &r, t_start, tap)?;
-    res.extra.insert(VERDICT_KEYS[4], crate::warm::verdict("cold", false, false, false));
+    res.extra.insert(VERDICT_KEYS[4], crate::warm::verdict("cold", false, None, false));
     Ok(res)
 }
 

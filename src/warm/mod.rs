@@ -169,15 +169,22 @@ pub fn sealed(parts: &[&[u8]]) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
-/// Hands one call to the shim.
+/// Hands one call to the shim: `call LEAF` (the exec's cgroup leaf; a
+/// zygote gives its spare only to the call whose leaf the spare is in), or
+/// `call` without cgroup leaves.
 pub fn send_call(
     ctl: BorrowedFd<'_>,
+    leaf: Option<&str>,
     request: &OwnedFd,
     stdio: [BorrowedFd<'_>; 3],
     status: BorrowedFd<'_>,
 ) -> Result<(), Errno> {
     let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status];
-    crate::sys::socket::send_with_fds(ctl, b"call", &fds)
+    let word = match leaf {
+        Some(l) => format!("call {l}"),
+        None => "call".into(),
+    };
+    crate::sys::socket::send_with_fds(ctl, word.as_bytes(), &fds)
 }
 
 /// One word from the shim on the control socket after it is ready: a
@@ -214,21 +221,85 @@ pub fn recv_spare(ctl: BorrowedFd<'_>) -> Result<Option<(u64, OwnedFd)>, Errno> 
     }
 }
 
-/// Tells the shim its spare `seq` is placed: the next call may go to it.
-pub fn send_placed(ctl: BorrowedFd<'_>, seq: u64) -> Result<(), Errno> {
-    let word = format!("placed {seq}");
+/// Tells the shim its spare `seq` is placed (in the cgroup leaf `leaf`,
+/// when there are leaves): the call of the exec that gets that leaf may go
+/// to it.
+pub fn send_placed(ctl: BorrowedFd<'_>, seq: u64, leaf: Option<&str>) -> Result<(), Errno> {
+    let word = match leaf {
+        Some(l) => format!("placed {seq} {l}"),
+        None => format!("placed {seq}"),
+    };
     nix::sys::socket::send(ctl.as_raw_fd(), word.as_bytes(), nix::sys::socket::MsgFlags::MSG_NOSIGNAL).map(|_| ())
+}
+
+/// Why the interpreter had to be started afresh during a call (the
+/// verdict's `warm.restart_cause`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestartCause {
+    /// A session call ran past its timeout and could not be interrupted
+    /// (or was a bash call: its shell is always restarted then).
+    Timeout,
+    /// A bash session's shell ended on its own (`exit`).
+    Exited,
+    /// The kernel's OOM killer killed the interpreter (an OOM kill in the
+    /// sandbox while the call ran, and the interpreter gone).
+    OomKilled,
+    /// The interpreter ended without saying why (a kill from outside, a
+    /// crash).
+    Killed,
+}
+
+impl RestartCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartCause::Timeout => "timeout",
+            RestartCause::Exited => "exited",
+            RestartCause::OomKilled => "oom_killed",
+            RestartCause::Killed => "killed",
+        }
+    }
 }
 
 /// The verdict's `warm` (docs/verdict.schema.json): how a `--code` call
 /// ran. One constructor, so cold, fork and session calls keep one shape.
-pub fn verdict(mode: &str, interrupted: bool, restarted: bool, placed_ahead: bool) -> serde_json::Value {
+/// `restarted` is there for the callers that read only it.
+pub fn verdict(mode: &str, interrupted: bool, restart: Option<RestartCause>, placed_ahead: bool) -> serde_json::Value {
     serde_json::json!({
         "mode": mode,
         "interrupted": interrupted,
-        "restarted": restarted,
+        "restarted": restart.is_some(),
+        "restart_cause": restart.map(RestartCause::name),
         "placed_ahead": placed_ahead,
     })
+}
+
+/// A call whose interpreter died without a word (`restart_cause`
+/// `killed`) while the sandbox's events show an OOM kill: the OOM killer
+/// took the interpreter (a zygote or a session, in its own leaf, so not in
+/// the call's `resources.oom_kills`), and the call with it. The verdict
+/// says so: `oom_killed`, for the call too when it was killed with it.
+pub fn attribute(
+    warm: &mut serde_json::Value,
+    outcome: &mut crate::outcome::Outcome,
+    events: &[crate::sandbox::events::Event],
+) {
+    use crate::outcome::Termination;
+    use crate::sandbox::events::EventKind;
+    // A bash session's shell that "ended" OOM-killed (the call's leaf
+    // counted the kill, so the call is oom_killed) did not `exit`.
+    if warm["restart_cause"] == RestartCause::Exited.name() && outcome.termination == Termination::OomKilled {
+        warm["restart_cause"] = RestartCause::OomKilled.name().into();
+        return;
+    }
+    if warm["restart_cause"] != RestartCause::Killed.name()
+        || !events.iter().any(|e| matches!(e.kind, EventKind::OomKill { .. }))
+    {
+        return;
+    }
+    warm["restart_cause"] = RestartCause::OomKilled.name().into();
+    if outcome.termination == Termination::Signaled && outcome.signal == Some(libc::SIGKILL) {
+        outcome.termination = Termination::OomKilled;
+    }
 }
 
 /// The languages a `--code` call may name for a sandbox warmed as `w`.
@@ -269,6 +340,37 @@ mod tests {
             })
             .unwrap();
         assert!(out.success());
+    }
+
+    /// A zygote that died with an OOM kill in the sandbox's events was
+    /// reported as `signaled` (issue 31, item 5): the call was killed
+    /// with its interpreter, by the OOM killer.
+    #[test]
+    fn interpreter_death_with_an_oom_event_is_oom_killed() {
+        use crate::outcome::{Outcome, Termination};
+        use crate::sandbox::events::{Event, EventKind};
+        let oom = Event { seq: 2, at_ms: 0, kind: EventKind::OomKill { count: 1 } };
+        let killed = || {
+            let mut o = Outcome::blank();
+            o.set_command_status(crate::sys::process::ExitStatus::Signaled(libc::SIGKILL));
+            o
+        };
+        let (mut w, mut o) = (verdict("fork", false, Some(RestartCause::Killed), true), killed());
+        attribute(&mut w, &mut o, std::slice::from_ref(&oom));
+        assert_eq!((w["restart_cause"].as_str(), o.termination), (Some("oom_killed"), Termination::OomKilled));
+        // Without an OOM event: killed, as far as husk can tell.
+        let (mut w, mut o) = (verdict("fork", false, Some(RestartCause::Killed), true), killed());
+        attribute(&mut w, &mut o, &[]);
+        assert_eq!((w["restart_cause"].as_str(), o.termination), (Some("killed"), Termination::Signaled));
+        // A bash session's shell OOM-killed in the call's leaf.
+        let (mut w, mut o) = (verdict("session", false, Some(RestartCause::Exited), true), killed());
+        o.termination = Termination::OomKilled;
+        attribute(&mut w, &mut o, &[]);
+        assert_eq!(w["restart_cause"].as_str(), Some("oom_killed"));
+        // An interpreter that lived: an OOM kill elsewhere renames nothing.
+        let (mut w, mut o) = (verdict("fork", false, None, true), killed());
+        attribute(&mut w, &mut o, &[oom]);
+        assert_eq!((w["restarted"].as_bool(), o.termination), (Some(false), Termination::Signaled));
     }
 
     #[test]

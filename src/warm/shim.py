@@ -39,6 +39,14 @@ def set_dumpable_0():
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
 
 
+# `python3 -c` puts '' (the working directory, which calls may write)
+# first on sys.path: a file a call leaves there (`csv.py`) would be what
+# the next call's `import csv` runs. It goes last instead: the standard
+# library and site-packages come first, a module of the call's own in its
+# working directory still imports (docs/warm.md, What a call leaves).
+if sys.path and sys.path[0] == "":
+    sys.path.append(sys.path.pop(0))
+
 # The control socket moves off fd 0, which each call's stdin takes.
 ctl = socket.socket(fileno=os.dup(0))
 null = os.open("/dev/null", os.O_RDWR)
@@ -90,14 +98,26 @@ def recv_call():
         return fds
 
 
-def joined(status):
-    """Answers a call on its status channel with this process's pidfd:
-    husk exec watches the process that runs the call through it."""
+def joined(status, pid=None):
+    """Answers a call on its status channel with the pidfd of the process
+    that runs it (this one, or a bash session's shell): husk exec moves it
+    into the call's cgroup leaf and watches it through it."""
     st = socket.socket(fileno=status)
-    me = os.pidfd_open(os.getpid())
+    me = os.pidfd_open(pid or os.getpid())
     socket.send_fds(st, [rec(JOINED)], [me])
     os.close(me)
     return st
+
+
+def released(st):
+    """Waits for husk exec's `Release`: the call's process is in the
+    call's cgroup leaf. False when husk exec gave up (it is gone, or the
+    move failed): nothing of the call may run then."""
+    try:
+        msg = st.recv(256)
+    except OSError:
+        return False
+    return len(msg) == REC.size and REC.unpack(msg)[0] == RELEASE
 
 
 def read_request(fd):
@@ -165,11 +185,29 @@ def status_of(st):
 
 # ---------------------------------------------------------------- fork mode
 
+def first_to_go():
+    """The OOM killer takes this process (and what it forks) before the
+    interpreter: a call's processes rank above it (oom_score_adj 1000, which
+    no one needs a privilege to set), so a call that runs its sandbox out
+    of memory (a fork bomb's many small children) loses its own processes,
+    not the zygote or the session the next calls need. Left at 0 the
+    zygote, whose file pages a fresh fork does not map yet, outranked
+    them (issue 31, item 5)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass  # no /proc: the kernel's own ranking
+
+
 def detach(keep):
     """A fresh child's first steps, before any call's code: its own
     session, no fd but `keep` (not the control socket, nor another call's
-    status socket, nor the shim's pidfds), default signal handling."""
+    status socket, nor the shim's pidfds), default signal handling, first
+    to go at an OOM."""
     os.setsid()
+    signal.set_wakeup_fd(-1)  # the zygote's, closed below
+    first_to_go()
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
@@ -197,8 +235,7 @@ def run_call(fds):
             os.close(fd)
     st = joined(status)
     # Nothing of the call runs before husk placed this process.
-    msg = st.recv(256)
-    if len(msg) != REC.size or REC.unpack(msg)[0] != RELEASE:
+    if not released(st):
         os._exit(125)
     st.close()
     head, code = read_request(req)
@@ -278,7 +315,7 @@ class Spare:
     then may a call go to it (docs/warm.md, Pre-forked children)."""
 
     def __init__(self, seq):
-        self.seq, self.placed = seq, False
+        self.seq, self.placed, self.leaf = seq, False, None
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
@@ -329,16 +366,62 @@ def zygote():
         except OSError:
             return pid, -1
 
+    def reap():
+        """Reaps every child, ours and the orphans pid 1 inherits."""
+        nonlocal spare
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in calls:
+                sfd, pfd = calls.pop(pid)
+                try:
+                    os.write(sfd, status_of(st))
+                except OSError:
+                    pass
+                os.close(sfd)
+                if pfd >= 0:
+                    poller.unregister(pfd)
+                    os.close(pfd)
+            elif spare is not None and pid == spare.pid:
+                # An unused spare died (a call killed it): the next call
+                # forks afresh.
+                spare.drop(poller)
+                spare = None
+
+    # Orphans the zygote inherits as pid 1 (what a call left, killed with
+    # its leaf) hold their pids until they are reaped: SIGCHLD wakes the
+    # loop (a wakeup fd), so they are reaped at once, and the next spare is
+    # forked as soon as their pids are free, not at the next call, whose
+    # fork would fail (EAGAIN) at the pids limit.
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    poller.register(wake_r, select.POLLIN)
     spare = new_spare()
 
     while True:
-        for fd, _ in poller.poll():
+        events = poller.poll()
+        reap()
+        for fd, _ in events:
+            if fd == wake_r:
+                try:
+                    os.read(wake_r, 4096)
+                except OSError:
+                    pass
+                continue
             if fd != ctl.fileno():
                 continue
             word, fds = recv_message()
             if word.startswith(b"placed "):
-                if spare is not None and word == b"placed %d" % spare.seq:
+                # `placed SEQ LEAF`: the leaf the supervisor moved it into.
+                parts = word.split()
+                if spare is not None and parts[1:2] == [b"%d" % spare.seq]:
                     spare.placed = True
+                    spare.leaf = parts[2] if len(parts) > 2 else None
                 continue
             if len(fds) != 5:
                 for f in fds:
@@ -350,7 +433,14 @@ def zygote():
                 # stopped spare would hang the call. Let it go.
                 spare.drop(poller, kill=True)
                 spare = None
-            if spare is not None and spare.placed:
+            # `call LEAF`: the spare runs only the call whose leaf it is in.
+            # Another call (concurrent calls race for it) gets a fresh
+            # child: a spare that ran a call in another exec's leaf would
+            # be killed with that leaf's leftovers when that exec ends.
+            # (Without cgroup leaves both words are a bare `placed SEQ` and
+            # `call`.)
+            mine = spare is not None and spare.placed and word == b" ".join([b"call"] + [spare.leaf] * bool(spare.leaf))
+            if mine:
                 try:
                     socket.send_fds(spare.sock, [b"call"], fds)
                     pid, pfd = spare.pid, spare.pidfd
@@ -371,29 +461,7 @@ def zygote():
                 os.close(fds[4])
             else:
                 calls[pid] = (fds[4], pfd)
-        # Reap every child, ours and the orphans pid 1 inherits.
-        while True:
-            try:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in calls:
-                sfd, pfd = calls.pop(pid)
-                try:
-                    os.write(sfd, status_of(st))
-                except OSError:
-                    pass
-                os.close(sfd)
-                if pfd >= 0:
-                    poller.unregister(pfd)
-                    os.close(pfd)
-            elif spare is not None and pid == spare.pid:
-                # An unused spare died (a call killed it): the next call
-                # forks afresh.
-                spare.drop(poller)
-                spare = None
+        reap()
         # The next spare is forked once no call runs: forking competes
         # with the call for the CPU (a fork of a zygote with numpy
         # imported takes ~0.6 ms), and a call has no use for it.
@@ -411,10 +479,49 @@ def python_session():
     g = fresh_main()
     saved = (os.dup(1), os.dup(2))
     signal.signal(signal.SIGALRM, on_alarm)
-    say({"ok": True, "pid": os.getpid()})
+    me = os.getpid()
+    current = []  # the call's status socket, while it runs
+
+    def forked_by_the_call():
+        # A process the call forks (os.fork, multiprocessing) is the
+        # call's, in its leaf: it holds neither the control socket (it
+        # would take the next calls) nor the call's status channel (husk
+        # exec would wait for it to close).
+        for s in [ctl] + current:
+            try:
+                s.close()
+            except OSError:
+                pass
+        first_to_go()
+
+    def reap(*_):
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    os.register_at_fork(after_in_child=forked_by_the_call)
+    say({"ok": True, "pid": me})
     while True:
+        # Between calls the session reaps what its calls forked (husk exec
+        # kills them with the call's leaf): zombies would hold pids. Not
+        # during a call, whose code may wait for its children itself.
+        signal.signal(signal.SIGCHLD, reap)
+        reap()
         req, stdin, stdout, stderr, status = recv_call()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         st = joined(status)
+        # husk exec moves the session into the call's leaf first: what the
+        # call forks is born there, and killed with it when the call ends.
+        if not released(st):
+            for fd in (req, stdin, stdout, stderr):
+                os.close(fd)
+            st.close()
+            continue
+        current[:] = [st]
         head, code = read_request(req)
         for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
             os.dup2(fd, target)
@@ -434,6 +541,11 @@ def python_session():
             interrupted = True
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        if os.getpid() != me:
+            # A child the call forked, whose code ended: it is not the
+            # session and must not go on as one.
+            os._exit(code_rc)
+        current.clear()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if interrupted:
             try:
@@ -472,6 +584,7 @@ def bash_session():
             ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with the shim
             for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
                 signal.signal(s, signal.SIG_DFL)
+            first_to_go()
             os.execvp("bash", ["bash", "--noprofile", "--norc"])
         for f in (r_in, w_out, w_err):
             os.close(f)
@@ -481,7 +594,14 @@ def bash_session():
     say({"ok": True, "pid": os.getpid()})
     while True:
         req, stdin, stdout, stderr, status = recv_call()
-        st = joined(status)
+        # The shell is the call's process: husk exec moves it into the
+        # call's leaf, so what the call starts is killed with the leaf.
+        st = joined(status, bash[0])
+        if not released(st):
+            for fd in (req, stdin, stdout, stderr):
+                os.close(fd)
+            st.close()
+            continue
         head, code = read_request(req)
         with open(script, "wb") as f:
             f.write(code)

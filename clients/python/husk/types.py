@@ -83,8 +83,8 @@ class ExecResult:
     #: sandbox's so far): destinations, denied attempts, totals.
     network: Any = None
     #: ``run_code``: how the code ran: ``{"mode": "fork"|"session"|"cold",
-    #: "interrupted": bool, "restarted": bool}`` (docs/warm.md); None for a
-    #: command.
+    #: "interrupted": bool, "restarted": bool, "restart_cause": ...,
+    #: "placed_ahead": bool}`` (docs/warm.md); None for a command.
     warm: Any = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

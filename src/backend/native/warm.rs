@@ -43,6 +43,10 @@ use std::time::Duration;
 /// before it kills the session (which then restarts).
 pub const SESSION_BACKSTOP: Duration = Duration::from_secs(2);
 
+/// How long husk exec waits for the processes a call left to be gone
+/// after it killed them (the kill is asynchronous on cgroup v2).
+const LEFTOVERS_LIMIT: Duration = Duration::from_secs(2);
+
 /// How long the shim may take to answer a call with its pidfd.
 const ANSWER_LIMIT: Duration = Duration::from_secs(10);
 
@@ -158,11 +162,15 @@ pub fn call(
         o
     };
     let mut warm = serde_json::Value::Null;
-    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap };
+    let leaf_name = leaf.as_ref().map(|_| format!("exec-{exec_id}"));
+    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap, leaf_name: leaf_name.as_deref() };
     let outcome = match call.run(leaf.as_ref()) {
-        Ok((mut o, t_end, w)) => {
+        Ok((mut o, t_end, w, session)) => {
             warm = w;
             let has_leaf = leaf.is_some();
+            if let (Some(l), Some(tree)) = (&leaf, cgroup) {
+                end_of_call(tree, l, session);
+            }
             let report = leaf.map(|l| {
                 let r = CgroupReport { limits: Default::default(), usage: l.usage(), cleanup: None };
                 (r, cgroup_setup, ms(t_end, now_ns()))
@@ -187,17 +195,54 @@ pub fn call(
     Ok((Executed { exec_id, outcome, backend: "native" }, warm))
 }
 
+/// Nothing of a call outlives it (docs/warm.md, What a call leaves): a
+/// daemon it started, a fork bomb's children, go with its leaf now, not
+/// into the next call. A session (`session`: its process, alive) stays in
+/// the call's leaf until the next call moves it into its own (one cgroup
+/// move per call, not two); only when the call left something does it go
+/// back to its own leaf (`warm`) first, so the kill spares it.
+fn end_of_call(tree: &crate::cgroup::nested::Tree, leaf: &Leaf, session: Option<nix::unistd::Pid>) {
+    let stays = session.map(|p| p.as_raw());
+    let members = leaf.members();
+    if members.iter().all(|p| Some(*p) == stays) {
+        return;
+    }
+    if let Some(pid) = session.filter(|p| members.contains(&p.as_raw())) {
+        match tree.open_leaf("warm").map(|home| home.adopt(pid)) {
+            Ok(Ok(())) => {}
+            // Left in the leaf, the session would go with the kill: a
+            // restart (fresh state) rather than leftovers in the next call.
+            Ok(Err(e)) | Err(e) => crate::errln!("husk: warning: moving the session out of the call's leaf: {e}"),
+        }
+    }
+    leaf.kill_all();
+    // Until they are gone: the pids they hold are the next call's (a
+    // zygote that cannot fork cannot take it).
+    let until = std::time::Instant::now() + LEFTOVERS_LIMIT;
+    while !leaf.members().is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 struct Call<'a> {
     plan: &'a ExecPlan,
     ctl: BorrowedFd<'a>,
     mode: WarmMode,
     code: &'a [u8],
     tap: Option<&'a crate::stream::Tap>,
+    /// The exec's leaf, by name (the shim's spare is for it alone).
+    leaf_name: Option<&'a str>,
 }
 
 impl Call<'_> {
     /// The call, watched; the outcome and when the watch ended.
-    fn run(&self, leaf: Option<&Leaf>) -> Result<(Outcome, u64, serde_json::Value), ErrorReport> {
+    /// The call, watched: the outcome, when the watch ended, the
+    /// verdict's `warm`, and a session's process that lives on (in the
+    /// call's leaf).
+    fn run(
+        &self,
+        leaf: Option<&Leaf>,
+    ) -> Result<(Outcome, u64, serde_json::Value, Option<nix::unistd::Pid>), ErrorReport> {
         let errno_err = |what: &str, e: nix::errno::Errno| warm_err(format!("{what}: {e}")).with_errno(Some(e));
         let signals = signal_fd(false).map_err(|e| errno_err("signals", e))?;
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
@@ -225,35 +270,46 @@ impl Call<'_> {
             crate::warm::CallHead::new(self.plan.process.envp.iter(), &self.plan.workdir, timeout.filter(|_| session));
         let req = crate::warm::request(&head, self.code).map_err(|e| errno_err("the call's request", e))?;
         let t_send = now_ns();
-        crate::warm::send_call(self.ctl, &req, [null.as_fd(), stdout, stderr], theirs.fd()).map_err(|e| {
-            warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
-                .with_errno(Some(e))
-        })?;
+        crate::warm::send_call(self.ctl, self.leaf_name, &req, [null.as_fd(), stdout, stderr], theirs.fd()).map_err(
+            |e| {
+                warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
+                    .with_errno(Some(e))
+            },
+        )?;
         drop((theirs, req, null));
         let pidfd = self.answer(&status)?;
         let mut preforked = false;
-        if !session {
-            // Into the exec's cgroup before it runs anything of the call:
-            // a spare the supervisor placed in this leaf ahead is there
-            // already; any other process is moved now.
-            if let Some(l) = leaf {
-                let pid =
-                    nix::unistd::Pid::from_raw(pid_of(&pidfd).ok_or_else(|| warm_err("the call's process is gone"))?);
-                preforked = l.holds(pid);
-                if !preforked && let Err(e) = l.adopt(pid) {
+        // Into the exec's cgroup before it runs anything of the call: a
+        // spare the supervisor placed in this leaf ahead is there already;
+        // any other process is moved now. A session (python) or its shell
+        // (bash) runs each call in the call's leaf too, so what the call
+        // forks is born there (its accounting, its kill): it is moved here
+        // now, by this exec only. (Placing it ahead, as a zygote's spare,
+        // raced: the supervisor's move of it into the next leaf could land
+        // during a call that got another leaf.)
+        let pid = pid_of(&pidfd).map(nix::unistd::Pid::from_raw);
+        if let Some(l) = leaf {
+            let pid = pid.ok_or_else(|| warm_err("the call's process is gone"))?;
+            preforked = l.holds(pid);
+            if !preforked && let Err(e) = l.adopt(pid) {
+                // A fork mode child is the call's alone; a session is not
+                // (without Release it skips the call).
+                if !session {
                     let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
-                    return Err(ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()));
                 }
+                return Err(ErrorReport::new(Phase::Cgroup, e.to_string()).with_errno(e.errno()));
             }
-            status.send(Msg::Release).map_err(|e| errno_err("releasing the call", e))?;
         }
+        status.send(Msg::Release).map_err(|e| errno_err("releasing the call", e))?;
         let limit = self.plan.capture.unwrap_or(0);
         let stdout = out.map(|(r, _w)| (r, limit));
         let stderr = err.map(|(r, _w)| (r, limit));
         let session_kill = SessionKill { sid: pid_of(&pidfd).unwrap_or(0), pidfd: &pidfd };
+        // A session past its backstop goes with its call's leaf (and is
+        // restarted by the supervisor).
         let group: Option<&dyn GroupKill> = match (session, leaf) {
-            (true, _) => None,
-            (false, Some(l)) => Some(l),
+            (_, Some(l)) => Some(l),
+            (true, None) => None,
             (false, None) => Some(&session_kill),
         };
         let watched = Watch {
@@ -273,6 +329,13 @@ impl Call<'_> {
         }
         .run();
         let t_end = now_ns();
+        // No status on the channel, only its end: whoever reports the
+        // call's end is gone (a zygote, the init of the call's pid
+        // namespace, or the session itself). The supervisor restarts it.
+        let interpreter_died = watched.command.is_none() && watched.failed.is_none();
+        // (A bash session's shell that the shim restarted is gone, and its
+        // successor is in the session's own leaf.)
+        let lives_on = pid.filter(|_| session && !interpreter_died && pidfd_alive(&pidfd));
         let mut phases = BTreeMap::new();
         phases.insert("plan", ms(self.plan.t_start, t_send));
         phases.insert("run", ms(t_send, watched.t_exit.max(t_send)));
@@ -285,17 +348,23 @@ impl Call<'_> {
         // (not "unconfined", which is what no filter of its own would say).
         o.seccomp = Some(crate::seccomp::SeccompReport::inherited(self.plan.seccomp.as_ref(), o.signal));
         // How the interpreter took the call, for the verdict's `warm`.
-        let restarted = match interrupted {
-            Some(r) => r != 0,
-            None => session && killed,
+        use crate::warm::RestartCause;
+        let restart = match interrupted {
+            // bash: its shell killed at the timeout, or ended by `exit`.
+            Some(1) => Some(RestartCause::Timeout),
+            Some(2) => Some(RestartCause::Exited),
+            _ if session && killed => Some(RestartCause::Timeout),
+            // Refined from the sandbox's events (`warm::attribute`).
+            _ if interpreter_died => Some(RestartCause::Killed),
+            _ => None,
         };
         let warm = crate::warm::verdict(
             if session { "session" } else { "fork" },
             interrupted.is_some_and(|r| r != 2) || (session && killed),
-            restarted,
+            restart,
             preforked,
         );
-        Ok((o, t_end, warm))
+        Ok((o, t_end, warm, lives_on))
     }
 
     /// The shim's first answer: the pidfd of the process that runs the call.
@@ -314,4 +383,12 @@ impl Call<'_> {
             _ => Err(warm_err("the warm interpreter ended the call before it started")),
         }
     }
+}
+
+/// Whether the process behind `pidfd` still runs (a pidfd turns readable
+/// when it exits).
+fn pidfd_alive(pidfd: &OwnedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
 }

@@ -312,7 +312,7 @@ impl Supervisor {
     /// and the exec's cgroup leaf, then makes the next one. False if the
     /// exec cannot start (the client is gone, no leaf).
     fn start_exec(&mut self, c: &mut Conn, init: &dyn Live) -> bool {
-        let warm_fd = match c.warm.then(|| self.warm_socket()) {
+        let warm_fd = match c.warm.then(|| self.warm_socket(init)) {
             None => None,
             Some(Ok(fd)) => Some(fd),
             Some(Err(why)) => {

@@ -96,7 +96,7 @@ impl Supervisor {
         };
         let Some(tree) = self.rec.cgroup.as_ref().filter(|_| self.backend.exec_leaves()) else {
             // No cgroup leaves: nothing to move, the spare is placed as is.
-            let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+            let _ = crate::warm::send_placed(w.ctl.as_fd(), seq, None);
             return;
         };
         // The leaf is made once and takes each spare in turn until a warm
@@ -133,7 +133,7 @@ impl Supervisor {
             Ok(()) => {
                 if let (Some(s), Some(w)) = (&mut self.warm_spare, &self.warm) {
                     s.placed = true;
-                    let _ = crate::warm::send_placed(w.ctl.as_fd(), seq);
+                    let _ = crate::warm::send_placed(w.ctl.as_fd(), seq, Some(&s.leaf));
                 }
             }
             Err(e) => crate::errln!("husk: warning: placing the warm interpreter's next child: {e}"),
@@ -177,8 +177,17 @@ impl Supervisor {
         }
     }
 
-    /// The control socket an `exec --code` gets, or why there is none.
-    pub(super) fn warm_socket(&self) -> Result<RawFd, String> {
+    /// The control socket an `exec --code` gets, or why there is none. An
+    /// interpreter that could not be restarted when it ended is tried once
+    /// more for each call: what stopped it (a call's processes holding
+    /// every pid, `fork: EAGAIN`) dies with that call's leaf.
+    pub(super) fn warm_socket(&mut self, init: &dyn Live) -> Result<RawFd, String> {
+        if self.warm.is_none() && self.rec.spec.warm.is_some() && self.warm_error.is_some() {
+            self.finish_placing();
+            if let Err(e) = self.start_warm(init) {
+                self.warm_error = Some(format!("it ended and could not be restarted: {e}"));
+            }
+        }
         match (&self.warm, &self.rec.spec.warm, &self.warm_error) {
             (Some(w), _, _) => Ok(w.ctl.as_raw_fd()),
             (None, None, _) => Err("the sandbox was created without --warm or --session".into()),
