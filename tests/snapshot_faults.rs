@@ -125,6 +125,8 @@ fn killed_reader_leaves_source_running(what: &str) {
         let _ = exec.kill();
     }
     let _ = exec.wait();
+    let tars: Vec<String> = tree(&live.store.join("tmp")).into_iter().filter(|n| n.starts_with("commit-")).collect();
+    assert!(tars.is_empty(), "the killed {what} left its layer tar in the store: {tars:?}");
     assert!(thawed, "the SIGKILLed {what} left its source frozen ({})", file.0.display());
     assert!(done, "an exec into the source never ended after the {what} was killed");
     assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "ran\n");
@@ -201,4 +203,48 @@ fn full_store_during_commit_is_named_as_the_store() {
     }
     drop(live);
     drop(fs);
+}
+
+fn snapshot_images(live: &Live) -> Vec<String> {
+    live.ok(&["image", "ls"]).lines().filter(|l| l.contains("snapshot/")).map(str::to_string).collect()
+}
+
+#[test]
+fn snapshot_images_nobody_needs_are_collected() {
+    let t = TempDir::new("snapshot-gc");
+    let live = Live::new(&t, busybox_data_store(&t));
+    let src = live.create(&["--image", "bb", "--writable"]);
+    live.sh(&src, "echo x > /data/x");
+
+    // A fork whose ids reach nobody (its stdout is closed): its forks are
+    // removed, and its snapshot image is garbage.
+    let (r, w) = nix::unistd::pipe().unwrap();
+    drop(r);
+    let o = Command::new(husk_bin())
+        .args(["fork", &src])
+        .env("HUSK_ROOT", &live.store)
+        .env("HUSK_STATE_DIR", &live.state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(w))
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A fork handed over: its image stays while a fork runs on it and
+    // while its source lives.
+    let v: Value = serde_json::from_str(&live.ok(&["fork", "--json", &src])).unwrap();
+    let fork = v["sandboxes"][0]["id"].as_str().unwrap().to_string();
+    let kept = v["snapshot"]["name"].as_str().unwrap().to_string();
+    assert_eq!(snapshot_images(&live).len(), 2, "{:?}", snapshot_images(&live));
+
+    let gc = live.ok(&["gc"]);
+    let left = snapshot_images(&live);
+    assert_eq!(left.len(), 1, "gc removed the unreceived fork's snapshot: {left:?}\n{gc}");
+    assert!(left[0].contains(&kept), "{left:?}");
+    live.ok(&["rm", &fork]);
+    live.ok(&["gc"]);
+    assert_eq!(snapshot_images(&live).len(), 1, "the source lives: its snapshot stays");
+
+    live.ok(&["rm", &src]);
+    let gc = live.ok(&["gc"]);
+    assert!(snapshot_images(&live).is_empty(), "source and forks gone: {:?}\n{gc}", snapshot_images(&live));
 }

@@ -25,11 +25,42 @@ pub struct Report {
     pub oci: crate::oci::gc::OciGcReport,
 }
 
-/// Partial layer builds killed imports left in the image store's tmp/.
+/// Partial layer builds killed imports left in the image store's tmp/,
+/// layer tars of killed commits, and this state dir's snapshot images
+/// (`husk fork`) nobody needs any more.
 #[derive(Serialize, Debug, Default)]
 pub struct ImageGcReport {
     pub partial_builds_removed: usize,
+    /// `tmp/commit-<pid>-<id>.tar` whose writer is gone.
+    pub commit_tars_removed: Vec<String>,
+    pub snapshots: crate::cmd::fork::SnapshotSweep,
     pub errors: Vec<String>,
+}
+
+/// Named commit tars (`tmp/commit-<pid>-<id>.tar`, written where the
+/// store's filesystem has no O_TMPFILE, and by husk before it used one)
+/// whose writer no longer runs.
+fn sweep_commit_tars(tmp: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(tmp) else { return removed };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("commit-")
+            .and_then(|r| r.strip_suffix(".tar"))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A pid that runs (maybe reused) keeps its file: removing a live
+        // commit's tar would fail that commit.
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH);
+        if pid > 0 && gone && std::fs::remove_file(e.path()).is_ok() {
+            removed.push(e.path().display().to_string());
+        }
+    }
+    removed
 }
 
 /// Sweeps the image store's stale builds (an import in progress keeps
@@ -41,14 +72,21 @@ pub fn gc_images(paths: &Result<crate::paths::Paths, crate::paths::PathsError>) 
     if !paths.root.join("tmp").is_dir() {
         return ImageGcReport::default();
     }
-    let swept = crate::image::Store::open(&paths.root).and_then(|s| {
-        let _shared = s.lock_store(false)?;
-        s.sweep_tmp()
-    });
-    match swept {
-        Ok(n) => ImageGcReport { partial_builds_removed: n, errors: vec![] },
-        Err(e) => ImageGcReport { partial_builds_removed: 0, errors: vec![e.to_string()] },
+    let store = match crate::image::Store::open(&paths.root) {
+        Ok(s) => s,
+        Err(e) => return ImageGcReport { errors: vec![e.to_string()], ..Default::default() },
+    };
+    let swept = store.lock_store(false).and_then(|_shared| store.sweep_tmp());
+    let mut report = match swept {
+        Ok(n) => ImageGcReport { partial_builds_removed: n, ..Default::default() },
+        Err(e) => ImageGcReport { errors: vec![e.to_string()], ..Default::default() },
+    };
+    report.commit_tars_removed = sweep_commit_tars(&paths.root.join("tmp"));
+    if let Ok(sandboxes) = crate::sandbox::state::Store::open(&paths.state) {
+        report.snapshots = crate::cmd::fork::sweep_snapshots(&store, &sandboxes);
+        report.errors.extend(report.snapshots.errors.iter().cloned());
     }
+    report
 }
 
 /// Stale run cgroups under husk's parents (and `--cgroup-parent`).
@@ -159,7 +197,23 @@ pub fn gc(
             crate::outln!("{line}");
         }
         crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
-        crate::outln!("images: {} partial layer builds removed", report.images.partial_builds_removed);
+        let i = &report.images;
+        for t in &i.commit_tars_removed {
+            crate::outln!("removed commit tar {t}");
+        }
+        for n in &i.snapshots.removed {
+            crate::outln!("removed snapshot image {n}");
+        }
+        for why in &i.snapshots.kept {
+            crate::outln!("kept snapshot image {why}");
+        }
+        crate::outln!(
+            "images: {} partial layer builds removed, {} commit tars removed, {} snapshot images removed ({} kept)",
+            i.partial_builds_removed,
+            i.commit_tars_removed.len(),
+            i.snapshots.removed.len(),
+            i.snapshots.kept.len()
+        );
         crate::outln!(
             "OCI containers under {}: {} removed, {} live, {} too young",
             if o.roots.is_empty() { "(no root)".to_string() } else { o.roots.join(", ") },
