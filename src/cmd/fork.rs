@@ -225,6 +225,7 @@ fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(Commit
             drop(handover);
             let _ = destroy(&sandboxes, &rec.id, true);
         }
+        let _ = images.remove(&snap.name);
         return Err(SandboxError::Usage("stdout is closed: the forks' ids could not be printed".into()).into());
     }
     for (_, handover) in made {

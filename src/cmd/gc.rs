@@ -89,8 +89,14 @@ pub fn gc_images(paths: &Result<crate::paths::Paths, crate::paths::PathsError>) 
     report
 }
 
-/// Stale run cgroups under husk's parents (and `--cgroup-parent`).
-pub fn gc_cgroups(host: &HostFacts, args: &GcArgs) -> cgroup::gc::GcReport {
+/// Stale run cgroups under husk's parents (and `--cgroup-parent`). A run
+/// (`husk run`) records its cgroup nowhere, so whose it was cannot be
+/// told: only a gc of the default state dir removes them; one given its
+/// own (`--state-dir`, HUSK_STATE_DIR) leaves them alone and says so.
+pub fn gc_cgroups(host: &HostFacts, args: &GcArgs, own_state_dir: bool) -> cgroup::gc::GcReport {
+    if own_state_dir {
+        return cgroup::gc::GcReport { left_alone: true, ..Default::default() };
+    }
     let who = Caller { uid: host.uid, privileged: host.privileged };
     let mut parents = cgroup::gc::parents(host.cgroup(), None, who);
     if let Some(p) = &args.cgroup_parent {
@@ -124,6 +130,17 @@ pub fn gc_sandboxes(
     crate::sandbox::gc::gc(&store, &parents, args.min_age)
 }
 
+/// A state dir was given (`--state-dir`, HUSK_STATE_DIR) other than the
+/// one husk uses by default for this user.
+fn own_state_dir(given: Option<&Path>, paths: &Result<crate::paths::Paths, crate::paths::PathsError>) -> bool {
+    let default = crate::paths::Paths::from_cli(None, None).ok().map(|p| p.state);
+    match (given, paths) {
+        (None, _) => false,
+        (Some(_), Ok(p)) => default.as_ref() != Some(&p.state),
+        (Some(_), Err(_)) => true,
+    }
+}
+
 pub fn gc(
     args: GcArgs,
     state_dir: Option<&Path>,
@@ -149,7 +166,7 @@ pub fn gc(
     let oci = crate::oci::gc::gc(&oci_roots, args.min_age);
     let report = Report {
         state_dir: paths.as_ref().ok().map(|p| p.state.display().to_string()),
-        cgroups: gc_cgroups(&host, &args),
+        cgroups: gc_cgroups(&host, &args, own_state_dir(state_dir, paths)),
         backends,
         sandboxes,
         images: gc_images(paths),
@@ -196,7 +213,17 @@ pub fn gc(
         for line in b.summary() {
             crate::outln!("{line}");
         }
-        crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
+        for d in &s.cgroups_left {
+            crate::outln!("left sandbox cgroup {d}: no sandbox of this state dir");
+        }
+        if c.left_alone {
+            crate::outln!(
+                "cgroups: run cgroups left alone (a state dir was given: runs record no state dir, so only `husk gc` \
+                 with the default one removes them)"
+            );
+        } else {
+            crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
+        }
         let i = &report.images;
         for t in &i.commit_tars_removed {
             crate::outln!("removed commit tar {t}");
