@@ -248,3 +248,29 @@ fn snapshot_images_nobody_needs_are_collected() {
     let gc = live.ok(&["gc"]);
     assert!(snapshot_images(&live).is_empty(), "source and forks gone: {:?}\n{gc}", snapshot_images(&live));
 }
+
+/// A reader that asks for the freeze and is gone before the answer (killed
+/// while the freeze settles): the supervisor's answer fails, and the hold
+/// goes with the connection instead of keeping the sandbox frozen.
+#[test]
+fn reader_gone_before_the_freeze_answer_leaves_nothing_frozen() {
+    use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, connect, send, socket};
+    use std::os::fd::AsRawFd;
+    let t = TempDir::new("freeze-hangup");
+    let live = Live::new(&t, busybox_data_store(&t));
+    let src = live.create(&["--image", "bb", "--ttl", "5m"]);
+    let file = freeze_file(&live, &src);
+    for round in 0..5 {
+        let sock = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
+        let addr = UnixAddr::new(&live.state.join("sandboxes").join(&src).join("sock")).unwrap();
+        connect(sock.as_raw_fd(), &addr).unwrap();
+        send(sock.as_raw_fd(), br#"{"op":"freeze","for_ms":600000}"#, MsgFlags::empty()).unwrap();
+        drop(sock);
+        // The supervisor answers its connections in turn: once inspect
+        // (a status request) is answered, the freeze request was handled.
+        live.ok(&["inspect", &src]);
+        let thawed = eventually(Duration::from_secs(30), || !frozen(&file));
+        assert!(thawed, "round {round}: the sandbox stayed frozen for a reader that is gone");
+    }
+    assert_eq!(live.sh(&src, "echo ran"), "ran\n");
+}

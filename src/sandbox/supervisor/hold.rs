@@ -161,7 +161,15 @@ impl Supervisor {
                 let active = active_of(&conns);
                 match self.serve(&mut conns[i], active, init.as_ref()) {
                     Served::Keep => {}
-                    Served::Close => keep[i] = false,
+                    Served::Close => {
+                        keep[i] = false;
+                        // However it closes (a reply that could not be sent:
+                        // the reader died while the freeze settled), its
+                        // hold goes with it.
+                        if conns[i].freeze.take().is_some() {
+                            self.release_freeze();
+                        }
+                    }
                     Served::End => return End::Removed,
                 }
             }
