@@ -154,9 +154,13 @@ pub fn sweep_snapshots(images: &Images, sandboxes: &state::Store) -> SnapshotSwe
             continue;
         }
         match images.remove(&name) {
-            Ok(_) | Err(crate::image::ImageError::NotFound(_)) => {
+            Ok(_) => {
                 let _ = std::fs::remove_file(e.path());
                 out.removed.push(name);
+            }
+            // Its fork ended before storing it, or it was removed by hand.
+            Err(crate::image::ImageError::NotFound(_)) => {
+                let _ = std::fs::remove_file(e.path());
             }
             Err(crate::image::ImageError::InUse(_)) => out.kept.push(format!("{name}: a sandbox runs on it")),
             Err(err) => out.errors.push(format!("removing {name}: {err}")),
