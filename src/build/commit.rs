@@ -4,13 +4,15 @@
 //! sandbox's cgroup is frozen while its root is read, so the layer is the
 //! filesystem at one instant: no process of it writes meanwhile (a write
 //! in flight when the freeze lands completes before, or after the thaw).
+//! The sandbox's supervisor freezes and thaws on our behalf
+//! (`Request::Freeze`): killed mid-read, we leave nothing frozen.
 
 use super::config::State;
 use super::diff::Unshift;
 use super::export::RemoveOnDrop;
-use super::layer::{self, LayerTar};
+use super::layer::{self, Hashing, LayerTar};
 use super::snapshot::{SnapshotError, SnapshotReport, write_changes};
-use crate::cgroup::freeze::{FreezeError, freeze};
+use super::tarw::TarWriter;
 use crate::host::HostFacts;
 use crate::image::digest::Digest;
 use crate::image::reference::Reference;
@@ -18,9 +20,13 @@ use crate::image::root::owners_for;
 use crate::image::store::{COMMITTED_PREFIX, LayerRef, Record, now_secs};
 use crate::image::view::LayeredView;
 use crate::image::{ImageError, Owners, Store, normalize_name};
+use crate::sandbox::proto::{Client, Request};
 use crate::sandbox::registry::live_record;
 use crate::sandbox::state::{Record as Sandbox, Store as Sandboxes};
 use crate::spec::RootSpec;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
@@ -30,10 +36,13 @@ pub enum CommitError {
     Image(#[from] ImageError),
     #[error("sandbox {id}: {why}")]
     Unsupported { id: String, why: String },
+    #[error("sandbox {id}: {why}")]
+    Freeze { id: String, why: String },
     #[error("sandbox {id}: {err}")]
-    Freeze { id: String, err: FreezeError },
-    #[error("sandbox {id}: reading its root: {err}")]
     Snapshot { id: String, err: SnapshotError },
+    /// Creating or ending the layer tar in the store's tmp failed.
+    #[error("writing the layer into the image store ({}): {source}", path.display())]
+    Store { path: std::path::PathBuf, source: std::io::Error },
     #[error("{}: {source}", path.display())]
     Io { path: std::path::PathBuf, source: std::io::Error },
 }
@@ -67,13 +76,77 @@ fn image_of(store: &Store, sbx: &Sandbox) -> Result<Record, CommitError> {
     }
 }
 
-/// Reads the frozen sandbox `target`'s changes into a layer tar at `out`;
+/// How long the supervisor keeps the sandbox frozen for one read at most;
+/// past it the sandbox runs again and the read fails as torn.
+const FREEZE_FOR_MS: u64 = 5 * 60 * 1000;
+
+/// Has the sandbox's supervisor freeze it; the connection is the hold
+/// (its close, however we end, thaws).
+fn hold_frozen(sandboxes: &Sandboxes, sbx: &Sandbox) -> Result<Client, CommitError> {
+    let client = Client::connect(&sandboxes.dir(&sbx.id), sbx.supervisor)?;
+    let (reply, _) = client.call(&Request::Freeze { for_ms: FREEZE_FOR_MS })?;
+    if !reply.ok {
+        let why = reply.error.unwrap_or_else(|| "its supervisor refused to freeze it".into());
+        return Err(CommitError::Freeze { id: sbx.id.clone(), why });
+    }
+    Ok(client)
+}
+
+/// Lets go of the freeze; an error if it lapsed while we read.
+fn thaw(client: Client, id: &str) -> Result<(), CommitError> {
+    let (reply, _) = client.call(&Request::Thaw)?;
+    if !reply.ok {
+        let why = reply.error.unwrap_or_else(|| "the freeze lapsed".into());
+        return Err(CommitError::Freeze { id: id.to_string(), why });
+    }
+    Ok(())
+}
+
+/// Where a commit writes its layer tar.
+pub struct LayerFile {
+    tar: TarWriter<Hashing>,
+    /// The path `layer::publish` reads it back from.
+    read_back: PathBuf,
+    /// What an error names (the store's tmp/, or the named file).
+    shown: PathBuf,
+}
+
+/// The layer tar's file: unnamed (O_TMPFILE) in the store's tmp/, so a
+/// commit killed mid-way leaves nothing to sweep; its path for reading
+/// back is /proc/self/fd/N of the kept fd. A filesystem without O_TMPFILE
+/// gets the named file `out` (removed by the caller, or by `husk gc` once
+/// its writer is gone: `sweep_commit_tars`).
+/// The second value keeps an unnamed file alive (until the layer is published).
+fn layer_file(out: &Path) -> Result<(LayerFile, Option<OwnedFd>), CommitError> {
+    let store_err = |source| CommitError::Store { path: out.to_path_buf(), source };
+    let dir = out.parent().unwrap_or(out);
+    let tmp = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir);
+    match tmp {
+        Ok(file) => {
+            let kept = OwnedFd::from(file.try_clone().map_err(store_err)?);
+            let read_back = PathBuf::from(format!("/proc/self/fd/{}", kept.as_raw_fd()));
+            Ok((LayerFile { tar: layer::create_in(file), read_back, shown: dir.to_path_buf() }, Some(kept)))
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+            let tar = layer::create(out).map_err(store_err)?;
+            Ok((LayerFile { tar, read_back: out.to_path_buf(), shown: out.to_path_buf() }, None))
+        }
+        Err(e) => Err(store_err(e)),
+    }
+}
+
+/// Reads the frozen sandbox `target`'s changes into the layer tar `file`;
 /// the base image's record and the owners its layers were unpacked for.
 pub fn snapshot(
     store: &Store,
     sandboxes: &Sandboxes,
     target: &str,
-    out: &std::path::Path,
+    file: LayerFile,
 ) -> Result<(Sandbox, Record, Owners, LayerTar, SnapshotReport), CommitError> {
     let sbx = live_record(sandboxes, target)?;
     let unsupported = |why: &str| CommitError::Unsupported { id: sbx.id.clone(), why: why.into() };
@@ -85,10 +158,12 @@ pub fn snapshot(
     let (_, dirs, _lease) = store.lease(&base.name, &owners)?;
     let view = LayeredView::open(&dirs).map_err(|source| CommitError::Io { path: dirs[0].clone(), source })?;
     let init = sbx.init.ok_or_else(|| unsupported("its init is not running"))?;
-    let tree = sbx.cgroup.as_ref().ok_or_else(|| {
-        unsupported("it has no cgroup (HUSK_NO_CGROUP / rootless), so it cannot be frozen for a consistent read")
-    })?;
-    let frozen = freeze(&tree.dirs).map_err(|err| CommitError::Freeze { id: sbx.id.clone(), err })?;
+    if sbx.cgroup.is_none() {
+        return Err(unsupported(
+            "it has no cgroup (HUSK_NO_CGROUP / rootless), so it cannot be frozen for a consistent read",
+        ));
+    }
+    let frozen = hold_frozen(sandboxes, &sbx)?;
     // After the freeze: the pid is still the sandbox's init (not reused).
     if !init.alive() {
         return Err(unsupported("its init ended"));
@@ -97,11 +172,15 @@ pub fn snapshot(
     let info = format!("/proc/{}/mountinfo", init.pid);
     let mounts = crate::files::read_text(&info).map_err(|source| CommitError::Io { path: info.into(), source })?;
     let mounts = super::snapshot::mount_points(&mounts);
-    let mut tar = layer::create(out).map_err(|source| CommitError::Io { path: out.to_path_buf(), source })?;
-    let report = write_changes(&root, &sbx.workdir, mounts, &view, Unshift::new(owners), &mut tar)
-        .map_err(|err| CommitError::Snapshot { id: sbx.id.clone(), err })?;
-    drop(frozen);
-    let t = layer::finish(tar, out).map_err(|source| CommitError::Io { path: out.to_path_buf(), source })?;
+    let LayerFile { mut tar, read_back, shown } = file;
+    let store_err = |source| CommitError::Store { path: shown.clone(), source };
+    let report =
+        write_changes(&root, &sbx.workdir, mounts, &view, Unshift::new(owners), &mut tar).map_err(|err| match err {
+            SnapshotError::Write { source } => store_err(source),
+            err => CommitError::Snapshot { id: sbx.id.clone(), err },
+        })?;
+    thaw(frozen, &sbx.id)?;
+    let t = layer::finish(tar, &read_back).map_err(store_err)?;
     Ok((sbx, base, owners, t, report))
 }
 
@@ -118,7 +197,8 @@ pub fn commit(
     let _lock = store.lock_store(false)?;
     let out = store.root().join("tmp").join(format!("commit-{}-{}.tar", std::process::id(), crate::ids::new_id()));
     let _cleanup = RemoveOnDrop(out.clone());
-    let (sbx, base, owners, tar, changes) = snapshot(store, sandboxes, target, &out)?;
+    let (file, _unnamed) = layer_file(&out)?;
+    let (sbx, base, owners, tar, changes) = snapshot(store, sandboxes, target, file)?;
     layer::publish(store, &tar, &owners, &name)?;
     let config = store.get_blob(&base.config)?;
     let mut state = State::from_image(&config, base.layers.clone())

@@ -54,6 +54,12 @@ pub fn create(path: &Path) -> io::Result<TarWriter<Hashing>> {
     Ok(TarWriter::new(Hashing { out: BufWriter::new(f), hash: Sha256::new(), size: 0 }, epoch()))
 }
 
+/// A layer tar written into `file` (already open for writing: an unnamed
+/// O_TMPFILE file, say, that nothing has to remove).
+pub fn create_in(file: File) -> TarWriter<Hashing> {
+    TarWriter::new(Hashing { out: BufWriter::new(file), hash: Sha256::new(), size: 0 }, epoch())
+}
+
 /// Ends the archive and names it by its content.
 pub fn finish(tar: TarWriter<Hashing>, path: &Path) -> io::Result<LayerTar> {
     let mut h = tar.finish()?;

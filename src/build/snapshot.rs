@@ -40,12 +40,37 @@ const SKELETON: &[&str] = &["/etc/passwd", "/etc/group", "/etc/nsswitch.conf"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    #[error("{}: {source}", path.display())]
+    /// Reading the sandbox's root failed (`path` is in it).
+    #[error("reading its root: {}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
+    /// Writing the layer failed (a full store: ENOSPC); the caller knows
+    /// where it was writing.
+    #[error("writing its changes into the image store: {source}")]
+    Write { source: std::io::Error },
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SnapshotError + '_ {
     move |source| SnapshotError::Io { path: path.to_path_buf(), source }
+}
+
+/// Appending to the tar only writes: its failure is the store's.
+fn write_err(_: &Path) -> impl Fn(std::io::Error) -> SnapshotError {
+    |source| SnapshotError::Write { source }
+}
+
+/// A file of the root being copied into the tar; remembers whether a read
+/// failed, so a failed copy is blamed on the side that failed.
+struct Source<'a> {
+    file: &'a mut std::fs::File,
+    failed: bool,
+}
+
+impl std::io::Read for Source<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let r = self.file.read(buf);
+        self.failed |= r.is_err();
+        r
+    }
 }
 
 /// What a snapshot wrote.
@@ -125,7 +150,7 @@ impl Walk<'_> {
     fn flush<W: Write>(&mut self, tar: &mut TarWriter<W>, at: &Path) -> Result<(), SnapshotError> {
         for (meta, written) in self.pending.iter_mut() {
             if !*written {
-                tar.append(meta).map_err(io_err(at))?;
+                tar.append(meta).map_err(write_err(at))?;
                 *written = true;
                 self.report.changed += 1;
             }
@@ -149,7 +174,7 @@ impl Walk<'_> {
                 wh.extend_from_slice(b".wh.");
                 wh.extend_from_slice(&gone);
                 let m = Meta { path: wh, kind: EntryKind::File, mode: 0o600, uid: 0, gid: 0, size: 0, link: vec![] };
-                tar.append(&m).map_err(io_err(host))?;
+                tar.append(&m).map_err(write_err(host))?;
                 self.report.whiteouts += 1;
             }
         }
@@ -184,7 +209,7 @@ impl Walk<'_> {
                     self.pending.push((m, false));
                 } else {
                     self.flush(tar, &path)?;
-                    tar.append(&m).map_err(io_err(&path))?;
+                    tar.append(&m).map_err(write_err(&path))?;
                     self.report.changed += 1;
                     self.pending.push((m, true));
                 }
@@ -204,7 +229,8 @@ impl Walk<'_> {
                 });
                 if !unchanged {
                     self.flush(tar, &path)?;
-                    tar.append(&Meta { mode: 0o777, ..meta(EntryKind::Symlink, 0, target) }).map_err(io_err(&path))?;
+                    tar.append(&Meta { mode: 0o777, ..meta(EntryKind::Symlink, 0, target) })
+                        .map_err(write_err(&path))?;
                     self.report.changed += 1;
                 }
             } else if ft.is_file() {
@@ -224,14 +250,24 @@ impl Walk<'_> {
                     let key = (md.dev(), md.ino());
                     if let Some(first) = self.links.get(&key) {
                         let link = first.clone();
-                        tar.append(&meta(EntryKind::Hardlink, 0, link)).map_err(io_err(&path))?;
+                        tar.append(&meta(EntryKind::Hardlink, 0, link)).map_err(write_err(&path))?;
                         continue;
                     }
                     self.links.insert(key, rel_path.clone());
                 }
                 let mut f = open_nofollow(&path).map_err(io_err(&path))?;
-                tar.append(&meta(EntryKind::File, md.len(), vec![])).map_err(io_err(&path))?;
-                tar.data(&mut f, md.len()).map_err(io_err(&path))?;
+                tar.append(&meta(EntryKind::File, md.len(), vec![])).map_err(write_err(&path))?;
+                let mut src = Source { file: &mut f, failed: false };
+                let copied = tar.data(&mut src, md.len());
+                let failed_reading = src.failed;
+                copied.map_err(|e| {
+                    // A short read (the file shrank) is the root's too.
+                    if failed_reading || e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        io_err(&path)(e)
+                    } else {
+                        write_err(&path)(e)
+                    }
+                })?;
                 self.report.bytes += md.len();
             } else if ft.is_fifo() || ft.is_socket() || ft.is_char_device() || ft.is_block_device() {
                 self.report.skipped_special += 1;

@@ -1,9 +1,14 @@
 //! Holding a sandbox still while something reads its filesystem (`husk
 //! commit`, `husk fork`): every process of its cgroup tree is frozen, so
-//! no write lands while the tree is walked, and thawed when the guard
-//! drops, whichever way the reader ends. v2: `cgroup.freeze` on the
+//! no write lands while the tree is walked. v2: `cgroup.freeze` on the
 //! sandbox's unified cgroup; v1 (this hybrid host's layout): the freezer
 //! hierarchy's `freezer.state`. Both freeze descendants (exec leaves) too.
+//!
+//! A freeze is held by the sandbox's supervisor, never by the reader: a
+//! reader can be SIGKILLed mid-read, and a freeze nobody lifts leaves the
+//! sandbox (and every exec into it) stopped for good. The supervisor
+//! thaws when the reader's connection closes or its deadline passes
+//! (supervisor/freeze.rs).
 
 use super::{CgroupError, Dir, fs};
 use std::path::PathBuf;
@@ -25,10 +30,12 @@ pub enum FreezeError {
     Cgroup(#[from] CgroupError),
 }
 
-/// A frozen cgroup; thawed on drop.
+/// A frozen cgroup; thawed by `thaw`, or on drop (the supervisor's
+/// teardown exits without running drops, so it thaws explicitly).
 pub struct Frozen {
     dir: PathBuf,
     unified: bool,
+    thawed: bool,
 }
 
 /// Freezes the sandbox whose cgroups are `dirs` and waits until the
@@ -39,7 +46,7 @@ pub fn freeze(dirs: &[Dir]) -> Result<Frozen, FreezeError> {
         .find(|d| d.unified)
         .or_else(|| dirs.iter().find(|d| d.controllers.iter().any(|c| c == "freezer")))
         .ok_or(FreezeError::NoFreezer)?;
-    let frozen = Frozen { dir: d.path.clone(), unified: d.unified };
+    let frozen = Frozen { dir: d.path.clone(), unified: d.unified, thawed: false };
     if d.unified {
         fs::write(&d.path, "cgroup.freeze", "1")?;
     } else {
@@ -62,12 +69,26 @@ pub fn freeze(dirs: &[Dir]) -> Result<Frozen, FreezeError> {
     }
 }
 
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        let _ = if self.unified {
+impl Frozen {
+    /// Lets the cgroup run again.
+    pub fn thaw(mut self) -> Result<(), CgroupError> {
+        self.thawed = true;
+        self.write_thawed()
+    }
+
+    fn write_thawed(&self) -> Result<(), CgroupError> {
+        if self.unified {
             fs::write(&self.dir, "cgroup.freeze", "0")
         } else {
             fs::write(&self.dir, "freezer.state", "THAWED")
-        };
+        }
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if !self.thawed {
+            let _ = self.write_thawed();
+        }
     }
 }

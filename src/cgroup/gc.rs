@@ -16,6 +16,10 @@ pub struct GcReport {
     pub busy: Vec<String>,
     /// Younger than the minimum age: possibly a run being set up right now.
     pub young: Vec<String>,
+    /// Not looked at: the gc was given a state dir of its own, and runs'
+    /// cgroups belong to no state dir (cmd/gc.rs `gc_cgroups`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub left_alone: bool,
     pub errors: Vec<String>,
 }
 

@@ -25,11 +25,42 @@ pub struct Report {
     pub oci: crate::oci::gc::OciGcReport,
 }
 
-/// Partial layer builds killed imports left in the image store's tmp/.
+/// Partial layer builds killed imports left in the image store's tmp/,
+/// layer tars of killed commits, and this state dir's snapshot images
+/// (`husk fork`) nobody needs any more.
 #[derive(Serialize, Debug, Default)]
 pub struct ImageGcReport {
     pub partial_builds_removed: usize,
+    /// `tmp/commit-<pid>-<id>.tar` whose writer is gone.
+    pub commit_tars_removed: Vec<String>,
+    pub snapshots: crate::cmd::fork::SnapshotSweep,
     pub errors: Vec<String>,
+}
+
+/// Named commit tars (`tmp/commit-<pid>-<id>.tar`, written where the
+/// store's filesystem has no O_TMPFILE, and by husk before it used one)
+/// whose writer no longer runs.
+fn sweep_commit_tars(tmp: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(tmp) else { return removed };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("commit-")
+            .and_then(|r| r.strip_suffix(".tar"))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A pid that runs (maybe reused) keeps its file: removing a live
+        // commit's tar would fail that commit.
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH);
+        if pid > 0 && gone && std::fs::remove_file(e.path()).is_ok() {
+            removed.push(e.path().display().to_string());
+        }
+    }
+    removed
 }
 
 /// Sweeps the image store's stale builds (an import in progress keeps
@@ -41,18 +72,31 @@ pub fn gc_images(paths: &Result<crate::paths::Paths, crate::paths::PathsError>) 
     if !paths.root.join("tmp").is_dir() {
         return ImageGcReport::default();
     }
-    let swept = crate::image::Store::open(&paths.root).and_then(|s| {
-        let _shared = s.lock_store(false)?;
-        s.sweep_tmp()
-    });
-    match swept {
-        Ok(n) => ImageGcReport { partial_builds_removed: n, errors: vec![] },
-        Err(e) => ImageGcReport { partial_builds_removed: 0, errors: vec![e.to_string()] },
+    let store = match crate::image::Store::open(&paths.root) {
+        Ok(s) => s,
+        Err(e) => return ImageGcReport { errors: vec![e.to_string()], ..Default::default() },
+    };
+    let swept = store.lock_store(false).and_then(|_shared| store.sweep_tmp());
+    let mut report = match swept {
+        Ok(n) => ImageGcReport { partial_builds_removed: n, ..Default::default() },
+        Err(e) => ImageGcReport { errors: vec![e.to_string()], ..Default::default() },
+    };
+    report.commit_tars_removed = sweep_commit_tars(&paths.root.join("tmp"));
+    if let Ok(sandboxes) = crate::sandbox::state::Store::open(&paths.state) {
+        report.snapshots = crate::cmd::fork::sweep_snapshots(&store, &sandboxes);
+        report.errors.extend(report.snapshots.errors.iter().cloned());
     }
+    report
 }
 
-/// Stale run cgroups under husk's parents (and `--cgroup-parent`).
-pub fn gc_cgroups(host: &HostFacts, args: &GcArgs) -> cgroup::gc::GcReport {
+/// Stale run cgroups under husk's parents (and `--cgroup-parent`). A run
+/// (`husk run`) records its cgroup nowhere, so whose it was cannot be
+/// told: only a gc of the default state dir removes them; one given its
+/// own (`--state-dir`, HUSK_STATE_DIR) leaves them alone and says so.
+pub fn gc_cgroups(host: &HostFacts, args: &GcArgs, own_state_dir: bool) -> cgroup::gc::GcReport {
+    if own_state_dir {
+        return cgroup::gc::GcReport { left_alone: true, ..Default::default() };
+    }
     let who = Caller { uid: host.uid, privileged: host.privileged };
     let mut parents = cgroup::gc::parents(host.cgroup(), None, who);
     if let Some(p) = &args.cgroup_parent {
@@ -86,6 +130,17 @@ pub fn gc_sandboxes(
     crate::sandbox::gc::gc(&store, &parents, args.min_age)
 }
 
+/// A state dir was given (`--state-dir`, HUSK_STATE_DIR) other than the
+/// one husk uses by default for this user.
+fn own_state_dir(given: Option<&Path>, paths: &Result<crate::paths::Paths, crate::paths::PathsError>) -> bool {
+    let default = crate::paths::Paths::from_cli(None, None).ok().map(|p| p.state);
+    match (given, paths) {
+        (None, _) => false,
+        (Some(_), Ok(p)) => default.as_ref() != Some(&p.state),
+        (Some(_), Err(_)) => true,
+    }
+}
+
 pub fn gc(
     args: GcArgs,
     state_dir: Option<&Path>,
@@ -111,7 +166,7 @@ pub fn gc(
     let oci = crate::oci::gc::gc(&oci_roots, args.min_age);
     let report = Report {
         state_dir: paths.as_ref().ok().map(|p| p.state.display().to_string()),
-        cgroups: gc_cgroups(&host, &args),
+        cgroups: gc_cgroups(&host, &args, own_state_dir(state_dir, paths)),
         backends,
         sandboxes,
         images: gc_images(paths),
@@ -158,8 +213,34 @@ pub fn gc(
         for line in b.summary() {
             crate::outln!("{line}");
         }
-        crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
-        crate::outln!("images: {} partial layer builds removed", report.images.partial_builds_removed);
+        for d in &s.cgroups_left {
+            crate::outln!("left sandbox cgroup {d}: no sandbox of this state dir");
+        }
+        if c.left_alone {
+            crate::outln!(
+                "cgroups: run cgroups left alone (a state dir was given: runs record no state dir, so only `husk gc` \
+                 with the default one removes them)"
+            );
+        } else {
+            crate::outln!("cgroups: {} removed, {} busy, {} too young", c.removed.len(), c.busy.len(), c.young.len());
+        }
+        let i = &report.images;
+        for t in &i.commit_tars_removed {
+            crate::outln!("removed commit tar {t}");
+        }
+        for n in &i.snapshots.removed {
+            crate::outln!("removed snapshot image {n}");
+        }
+        for why in &i.snapshots.kept {
+            crate::outln!("kept snapshot image {why}");
+        }
+        crate::outln!(
+            "images: {} partial layer builds removed, {} commit tars removed, {} snapshot images removed ({} kept)",
+            i.partial_builds_removed,
+            i.commit_tars_removed.len(),
+            i.snapshots.removed.len(),
+            i.snapshots.kept.len()
+        );
         crate::outln!(
             "OCI containers under {}: {} removed, {} live, {} too young",
             if o.roots.is_empty() { "(no root)".to_string() } else { o.roots.join(", ") },

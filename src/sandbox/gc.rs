@@ -35,6 +35,11 @@ pub struct SandboxGcReport {
     pub live: Vec<String>,
     /// Sandbox cgroups no state refers to, removed.
     pub cgroups: Vec<String>,
+    /// Empty sandbox cgroups of sandboxes this state dir has no record of
+    /// (another state dir's, or ended before its tombstones were pruned):
+    /// left alone (docs/cgroups.md, "Who removes what").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups_left: Vec<String>,
     /// Sandboxes of this state directory whose supervisor still ran while
     /// their record was gone (deleted under them): ended, and also in
     /// `removed`.
@@ -230,6 +235,12 @@ pub fn gc(store: &Store, cgroup_parents: &[std::path::PathBuf], min_age: Duratio
     }
     for (path, id) in nested::sandbox_dirs(cgroup_parents) {
         if store.dir(&id).exists() || age(&path) < min_age || nested::populated(&path) {
+            continue;
+        }
+        // Ours only if it ended here: another state dir's sandbox may be
+        // starting in it (its cgroup is made before its init joins).
+        if super::tombstone::find(store, &id).is_none() {
+            r.cgroups_left.push(path.display().to_string());
             continue;
         }
         match nested::remove_empty(&path) {

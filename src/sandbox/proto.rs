@@ -81,6 +81,15 @@ pub enum Request {
     /// start: they go to the command's environment and the exec's output
     /// redaction, and are never written to disk.
     Secrets,
+    /// Freeze the sandbox's cgroup tree for a reader (`husk commit`,
+    /// `husk fork`) for at most `for_ms`: answered once it is frozen. The
+    /// supervisor thaws when this connection sends `Thaw` or closes (the
+    /// reader was killed) or the time passes, whichever comes first;
+    /// execs asked for meanwhile wait for the thaw.
+    Freeze { for_ms: u64 },
+    /// The reader is done: `ok` if the sandbox stayed frozen all along
+    /// (false: the deadline passed first, so what was read may be torn).
+    Thaw,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]

@@ -30,6 +30,10 @@ struct Conn {
     since: u64,
     /// `exec --code`: it asked for the warm interpreter's control socket.
     warm: bool,
+    /// Its hold on the sandbox's freeze (`Request::Freeze`).
+    freeze: Option<super::freeze::Hold>,
+    /// Its hold ran out before it said `Thaw`.
+    freeze_lapsed: bool,
 }
 
 impl Supervisor {
@@ -48,15 +52,17 @@ impl Supervisor {
             let active = conns.iter().filter(|c| c.exec.is_some()).count();
             let waiting = conns.iter().any(|c| c.waiting);
             let now = now_ms();
+            self.lapse_freezes(&mut conns, now);
             // The maximum lifetime is absolute: it ends running execs too.
             if self.rec.lifetime_ends_ms.is_some_and(|end| now >= end) {
                 return End::MaxLifetime;
             }
-            if active == 0 && !waiting && now >= self.rec.expires_ms {
+            if active == 0 && !waiting && !self.is_frozen() && now >= self.rec.expires_ms {
                 return End::Expired;
             }
             let idle_end = (active == 0).then_some(self.rec.expires_ms);
-            let timeout = match idle_end.into_iter().chain(self.rec.lifetime_ends_ms).min() {
+            let thaw_at = conns.iter().filter_map(|c| c.freeze.map(|h| h.until_ms));
+            let timeout = match idle_end.into_iter().chain(self.rec.lifetime_ends_ms).chain(thaw_at).min() {
                 Some(end) => PollTimeout::try_from(end.saturating_sub(now).min(60_000) + 1).unwrap_or(PollTimeout::MAX),
                 None => PollTimeout::NONE,
             };
@@ -138,6 +144,8 @@ impl Supervisor {
                         exec_id: None,
                         since: 0,
                         warm: false,
+                        freeze: None,
+                        freeze_lapsed: false,
                     });
                 }
             }
@@ -153,14 +161,22 @@ impl Supervisor {
                 let active = active_of(&conns);
                 match self.serve(&mut conns[i], active, init.as_ref()) {
                     Served::Keep => {}
-                    Served::Close => keep[i] = false,
+                    Served::Close => {
+                        keep[i] = false;
+                        // However it closes (a reply that could not be sent:
+                        // the reader died while the freeze settled), its
+                        // hold goes with it.
+                        if conns[i].freeze.take().is_some() {
+                            self.release_freeze();
+                        }
+                    }
                     Served::End => return End::Removed,
                 }
             }
             let mut k = keep.into_iter();
             conns.retain(|_| k.next().unwrap_or(true));
             // A finished exec makes room for the next queued one.
-            while !conns.is_empty() && (self.rec.concurrent || active_of(&conns) == 0) {
+            while !conns.is_empty() && !self.is_frozen() && (self.rec.concurrent || active_of(&conns) == 0) {
                 let Some(c) = conns.iter_mut().find(|c| c.waiting) else { break };
                 c.waiting = false;
                 if !self.start_exec(c, init.as_ref()) {
@@ -182,6 +198,9 @@ impl Supervisor {
             // Hang-up (or garbage): the exec is over, however it ended.
             _ => {
                 self.end_exec(c, init);
+                if c.freeze.take().is_some() {
+                    self.release_freeze();
+                }
                 return Served::Close;
             }
         };
@@ -205,6 +224,13 @@ impl Supervisor {
                     );
                 }
                 c.exec_id = exec_id.filter(|x| state::is_id(x));
+                // Frozen for a reader: a command started now would freeze
+                // with it, so it waits for the thaw, which the reader's
+                // deadline bounds (with or without --wait).
+                if self.is_frozen() {
+                    c.waiting = true;
+                    return Served::Keep;
+                }
                 if active > 0 && !self.rec.concurrent {
                     if wait {
                         c.waiting = true;
@@ -238,6 +264,36 @@ impl Supervisor {
                 };
                 self.answer(c, reply)
             }
+            Request::Freeze { for_ms } => {
+                if c.freeze.is_some() || c.exec.is_some() || c.waiting {
+                    let why = "this connection already holds a freeze or runs an exec";
+                    return self.answer(c, Reply { error: Some(why.into()), ..self.lease() });
+                }
+                match self.hold_freeze(for_ms) {
+                    Ok(hold) => {
+                        c.freeze = Some(hold);
+                        self.answer(c, Reply { ok: true, ..self.lease() })
+                    }
+                    Err(why) => self.answer(c, Reply { error: Some(why), ..self.lease() }),
+                }
+            }
+            Request::Thaw => {
+                let held = c.freeze.take().is_some();
+                if held {
+                    self.release_freeze();
+                }
+                let reply = match (held, c.freeze_lapsed) {
+                    (true, _) => Reply { ok: true, ..self.lease() },
+                    (false, true) => Reply {
+                        error: Some(
+                            "the freeze's deadline passed before the reader was done; it was thawed then".into(),
+                        ),
+                        ..self.lease()
+                    },
+                    (false, false) => Reply { error: Some("this connection holds no freeze".into()), ..self.lease() },
+                };
+                self.answer(c, reply)
+            }
             Request::Secrets => {
                 let secrets = crate::redact::env_pairs(&self.secrets);
                 self.answer(c, Reply { ok: true, secrets, ..self.lease() })
@@ -264,6 +320,18 @@ impl Supervisor {
                 }
                 let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
                 Served::End
+            }
+        }
+    }
+
+    /// Holds whose deadline passed: let go of, so a reader that stopped
+    /// (SIGSTOP, a hung disk) cannot keep the sandbox frozen.
+    fn lapse_freezes(&mut self, conns: &mut [Conn], now: u64) {
+        for c in conns.iter_mut() {
+            if c.freeze.is_some_and(|h| now >= h.until_ms) {
+                c.freeze = None;
+                c.freeze_lapsed = true;
+                self.release_freeze();
             }
         }
     }

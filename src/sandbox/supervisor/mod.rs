@@ -15,6 +15,7 @@
 //! lock on the sandbox's directory goes too, which is how `husk gc` and the
 //! next husk command know to remove what remains.
 
+mod freeze;
 mod hold;
 mod warm;
 
@@ -173,6 +174,7 @@ pub fn create(
                 warm_error: None,
                 checking: req.ready_check,
                 secrets: req.secrets,
+                frozen: None,
             };
             sup.run(ready_w)
         }
@@ -361,6 +363,8 @@ struct Supervisor {
     checking: bool,
     /// `create --secret-env/--secret-file`: handed to each exec that asks.
     secrets: Vec<crate::redact::Secret>,
+    /// Frozen for readers of its filesystem (`Request::Freeze`).
+    frozen: Option<freeze::Held>,
 }
 
 /// The sandbox, held.
@@ -549,6 +553,8 @@ impl Supervisor {
             self.rec.error = error;
         }
         let _ = state::write_record(&self.dir, &self.rec);
+        // A v1 freezer's frozen tasks do not die until thawed.
+        self.thaw_now();
         self.stop_warm();
         let kill_group = || {
             if let Some(tree) = &self.rec.cgroup {
