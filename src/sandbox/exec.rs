@@ -89,7 +89,11 @@ pub fn exec_to(
     drop(client);
     let mut outcome = x.outcome;
     outcome.network = outcome.network.or(network);
-    if gone {
+    // Only a command killed by a signal died with its supervisor: one that
+    // exited, timed out or was OOM-killed ended on its own terms, and a
+    // sandbox that ends that way (a runsc sentry OOM-killed) takes its
+    // supervisor with it afterwards.
+    if gone && outcome.termination == crate::outcome::Termination::Signaled {
         died_with_supervisor(store, &rec.id, &mut outcome);
     }
     let mut r = result(&rec, &reply, &plan.process, outcome, x.exec_id, x.backend);
@@ -145,7 +149,8 @@ pub fn exec_code(
     let (mut x, mut warm) = crate::backend::warm_call(&plan, at, ctl, w.mode, code)?;
     let events = client.call(&Request::Events).map(|(r, _)| r.events).unwrap_or_default();
     drop(client);
-    crate::warm::attribute(&mut warm, &mut x.outcome, &events);
+    let oom_seen = events.iter().any(|e| matches!(e.kind, super::events::EventKind::OomKill { .. }));
+    crate::warm::attribute(&mut warm, &mut x.outcome, oom_seen);
     let mut r = result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend);
     r.extra.insert(VERDICT_KEYS[3], serde_json::json!(events));
     r.extra.insert(VERDICT_KEYS[4], warm);

@@ -274,26 +274,20 @@ pub fn verdict(mode: &str, interrupted: bool, restart: Option<RestartCause>, pla
 }
 
 /// A call whose interpreter died without a word (`restart_cause`
-/// `killed`) while the sandbox's events show an OOM kill: the OOM killer
+/// `killed`) while the sandbox's events show an OOM kill (`oom_seen`, read
+/// by the caller from the sandbox's events): the OOM killer
 /// took the interpreter (a zygote or a session, in its own leaf, so not in
 /// the call's `resources.oom_kills`), and the call with it. The verdict
 /// says so: `oom_killed`, for the call too when it was killed with it.
-pub fn attribute(
-    warm: &mut serde_json::Value,
-    outcome: &mut crate::outcome::Outcome,
-    events: &[crate::sandbox::events::Event],
-) {
+pub fn attribute(warm: &mut serde_json::Value, outcome: &mut crate::outcome::Outcome, oom_seen: bool) {
     use crate::outcome::Termination;
-    use crate::sandbox::events::EventKind;
     // A bash session's shell that "ended" OOM-killed (the call's leaf
     // counted the kill, so the call is oom_killed) did not `exit`.
     if warm["restart_cause"] == RestartCause::Exited.name() && outcome.termination == Termination::OomKilled {
         warm["restart_cause"] = RestartCause::OomKilled.name().into();
         return;
     }
-    if warm["restart_cause"] != RestartCause::Killed.name()
-        || !events.iter().any(|e| matches!(e.kind, EventKind::OomKill { .. }))
-    {
+    if warm["restart_cause"] != RestartCause::Killed.name() || !oom_seen {
         return;
     }
     warm["restart_cause"] = RestartCause::OomKilled.name().into();
@@ -348,28 +342,26 @@ mod tests {
     #[test]
     fn interpreter_death_with_an_oom_event_is_oom_killed() {
         use crate::outcome::{Outcome, Termination};
-        use crate::sandbox::events::{Event, EventKind};
-        let oom = Event { seq: 2, at_ms: 0, kind: EventKind::OomKill { count: 1 } };
         let killed = || {
             let mut o = Outcome::blank();
             o.set_command_status(crate::sys::process::ExitStatus::Signaled(libc::SIGKILL));
             o
         };
         let (mut w, mut o) = (verdict("fork", false, Some(RestartCause::Killed), true), killed());
-        attribute(&mut w, &mut o, std::slice::from_ref(&oom));
+        attribute(&mut w, &mut o, true);
         assert_eq!((w["restart_cause"].as_str(), o.termination), (Some("oom_killed"), Termination::OomKilled));
         // Without an OOM event: killed, as far as husk can tell.
         let (mut w, mut o) = (verdict("fork", false, Some(RestartCause::Killed), true), killed());
-        attribute(&mut w, &mut o, &[]);
+        attribute(&mut w, &mut o, false);
         assert_eq!((w["restart_cause"].as_str(), o.termination), (Some("killed"), Termination::Signaled));
         // A bash session's shell OOM-killed in the call's leaf.
         let (mut w, mut o) = (verdict("session", false, Some(RestartCause::Exited), true), killed());
         o.termination = Termination::OomKilled;
-        attribute(&mut w, &mut o, &[]);
+        attribute(&mut w, &mut o, false);
         assert_eq!(w["restart_cause"].as_str(), Some("oom_killed"));
         // An interpreter that lived: an OOM kill elsewhere renames nothing.
         let (mut w, mut o) = (verdict("fork", false, None, true), killed());
-        attribute(&mut w, &mut o, &[oom]);
+        attribute(&mut w, &mut o, true);
         assert_eq!((w["restarted"].as_bool(), o.termination), (Some(false), Termination::Signaled));
     }
 
