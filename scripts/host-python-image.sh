@@ -11,16 +11,16 @@
 # busybox-static and its applets (scripts/build-busybox-rootfs.sh), the
 # host's python3 (/usr/bin/python3 -> python3.X), the libraries `ldd` names
 # for it and its extension modules, its standard library without test,
-# idlelib, tkinter, ensurepip, lib2to3 and site/dist-packages, and the
-# demo's app layer (/opt/app/main.py, the user `app`, /srv/work). Its
-# config is the demo's (rootfs/images/python/config: Env, WorkingDir
-# /srv/work, Cmd python3 /opt/app/main.py), so what the docs say of the
-# demo image holds for it. No numpy or pip: examples that need them are
-# not run with it.
+# idlelib, tkinter, ensurepip, lib2to3, site/dist-packages and the static
+# libpython, and the demo's app layer (/opt/app/main.py, the user `app`,
+# /srv/work). Its config is the demo's (rootfs/images/python/config: Env,
+# WorkingDir /srv/work, Cmd python3 /opt/app/main.py), so what the docs say
+# of the demo image holds for it. No numpy or pip: examples that need them
+# are not run with it.
 #
-# One uncompressed layer (a gzip pass costs more than the import saves
-# here), tagged `latest`. LAYOUT is rebuilt only when this script, the
-# python binary or busybox changed (a stamp in LAYOUT/.host-python).
+# One uncompressed layer (the layout never leaves this host: gzip would
+# only add time), tagged `latest`. LAYOUT is rebuilt only when this script,
+# the python binary or busybox changed (a stamp in LAYOUT/.host-python).
 # Needs root (the app user's home is owned by uid 1000, as in the demo).
 set -eu
 [ $# -eq 1 ] || { echo "usage: $0 LAYOUT" >&2; exit 2; }
@@ -56,9 +56,11 @@ done | sort -u | while read -r lib; do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
 done
+# config-3.X-*: libpython's static archives, for building extensions (a
+# third of the stdlib's size), never read by a running interpreter.
 tar -C /usr/lib --exclude=test --exclude=tests --exclude=idlelib --exclude=tkinter --exclude=turtledemo \
     --exclude=ensurepip --exclude=lib2to3 --exclude=dist-packages --exclude=site-packages \
-    -cf - "$pyname" | tar -C "$root/usr/lib" -xf -
+    --exclude="config-${pyname#python}-*" -cf - "$pyname" | tar -C "$root/usr/lib" -xf -
 
 # The demo's app layer (rootfs/images/python/app.sh): its program, its
 # user and the workdir.
