@@ -33,6 +33,12 @@ pyname=$(basename "$pybin")
 pylib=/usr/lib/$pyname
 [ -f "$pylib/os.py" ] || { echo "host-python-image: no standard library at $pylib" >&2; exit 1; }
 
+# LAYOUT is replaced whole when stale: never a directory that holds
+# something other than an image layout (a mistyped path).
+if [ -d "$out" ] && [ ! -f "$out/oci-layout" ] && [ -n "$(ls -A "$out")" ]; then
+    echo "host-python-image: $out is not empty and not an OCI layout; not replacing it" >&2
+    exit 1
+fi
 stamp=$( (cat "$0"; ls -lL "$pybin" /bin/busybox) | sha256sum | cut -c1-16)
 if [ -f "$out/index.json" ] && [ "$(cat "$out/.host-python" 2>/dev/null)" = "$stamp" ]; then
     echo "host-python-image: up to date ($out)"
