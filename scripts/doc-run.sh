@@ -11,9 +11,12 @@
 # why, for readers):
 #
 #   <!-- doc-run: skip REASON -->     not run (a build, an install, a placeholder)
-#   <!-- doc-run: needs python -->    run only when the python demo image is
-#                                     available (HUSK_DOC_PYTHON=LAYOUT, or
-#                                     build/images/python from scripts/build-images.sh)
+#   <!-- doc-run: needs python -->    run with an image named `python` in the
+#                                     store: HUSK_DOC_PYTHON=LAYOUT, else the demo's
+#                                     build/images/python (scripts/build-images.sh),
+#                                     else one built from the host's python3 by
+#                                     scripts/host-python-image.sh (seconds, offline;
+#                                     the demo's config, no numpy or pip)
 #
 # A ```python block runs (python3, the client of clients/python on
 # PYTHONPATH) only when marked `needs python`: the client's examples.
@@ -44,6 +47,17 @@ trap cleanup EXIT
 python_layout=${HUSK_DOC_PYTHON:-}
 if [ -z "$python_layout" ] && [ -f "$here/build/images/python/index.json" ]; then
     python_layout=$here/build/images/python
+fi
+# Neither: the host's python3 as the image (the demo's needs a Debian mirror
+# and minutes). Should that fail, those blocks are listed as not run, why
+# printed here.
+if [ -z "$python_layout" ]; then
+    if "$here/scripts/host-python-image.sh" "$scratch/python" >"$scratch/python.log" 2>&1; then
+        python_layout=$scratch/python
+    else
+        echo "doc-run: no python image: scripts/host-python-image.sh failed:" >&2
+        cat "$scratch/python.log" >&2
+    fi
 fi
 [ "$#" -gt 0 ] || set -- "$here/README.md" "$here"/docs/*.md "$here/clients/python/README.md"
 export HUSK_BIN
@@ -173,7 +187,7 @@ for path in sys.argv[1:]:
                 failed.append((where, text, f"[doc-run: unknown need {mark[1]!r}]", "marker"))
                 continue
             if not PYTHON:
-                held.append((where, "needs the python image (scripts/build-images.sh python, or HUSK_DOC_PYTHON=LAYOUT)"))
+                held.append((where, "needs the python image (scripts/host-python-image.sh failed; or HUSK_DOC_PYTHON=LAYOUT)"))
                 continue
             if not imported:
                 st, out = run(f"husk image import {PYTHON} --name python", work, env)

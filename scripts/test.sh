@@ -164,10 +164,17 @@ fi
 # --------------------------------------------------------- docs as written --
 # scripts/doc-run.sh: every ```sh block of README.md, docs/*.md and
 # clients/python/README.md, as written, against the built binary in a fresh
-# store and state dir per file (blocks marked `<!-- doc-run: skip ... -->`,
-# or `needs python` without build/images/python, are listed as not run).
+# store and state dir per file (blocks marked `<!-- doc-run: skip ... -->`
+# are listed as not run). The `needs python` blocks run with the image
+# scripts/host-python-image.sh builds from Debian's python3 (seconds,
+# offline; the demo image's debootstrap takes minutes and a mirror).
 step "docs run as written (scripts/doc-run.sh)"
-HUSK_BIN="$WORK/bin/husk" scripts/doc-run.sh || fail_step "docs examples (scripts/doc-run.sh)"
+if scripts/host-python-image.sh "$WORK/images/python"; then
+    HUSK_BIN="$WORK/bin/husk" HUSK_DOC_PYTHON="$WORK/images/python" scripts/doc-run.sh \
+        || fail_step "docs examples (scripts/doc-run.sh)"
+else
+    fail_step "python image for the docs (scripts/host-python-image.sh)"
+fi
 
 # ------------------------------------------------------ tests as rootless --
 step "rootless subset as $TESTER"
