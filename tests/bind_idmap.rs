@@ -189,3 +189,25 @@ mod rootless {
         assert_eq!(owner(&dir.join("out")), want);
     }
 }
+
+/// A `:rw` bind of a directory host root owns (what `mkdir share` as root
+/// makes) is not idmapped, so the sandbox's root meets EACCES there: husk
+/// says so before the run, with the two ways to let it write, instead of
+/// leaving a Docker user with a bare "Permission denied" from inside.
+#[test]
+fn rw_bind_of_root_owned_dir_says_how_to_let_the_sandbox_write() {
+    require_root!();
+    let dir = TempDir::new("idmap-rootdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bind = bind_rw(dir.path(), "/data");
+    let out = husk(&["run", "--bind", &bind, "--", "sh", "-c", "echo x > /data/out"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "sandbox root wrote into a root-owned 0755 directory: {err}");
+    assert!(err.contains("belongs to host root") && err.contains("chown 1000:1000"), "no hint: {err}");
+    // An owned directory is idmapped and gets no warning.
+    let owned = owned_dir("idmap-nowarn");
+    let bind = bind_rw(owned.path(), "/data");
+    let out = husk(&["run", "--bind", &bind, "--", "sh", "-c", "echo x > /data/out"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -402,6 +402,9 @@ pub fn build(source: RootSource<'_>, inputs: &RootInputs<'_>) -> Result<MountPla
         let mut source = Source::new(src, true);
         if b.access == Access::ReadWrite {
             source.fold = fold_for(&md, inputs.fold_to);
+            if source.fold.is_none() {
+                warn_unwritable_root_bind(&b.source, &md, inputs.fold_to);
+            }
         }
         user.push((target, kind, MountKind::Bind { source, attrs: a }, "--bind"));
     }
@@ -518,6 +521,25 @@ fn fold_for(md: &std::fs::Metadata, to: Option<(u32, u32)>) -> Option<crate::use
         to_uid,
         to_gid,
     })
+}
+
+/// A `:rw` bind of a directory host root owns is not idmapped (`fold_for`),
+/// so unless its mode lets everyone write, the sandbox's root cannot write
+/// there: Docker users expect it to, and would otherwise meet a bare EACCES
+/// inside. Said once, before the run, with the two ways to fix it.
+fn warn_unwritable_root_bind(source: &std::path::Path, md: &std::fs::Metadata, to: Option<(u32, u32)>) {
+    use std::os::unix::fs::MetadataExt;
+    let Some((uid, _)) = to else { return };
+    if !md.is_dir() || (md.uid() != 0 && md.gid() != 0) || md.mode() & 0o002 != 0 {
+        return;
+    }
+    crate::errln!(
+        "husk: warning: --bind {src}:rw: the directory belongs to host root ({}:{}, mode {:o}), which husk never maps into a sandbox, so the sandbox's root (host uid {uid}) cannot write there; to let it, give the directory an unprivileged owner (`chown 1000:1000 {src}`: the sandbox's user then writes as 1000) or make it writable for all (`chmod o+w {src}`)",
+        md.uid(),
+        md.gid(),
+        md.mode() & 0o7777,
+        src = source.display(),
+    );
 }
 
 fn is_reserved(target: &str) -> bool {
