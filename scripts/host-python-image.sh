@@ -39,7 +39,7 @@ if [ -d "$out" ] && [ ! -f "$out/oci-layout" ] && [ -n "$(ls -A "$out")" ]; then
     echo "host-python-image: $out is not empty and not an OCI layout; not replacing it" >&2
     exit 1
 fi
-stamp=$( (cat "$0"; ls -lL "$pybin" /bin/busybox) | sha256sum | cut -c1-16)
+stamp=$( (cat "$0" "$here/scripts/lib/host-python.sh"; ls -lL "$pybin" /bin/busybox) | sha256sum | cut -c1-16)
 if [ -f "$out/index.json" ] && [ "$(cat "$out/.host-python" 2>/dev/null)" = "$stamp" ]; then
     echo "host-python-image: up to date ($out)"
     exit 0
@@ -50,23 +50,9 @@ trap 'rm -rf "$tmp"' EXIT
 root=$tmp/rootfs
 "$here/scripts/build-busybox-rootfs.sh" "$root" >/dev/null
 
-# python3 and what it loads: the interpreter's and every extension
-# module's libraries (their real files, at the paths ldd gives, so the
-# loader finds them by the same names), and the loader itself.
-mkdir -p "$root/usr/bin" "$root/usr/lib"
-cp "$pybin" "$root/usr/bin/$pyname"
-ln -s "$pyname" "$root/usr/bin/python3"
-for f in "$pybin" "$pylib"/lib-dynload/*.so; do
-    ldd "$f" 2>/dev/null | awk '/=> \// {print $3} /^[[:space:]]*\/lib/ {print $1}'
-done | sort -u | while read -r lib; do
-    mkdir -p "$root$(dirname "$lib")"
-    cp -L "$lib" "$root$lib"
-done
-# config-3.X-*: libpython's static archives, for building extensions (a
-# third of the stdlib's size), never read by a running interpreter.
-tar -C /usr/lib --exclude=test --exclude=tests --exclude=idlelib --exclude=tkinter --exclude=turtledemo \
-    --exclude=ensurepip --exclude=lib2to3 --exclude=dist-packages --exclude=site-packages \
-    --exclude="config-${pyname#python}-*" -cf - "$pyname" | tar -C "$root/usr/lib" -xf -
+# python3 and what it loads (scripts/lib/host-python.sh).
+. "$here/scripts/lib/host-python.sh"
+host_python_into "$root"
 
 # The demo's app layer (rootfs/images/python/app.sh): its program, its
 # user and the workdir.

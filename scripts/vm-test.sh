@@ -57,20 +57,10 @@ esac
 # the warm-interpreter scenario (docs/warm.md: a spare moved into its exec
 # leaf ahead of the call, here on pure v2).
 PYROOT=$ROOT/pyroot
-PYBIN=$(readlink -f /usr/bin/python3)
-[ -x "$PYBIN" ] || { echo "vm-test: need python3 (apt-get install python3)" >&2; exit 1; }
-PYLIB=/usr/lib/$(basename "$PYBIN")
-mkdir -p "$PYROOT"/{bin,usr/bin,usr/lib,etc,tmp,proc,dev}
+mkdir -p "$PYROOT"/{bin,etc,tmp,proc,dev}
 applets "$PYROOT/bin"
-cp "$PYBIN" "$PYROOT/usr/bin/python3"
-for f in "$PYBIN" "$PYLIB"/lib-dynload/*.so; do
-    ldd "$f" 2>/dev/null | awk '/=> \// {print $3} /^[[:space:]]*\/lib/ {print $1}'
-done | sort -u | while read -r lib; do
-    mkdir -p "$PYROOT$(dirname "$lib")"
-    cp -L "$lib" "$PYROOT$lib"
-done
-tar -C /usr/lib --exclude=test --exclude=idlelib --exclude=tkinter --exclude=ensurepip --exclude=lib2to3 \
-    --exclude=dist-packages --exclude=site-packages -cf - "$(basename "$PYBIN")" | tar -C "$PYROOT/usr/lib" -xf -
+. scripts/lib/host-python.sh
+host_python_into "$PYROOT" || exit 1
 
 for etc in "$ROOT/etc" "$ROOT/rootfs/etc" "$PYROOT/etc"; do
     printf 'root:x:0:0:root:/root:/bin/sh\ntester:x:1000:1000:tester:/tmp:/bin/sh\n' > "$etc/passwd"

@@ -79,20 +79,7 @@ struct MountAttr {
 
 /// mount_setattr(2) on the mount `fd` refers to (recursively when `recursive`).
 pub fn mount_setattr(fd: BorrowedFd<'_>, recursive: bool, set: u64, clear: u64) -> SysResult<()> {
-    let mut attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
-    let flags = libc::AT_EMPTY_PATH as u32 | if recursive { libc::AT_RECURSIVE as u32 } else { 0 };
-    // SAFETY: `attr` is a valid mount_attr for the call; the path is empty.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            EMPTY.as_ptr(),
-            flags,
-            &mut attr as *mut MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    check(ret).map(|_| ())
+    setattr(fd, recursive, MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 })
 }
 
 /// mount_setattr(2) with MOUNT_ATTR_IDMAP: the detached mount `fd` (from
@@ -102,11 +89,18 @@ pub fn mount_setattr(fd: BorrowedFd<'_>, recursive: bool, set: u64, clear: u64) 
 /// already attached or already idmapped, and (EPERM) a caller without
 /// CAP_SYS_ADMIN over the filesystem's superblock (host root, here).
 pub fn mount_setattr_idmap(fd: BorrowedFd<'_>, recursive: bool, userns: BorrowedFd<'_>) -> SysResult<()> {
-    let mut attr =
-        MountAttr { attr_set: MOUNT_ATTR_IDMAP, attr_clr: 0, propagation: 0, userns_fd: userns.as_raw_fd() as u64 };
+    // `userns` stays borrowed (so open) across the call that reads its fd.
+    setattr(
+        fd,
+        recursive,
+        MountAttr { attr_set: MOUNT_ATTR_IDMAP, attr_clr: 0, propagation: 0, userns_fd: userns.as_raw_fd() as u64 },
+    )
+}
+
+fn setattr(fd: BorrowedFd<'_>, recursive: bool, mut attr: MountAttr) -> SysResult<()> {
     let flags = libc::AT_EMPTY_PATH as u32 | if recursive { libc::AT_RECURSIVE as u32 } else { 0 };
-    // SAFETY: `attr` is a valid mount_attr for the call, holding an fd that
-    // `userns` keeps open across it; the path is empty.
+    // SAFETY: `attr` is a valid mount_attr for the call (any fd in it is
+    // kept open by the caller's borrow); the path is empty.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
