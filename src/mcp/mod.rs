@@ -13,6 +13,8 @@
 //! tools run `husk cp` (files.rs), so files go through the sandbox's copier.
 
 pub mod files;
+pub mod operator;
+pub mod output;
 pub mod rpc;
 pub mod runner;
 pub mod summary;
