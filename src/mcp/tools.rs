@@ -61,7 +61,7 @@ pub fn list() -> Value {
     json!([
         {
             "name": "run_code",
-            "description": "Run code. Without sandbox_id: once in a fresh, isolated sandbox (no network) that is removed afterwards. With sandbox_id: in that sandbox, by its warm interpreter (a fresh process per call, modules preloaded) or its session (state kept between calls) when create_sandbox made one, else by a fresh interpreter. Returns how it ended and its output.",
+            "description": "Run code. Without sandbox_id: once in a fresh, isolated sandbox (no network unless the operator allows some) that is removed afterwards. With sandbox_id: in that sandbox, by its warm interpreter (a fresh process per call, modules preloaded) or its session (state kept between calls) when create_sandbox made one, else by a fresh interpreter. Returns how it ended and its output.",
             "inputSchema": {"type": "object", "properties": {
                 "code": {"type": "string", "description": "The source code"},
                 "language": {"type": "string", "enum": ["python", "bash", "sh"], "description": "Default: python, or the sandbox's warm interpreter's or session's language"},
