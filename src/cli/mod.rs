@@ -974,9 +974,26 @@ pub struct McpArgs {
     #[arg(long, value_name = "DIR")]
     pub rootfs: Option<PathBuf>,
 
-    /// Memory limit of every sandbox (default: husk run's).
-    #[arg(long, value_name = "SIZE")]
+    /// Memory limit of every sandbox (default: husk run's). A tool call
+    /// may ask for less, never more.
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     pub memory: Option<String>,
+
+    /// CPU limit of every sandbox, e.g. 0.5 (default: none). A tool call
+    /// may ask for less, never more.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub cpus: Option<String>,
+
+    /// Task limit of every sandbox (default: husk run's). A tool call may
+    /// ask for less, never more.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub pids: Option<String>,
+
+    /// Network of every sandbox: none (default), host, or
+    /// allow=RULE,... (repeatable, as husk run --network). Not the model's
+    /// to change.
+    #[arg(long, value_name = "none|host|allow=RULE,...")]
+    pub network: Vec<String>,
 
     /// Timeout of a tool's command when the call gives none.
     #[arg(long, value_name = "DURATION", value_parser = timeout, default_value = "60s")]

@@ -1,6 +1,7 @@
 //! `husk mcp`: the Model Context Protocol server on stdio (src/mcp/).
 
 use crate::cli::{Globals, McpArgs};
+use crate::mcp::operator::Operator;
 use crate::mcp::runner::Runner;
 use crate::mcp::tools::{Config, Tools};
 use crate::outcome::EXIT_HUSK_FAILED;
@@ -11,6 +12,15 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> i32 {
         crate::errln!("husk mcp: --max-sandboxes 0 would refuse every create_sandbox; give at least 1");
         return EXIT_HUSK_FAILED;
     }
+    // Checked once, as husk run checks them: a value husk would refuse
+    // stops the server here rather than failing every tool call.
+    let operator = match Operator::new(args.memory, args.cpus, args.pids, args.network) {
+        Ok(o) => o,
+        Err(e) => {
+            crate::errln!("husk mcp: {e}");
+            return EXIT_HUSK_FAILED;
+        }
+    };
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
@@ -28,7 +38,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> i32 {
     let config = Config {
         image: args.image,
         rootfs: args.rootfs,
-        memory: args.memory,
+        operator,
         timeout: args.timeout,
         max_timeout: args.max_timeout,
         ttl: args.ttl,

@@ -13,6 +13,8 @@
 //! tools run `husk cp` (files.rs), so files go through the sandbox's copier.
 
 pub mod files;
+pub mod operator;
+pub mod output;
 pub mod rpc;
 pub mod runner;
 pub mod summary;
@@ -26,7 +28,7 @@ use tools::{ToolError, Tools};
 /// Protocol revisions this server speaks, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
-const INSTRUCTIONS: &str = "husk runs code in isolated Linux sandboxes (no network, limited memory, a timeout). \
+const INSTRUCTIONS: &str = "husk runs code in isolated Linux sandboxes (no network unless this server's operator allows some, limited memory, a timeout). \
 Use run_code for one-off code. For multi-step work, create_sandbox, then exec/write_file/read_file/list_files \
 with its sandbox_id (files persist between calls), and destroy_sandbox when done. Output longer than the \
 server's limit is cut in the middle and the reply says so.";

@@ -1,6 +1,8 @@
 //! The tools: their schemas (tools/list) and what each call does, by
 //! running husk's own subcommands (runner.rs).
 
+use super::operator::Operator;
+use super::output;
 use super::runner::{RunError, Runner};
 use super::summary;
 use serde_json::{Value, json};
@@ -13,7 +15,8 @@ use std::time::Duration;
 pub struct Config {
     pub image: Option<String>,
     pub rootfs: Option<PathBuf>,
-    pub memory: Option<String>,
+    /// Limits and network of every sandbox (operator.rs).
+    pub operator: Operator,
     pub timeout: Duration,
     pub max_timeout: Duration,
     pub ttl: Duration,
@@ -51,16 +54,22 @@ pub enum ToolError {
 pub fn list() -> Value {
     let id = json!({"type": "string", "description": "The id create_sandbox returned"});
     let timeout = json!({"type": "string", "description": "Wall-clock limit, e.g. 30s, 2m (default: the server's)"});
+    let memory = json!({"type": "string", "description": "Memory limit of the new sandbox, e.g. 256M; only lower than the server's (default: the server's)"});
+    let cpus = json!({"type": "string", "description": "CPU limit of the new sandbox, e.g. 0.5; only lower than the server's"});
+    let pids = json!({"type": "string", "description": "Task limit of the new sandbox, e.g. 64; only lower than the server's"});
+    let ran = output::ran();
     json!([
         {
             "name": "run_code",
-            "description": "Run code. Without sandbox_id: once in a fresh, isolated sandbox (no network) that is removed afterwards. With sandbox_id: in that sandbox, by its warm interpreter (a fresh process per call, modules preloaded) or its session (state kept between calls) when create_sandbox made one, else by a fresh interpreter. Returns how it ended and its output.",
+            "description": "Run code. Without sandbox_id: once in a fresh, isolated sandbox (no network unless the operator allows some) that is removed afterwards. With sandbox_id: in that sandbox, by its warm interpreter (a fresh process per call, modules preloaded) or its session (state kept between calls) when create_sandbox made one, else by a fresh interpreter. Returns how it ended and its output.",
             "inputSchema": {"type": "object", "properties": {
                 "code": {"type": "string", "description": "The source code"},
                 "language": {"type": "string", "enum": ["python", "bash", "sh"], "description": "Default: python, or the sandbox's warm interpreter's or session's language"},
                 "sandbox_id": {"type": "string", "description": "Run in this sandbox from create_sandbox (optional)"},
                 "timeout": timeout,
+                "memory": memory, "cpus": cpus, "pids": pids,
             }, "required": ["code"]},
+            "outputSchema": ran,
         },
         {
             "name": "create_sandbox",
@@ -69,7 +78,9 @@ pub fn list() -> Value {
                 "pool": {"type": "string", "description": "Claim a ready sandbox from this pool of husk serve instead of making one (faster; its spec is the pool's)"},
                 "warm": {"type": "string", "description": "python or python:MOD1,MOD2: a warm interpreter with MODULES imported; each run_code with this sandbox_id gets a fresh process of it (clean state, imports already done)"},
                 "session": {"type": "string", "enum": ["python", "bash"], "description": "One interpreter whose state (variables and imports; cwd and exports) carries from one run_code with this sandbox_id to the next"},
+                "memory": memory, "cpus": cpus, "pids": pids,
             }},
+            "outputSchema": output::created(),
         },
         {
             "name": "exec",
@@ -80,6 +91,7 @@ pub fn list() -> Value {
                 "stdin": {"type": "string", "description": "Text given to the command on stdin"},
                 "timeout": timeout,
             }, "required": ["sandbox_id", "command"]},
+            "outputSchema": ran,
         },
         {
             "name": "write_file",
@@ -91,6 +103,7 @@ pub fn list() -> Value {
                 "encoding": {"type": "string", "enum": ["utf-8", "base64"], "default": "utf-8"},
                 "mode": {"type": "string", "description": "Octal permissions, e.g. 755"},
             }, "required": ["sandbox_id", "path", "content"]},
+            "outputSchema": output::written(),
         },
         {
             "name": "read_file",
@@ -98,6 +111,7 @@ pub fn list() -> Value {
             "inputSchema": {"type": "object", "properties": {
                 "sandbox_id": id, "path": {"type": "string"},
             }, "required": ["sandbox_id", "path"]},
+            "outputSchema": output::read(),
         },
         {
             "name": "list_files",
@@ -105,11 +119,13 @@ pub fn list() -> Value {
             "inputSchema": {"type": "object", "properties": {
                 "sandbox_id": id, "path": {"type": "string", "default": "."},
             }, "required": ["sandbox_id"]},
+            "outputSchema": output::listed(),
         },
         {
             "name": "destroy_sandbox",
             "description": "Destroy a sandbox and everything in it.",
             "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
+            "outputSchema": output::destroyed(),
         },
     ])
 }
@@ -166,16 +182,17 @@ impl Tools {
         Ok(format!("{}ms", t.as_millis()))
     }
 
-    fn root_args(&self, out: &mut Vec<OsString>) {
+    /// Root, limits and network of a new sandbox: the operator's, limits
+    /// lowered where the call asks (operator.rs).
+    fn root_args(&self, args: &Value, out: &mut Vec<OsString>) -> Result<(), ToolError> {
         if let Some(i) = &self.config.image {
             out.extend([OsString::from("--image"), i.into()]);
         }
         if let Some(r) = &self.config.rootfs {
             out.extend([OsString::from("--rootfs"), r.into()]);
         }
-        if let Some(m) = &self.config.memory {
-            out.extend([OsString::from("--memory"), m.into()]);
-        }
+        out.extend(self.config.operator.flags(args)?);
+        Ok(())
     }
 
     pub(super) fn sandbox<'a>(&self, args: &'a Value) -> Result<&'a str, ToolError> {
@@ -242,7 +259,7 @@ impl Tools {
         let timeout = self.timeout(args)?;
         let mut a = os(&["run", "--json", "--timeout", &timeout, "--output-limit"]);
         a.push(self.config.output_limit.to_string().into());
-        self.root_args(&mut a);
+        self.root_args(args, &mut a)?;
         a.push("--".into());
         a.extend(os(argv));
         // Code on stdin: argv is bounded and shown by ps.
@@ -255,6 +272,11 @@ impl Tools {
     /// fresh interpreter there (docs/warm.md).
     fn run_code_in(&mut self, args: &Value, code: &str) -> Result<Reply, ToolError> {
         let id = self.sandbox(args)?.to_string();
+        if Operator::asks(args) {
+            return Err(ToolError::BadArgs(
+                "memory, cpus and pids go with a new sandbox; one from create_sandbox keeps its own".into(),
+            ));
+        }
         let timeout = self.timeout(args)?;
         let mut a = os(&["exec", "--json", "--code=-", "--timeout", &timeout, "--output-limit"]);
         a.push(self.config.output_limit.to_string().into());
@@ -289,9 +311,14 @@ impl Tools {
                         "pool {pool:?} is not offered by this server (offered: {offered}; the operator lists them with husk mcp --pool)"
                     )));
                 }
+                if Operator::asks(args) {
+                    return Err(ToolError::BadArgs(
+                        "memory, cpus and pids do not go with pool: a pooled sandbox has its pool's limits".into(),
+                    ));
+                }
                 a.extend([OsString::from("--pool"), pool.into()]);
             }
-            None => self.root_args(&mut a),
+            None => self.root_args(args, &mut a)?,
         }
         for key in ["warm", "session"] {
             if let Some(v) = str_arg(args, key)? {

@@ -165,3 +165,108 @@ def test_mcp_answers_malformed_messages_with_jsonrpc_errors_and_keeps_serving(hu
     assert [r.get("error", {}).get("code") for r in replies[:4]] == [-32700, -32600, -32601, -32602]
     assert replies[4]["result"]["isError"] and "sandbox_id is required" in replies[4]["result"]["content"][0]["text"]
     assert replies[5]["result"] == {}
+
+
+def verdict_of(husk_bin, state_dir, sid):
+    """`husk exec --json` in a sandbox the MCP server made: its verdict says
+    which limits and network the sandbox has."""
+    p = subprocess.run(
+        [husk_bin, "--state-dir", state_dir, "exec", "--json", sid, "--", "true"], capture_output=True, text=True
+    )
+    return json.loads(p.stdout)
+
+
+def test_mcp_limits_apply_to_created_sandboxes(husk_bin, state_dir):
+    """The operator's limits bind every sandbox the tools make; a call may
+    lower them but never raise them."""
+
+    async def body(s):
+        plain = await s.call_tool("create_sandbox", {})
+        lower = await s.call_tool("create_sandbox", {"memory": "100M", "pids": "20"})
+        plain_v = verdict_of(husk_bin, state_dir, plain.structured_content["sandbox_id"])
+        lower_v = verdict_of(husk_bin, state_dir, lower.structured_content["sandbox_id"])
+        more_mem = await s.call_tool("create_sandbox", {"memory": "1G"})
+        no_pids = await s.call_tool("create_sandbox", {"pids": "unlimited"})
+        more_cpus = await s.call_tool("create_sandbox", {"cpus": "1"})
+        one_shot = await s.call_tool("run_code", {"code": "print(1)", "memory": "4G"})
+        return plain_v, lower_v, more_mem, no_pids, more_cpus, one_shot
+
+    plain_v, lower_v, more_mem, no_pids, more_cpus, one_shot = mcp_session(
+        husk_bin, state_dir, body, "--memory", "200M", "--pids", "50", "--cpus", "0.5"
+    )
+    assert plain_v["limits"]["memory"]["applied"] == 200 << 20, plain_v["limits"]
+    assert plain_v["limits"]["pids"]["applied"] == 50
+    assert plain_v["limits"]["cpus"]["quota_us"] == 50000, plain_v["limits"]["cpus"]
+    assert lower_v["limits"]["memory"]["applied"] == 100 << 20
+    assert lower_v["limits"]["pids"]["applied"] == 20
+    for refused in (more_mem, no_pids, more_cpus, one_shot):
+        assert refused.is_error and "above this server's limit" in text_of(refused), text_of(refused)
+    assert live(husk_bin, state_dir) == []
+
+
+def test_mcp_network_allow_applies(husk_bin, state_dir):
+    """The operator's allowlist is the network of the sandboxes the tools make."""
+
+    async def body(s):
+        sid = (await s.call_tool("create_sandbox", {})).structured_content["sandbox_id"]
+        return verdict_of(husk_bin, state_dir, sid)
+
+    v = mcp_session(husk_bin, state_dir, body, "--network", "allow=example.com,10.0.0.0/8:443")
+    assert v["network"]["mode"] == "allowlist", v["network"]
+    assert v["network"]["rules"] == ["example.com", "10.0.0.0/8:443"]
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--memory", "1K"], "--memory"),
+        (["--pids", "1"], "--pids"),
+        (["--cpus", "-2"], "--cpus"),
+        (["--network", "allow=no such host!"], "no such host!"),
+        (["--network", "everywhere"], "--network"),
+    ],
+)
+def test_mcp_bad_operator_limit_refuses_to_start(husk_bin, state_dir, flags, says):
+    """A limit husk run would refuse stops husk mcp before it answers anything
+    (not at the first tool call, with the model in the loop)."""
+    init = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}\n'
+    p = subprocess.run(
+        [husk_bin, "--state-dir", state_dir, "mcp", "--rootfs", "/", *flags],
+        input=init, capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 125, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout == ""
+    assert p.stderr.startswith("husk mcp: ") and says in p.stderr, p.stderr
+
+
+def test_mcp_tools_with_structured_content_declare_output_schema(husk_bin, state_dir):
+    """Every tool returns structuredContent, so every tool declares its shape;
+    the SDK checks each successful result against it."""
+    import jsonschema
+
+    async def body(s):
+        tools = (await s.list_tools()).tools
+        sid = (created := await s.call_tool("create_sandbox", {})).structured_content["sandbox_id"]
+        results = {
+            "create_sandbox": created,
+            "run_code": await s.call_tool("run_code", {"code": "print(1)"}),
+            "exec": await s.call_tool("exec", {"sandbox_id": sid, "command": "echo hi"}),
+            "write_file": await s.call_tool("write_file", {"sandbox_id": sid, "path": "a.txt", "content": "x"}),
+            "read_file": await s.call_tool("read_file", {"sandbox_id": sid, "path": "a.txt"}),
+            "list_files": await s.call_tool("list_files", {"sandbox_id": sid}),
+            "destroy_sandbox": await s.call_tool("destroy_sandbox", {"sandbox_id": sid}),
+        }
+        return tools, results
+
+    tools, results = mcp_session(husk_bin, state_dir, body)
+    schemas = {t.name: t.output_schema for t in tools}
+    assert set(results) == TOOLS
+    for name, result in results.items():
+        assert not result.is_error, (name, text_of(result))
+        assert result.structured_content is not None, name
+        schema = schemas[name]
+        assert schema is not None and schema["type"] == "object", name
+        jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.validate(result.structured_content, schema)
+        # The schema names every key the tool returns.
+        assert set(result.structured_content) <= set(schema["properties"]), name

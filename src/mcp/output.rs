@@ -1,0 +1,64 @@
+//! The `outputSchema` of each tool: the shape of its `structuredContent`
+//! (MCP 2025-06-18), so a client can check and use the JSON without parsing
+//! the text. A failed call's structuredContent is `{"error": MESSAGE}`, so
+//! every schema has `error` and requires nothing the failure lacks.
+
+use serde_json::{Value, json};
+
+fn object(mut props: Value) -> Value {
+    props["error"] = json!({"type": "string", "description": "Why the call failed (with isError)"});
+    json!({"type": "object", "properties": props})
+}
+
+fn maybe(t: &str, description: &str) -> Value {
+    json!({"type": [t, "null"], "description": description})
+}
+
+/// run_code and exec: how the command ended (the verdict, in brief).
+pub fn ran() -> Value {
+    object(json!({
+        "termination": maybe("string", "exited, wall_timeout, oom_killed, signaled or setup_failed"),
+        "exit_code": maybe("integer", "The command's exit code (124: timed out, 125: husk could not run it)"),
+        "stdout_truncated": maybe("boolean", "stdout was longer than the server's output limit"),
+        "stderr_truncated": maybe("boolean", "stderr was longer than the server's output limit"),
+        "stdout_bytes": maybe("integer", "Bytes the command wrote to stdout"),
+        "stderr_bytes": maybe("integer", "Bytes the command wrote to stderr"),
+        "duration_ms": maybe("number", "Wall-clock time of the command"),
+        "warm": {"type": ["object", "null"], "description": "The warm interpreter or session that ran the code, if any"},
+    }))
+}
+
+pub fn created() -> Value {
+    object(json!({
+        "sandbox_id": {"type": "string", "description": "Give it to exec, run_code, the file tools and destroy_sandbox"},
+        "workdir": {"type": "string", "description": "The sandbox's working directory"},
+    }))
+}
+
+pub fn written() -> Value {
+    object(json!({"path": {"type": "string"}, "bytes": {"type": "integer", "description": "Bytes written"}}))
+}
+
+pub fn read() -> Value {
+    object(json!({
+        "path": {"type": "string"},
+        "bytes": {"type": "integer", "description": "Size of the file"},
+        "truncated": {"type": "boolean", "description": "Only the head and tail are in the text"},
+        "binary": {"type": "boolean", "description": "Not valid UTF-8: undecodable bytes are shown as U+FFFD in the text"},
+    }))
+}
+
+pub fn listed() -> Value {
+    let entry = json!({"type": "object", "properties": {
+        "name": {"type": "string"},
+        "type": {"type": "string"},
+        "size": {"type": "integer"},
+        "mode": {"type": "integer"},
+        "permissions": {"type": "string", "description": "As ls -l shows them, e.g. -rwxr-xr-x"},
+    }});
+    object(json!({"path": {"type": "string"}, "entries": {"type": "array", "items": entry}}))
+}
+
+pub fn destroyed() -> Value {
+    object(json!({"sandbox_id": {"type": "string"}, "destroyed": {"type": "boolean"}}))
+}
