@@ -26,6 +26,7 @@ pub mod exec;
 pub mod files;
 pub mod gc;
 pub mod held;
+pub mod pause;
 pub mod pool;
 pub mod proto;
 pub mod registry;

@@ -57,7 +57,8 @@ pub fn live_record_for(store: &Store, target: &str, creating: bool) -> Result<Re
         return Err(swept(store, id));
     }
     match rec.state {
-        State::Ready | State::Executing => Ok(rec),
+        // A paused sandbox's supervisor answers: exec says why it waits.
+        State::Ready | State::Executing | State::Paused => Ok(rec),
         State::Creating if creating => Ok(rec),
         State::Creating => Err(SandboxError::Gone {
             id,
