@@ -33,6 +33,7 @@ mod body;
 mod cancel;
 mod claim;
 mod files;
+mod pause;
 mod pool;
 mod spec;
 
@@ -461,6 +462,8 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
         ("DELETE", ["v1", "sandboxes", id]) => destroy(ctx, id),
         ("POST", ["v1", "sandboxes", id, "exec"]) => exec(ctx, head, id, &body, conn, t_start),
         ("POST", ["v1", "sandboxes", id, "renew"]) => renew(ctx, id, &body),
+        ("POST", ["v1", "sandboxes", id, "pause"]) => pause::pause(ctx, id, &body),
+        ("POST", ["v1", "sandboxes", id, "resume"]) => pause::resume(ctx, id),
         ("GET" | "PUT", ["v1", "sandboxes", id, "files"]) => files_route(ctx, head, id, &body),
         (
             _,
@@ -539,6 +542,8 @@ fn status_of_step(step: &str, message: &str) -> u16 {
     match step {
         "arguments" | "request" => 400,
         "busy" => 409,
+        // A paused sandbox takes no exec until resumed (src/sandbox/supervisor/pause.rs).
+        "supervisor" if message.contains("is paused; `husk resume") => 409,
         // The sandbox started, and its own check said it is not usable.
         "ready_check" => 422,
         "sandbox" | "lookup" if message.contains("is taken by sandbox") => 409,
