@@ -121,10 +121,12 @@ fn exec_into_paused_sandbox_says_so() {
     let s = Sbx::new();
     let id = s.create(&[]);
     ok(&s.out(&["pause", &id]), "pause");
-    let out = s.out(&["exec", &id, "--", "sh", "-c", "echo ran > /tmp/ran"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert!(err.contains(&format!("husk resume {id}")), "{err}");
+    let out = s.out(&["exec", "--json", &id, "--", "sh", "-c", "echo ran > /tmp/ran"]);
+    let v = verdict_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{v:#}");
+    assert_eq!(v["error"]["step"], "busy", "{v:#}");
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains(&format!("husk resume {id}")), "{v:#}");
     ok(&s.out(&["resume", &id]), "resume");
     let (o, code) = s.sh(&id, "cat /tmp/ran 2>/dev/null; echo after");
     assert_eq!((o.as_str(), code), ("after\n", 0), "the refused exec ran");

@@ -121,7 +121,7 @@ impl ApiError {
     /// name already taken.
     fn of_sandbox(e: &SandboxError) -> ApiError {
         let status = match e {
-            SandboxError::NameTaken { .. } | SandboxError::Busy { .. } => 409,
+            SandboxError::NameTaken { .. } | SandboxError::Busy { .. } | SandboxError::Paused { .. } => 409,
             SandboxError::Usage(_) => 400,
             SandboxError::Unknown { .. } | SandboxError::Ended { .. } | SandboxError::Gone { .. } => 404,
             _ => 500,
@@ -542,8 +542,6 @@ fn status_of_step(step: &str, message: &str) -> u16 {
     match step {
         "arguments" | "request" => 400,
         "busy" => 409,
-        // A paused sandbox takes no exec until resumed (src/sandbox/supervisor/pause.rs).
-        "supervisor" if message.contains("is paused; `husk resume") => 409,
         // The sandbox started, and its own check said it is not usable.
         "ready_check" => 422,
         "sandbox" | "lookup" if message.contains("is taken by sandbox") => 409,

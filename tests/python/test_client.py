@@ -258,7 +258,7 @@ def test_pause_keeps_state_refuses_execs_and_connect_resumes(connect_kw):
         sb.exec("echo kept > /tmp/x", check=True)
         assert sb.pause() == sb.id
         assert str(sb.inspect().state).upper() == "PAUSED"
-        with pytest.raises(HuskError, match=f"husk resume {sb.id}"):
+        with pytest.raises(SandboxBusy, match=f"husk resume {sb.id}"):
             sb.exec(["true"])
         # A second pause is a no-op; resume() lets it run again.
         sb.pause()
