@@ -101,6 +101,7 @@ fn paused_sandbox_uses_no_cpu_and_keeps_its_lease_state() {
     assert_eq!(a, b, "a paused sandbox used {}us of CPU", b - a);
     let rec = s.inspect(&id);
     assert_eq!(rec["state"], "paused", "the lease ended a paused sandbox: {rec:#}");
+    assert_eq!(rec["expires_ms"], rec["lifetime_ends_ms"], "a paused sandbox's lease ends with its max lifetime");
     let listed = s.out(&["ls", "--json"]);
     let ls: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(ls[0]["state"], "paused", "{ls:#}");
@@ -196,4 +197,42 @@ fn commit_of_a_paused_sandbox_leaves_it_paused() {
     assert!(!frozen(&cg));
     let o = live.husk(&["run", "--image", "paused:1", "--", "cat", "/data/p"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "before-pause\n");
+}
+
+/// `husk gc` kills supervisors long past their recorded lease (stuck
+/// ones): a paused sandbox, whose lease does not run, is not one of them.
+#[test]
+fn gc_leaves_a_paused_sandbox_alone() {
+    require_root!();
+    let s = Sbx::new();
+    let id = s.create(&["--ttl", "1s"]);
+    let cg = unified(&s.inspect(&id));
+    ok(&s.out(&["pause", &id]), "pause");
+    // Past the lease and gc's 10 s of grace for a stuck supervisor.
+    std::thread::sleep(Duration::from_millis(12_000));
+    ok(&s.out(&["gc"]), "gc");
+    assert!(s.dir(&id).exists(), "gc removed a paused sandbox");
+    assert_eq!(s.inspect(&id)["state"], "paused");
+    assert!(frozen(&cg));
+    ok(&s.out(&["resume", &id]), "resume");
+    assert_eq!(s.sh(&id, "echo up"), ("up\n".into(), 0));
+}
+
+/// A pause nobody resumes does not keep the sandbox past its maximum
+/// lifetime: it ends then, thawed and removed like any other.
+#[test]
+fn paused_sandbox_ends_at_its_max_lifetime() {
+    require_root!();
+    let s = Sbx::new();
+    let id = s.create(&["--max-lifetime", "3s"]);
+    let rec = s.inspect(&id);
+    ok(&s.out(&["pause", &id]), "pause");
+    assert!(
+        wait_until(Duration::from_secs(20), || !s.dir(&id).exists()),
+        "the paused sandbox outlived its max lifetime"
+    );
+    assert_gone(&s, &rec, None);
+    let out = s.out(&["exec", &id, "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("max-lifetime"), "{err}");
 }

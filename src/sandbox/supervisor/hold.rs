@@ -484,7 +484,11 @@ impl Supervisor {
         if let Some(t) = ttl_ms {
             self.rec.ttl_ms = t;
         }
-        let lease = now_ms() + self.rec.ttl_ms;
+        // Paused, the lease does not run (pause.rs): the record says it ends
+        // with the maximum lifetime, so neither `ls` nor `husk gc` (which
+        // kills supervisors long past their recorded lease) takes it for
+        // expired; an exec ending or a renew meanwhile keeps that.
+        let lease = now_ms() + if self.is_paused() { super::pause::PAUSED_LEASE_MS } else { self.rec.ttl_ms };
         self.rec.expires_ms = self.rec.lifetime_ends_ms.map_or(lease, |end| end.min(lease));
     }
 

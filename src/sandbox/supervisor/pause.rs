@@ -11,7 +11,8 @@
 //!
 //! The lease: a paused sandbox does not expire (its TTL is the idle time
 //! of a sandbox that could be used, and a paused one is parked on
-//! purpose), and resuming restarts the TTL from then. The maximum
+//! purpose): its record's `expires_ms` becomes the maximum lifetime's end
+//! (hold.rs `renew`), and resuming restarts the TTL from then. The maximum
 //! lifetime still runs: it is the bound its creator set on the sandbox's
 //! whole life, and a pause nobody resumes must not keep its memory
 //! pinned forever.
@@ -21,6 +22,10 @@
 
 use super::Supervisor;
 use crate::cgroup::reclaim::{self, ReclaimError};
+
+/// The lease a paused sandbox records when it has no maximum lifetime
+/// (which otherwise bounds it): far off, never reached in practice.
+pub(super) const PAUSED_LEASE_MS: u64 = 365 * 24 * 3600 * 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub(super) enum PauseError {
@@ -58,6 +63,7 @@ impl Supervisor {
         if !self.paused {
             self.join_freeze(&tree.dirs).map_err(PauseError::Freeze)?;
             self.paused = true;
+            self.renew(None);
         }
         Ok(match target {
             Some(dir) => Some(reclaim::reclaim(&dir)?),
@@ -70,6 +76,7 @@ impl Supervisor {
     pub(super) fn resume(&mut self) {
         if std::mem::take(&mut self.paused) {
             self.release_freeze();
+            // From its full TTL: a paused sandbox's lease did not run.
             self.renew(None);
         }
     }
