@@ -210,7 +210,11 @@ fn gc_leaves_a_paused_sandbox_alone() {
     ok(&s.out(&["pause", &id]), "pause");
     // Past the lease and gc's 10 s of grace for a stuck supervisor.
     std::thread::sleep(Duration::from_millis(12_000));
-    ok(&s.out(&["gc"]), "gc");
+    // Its own image store and OCI root: this gc touches nothing of others'.
+    let own = TempDir::new("pause-gc");
+    let oci = own.join("oci");
+    let gc = s.husk(&["gc", "--oci-root", oci.to_str().unwrap()]).env("HUSK_ROOT", own.join("store")).output();
+    ok(&gc.unwrap(), "gc");
     assert!(s.dir(&id).exists(), "gc removed a paused sandbox");
     assert_eq!(s.inspect(&id)["state"], "paused");
     assert!(frozen(&cg));

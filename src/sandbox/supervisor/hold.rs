@@ -374,6 +374,10 @@ impl Supervisor {
         if active > 0 || self.rec.execs > 0 {
             return Err(format!("sandbox {} has run execs: not fresh, not handed out", self.rec.id));
         }
+        // A claimer gets a sandbox that runs commands, not a frozen one.
+        if self.is_paused() {
+            return Err(format!("sandbox {} is paused: not handed out", self.rec.id));
+        }
         if ttl_ms == 0 {
             return Err("a claim's ttl must be longer than 0".into());
         }
