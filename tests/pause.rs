@@ -2,7 +2,6 @@
 //! resume"): the sandbox's cgroup tree frozen by its supervisor until
 //! resumed, its processes and memory kept, its lease held.
 mod common;
-mod imagekit;
 mod sandboxkit;
 
 use common::*;
@@ -174,29 +173,6 @@ fn pause_under_runsc_is_refused_with_the_reason() {
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert!(err.contains("not yet supported under runsc"), "{err}");
     assert_eq!(s.sh(&id, "echo up"), ("up\n".into(), 0));
-}
-
-/// A commit's freeze of a paused sandbox joins the pause: the commit's
-/// thaw leaves it paused (the tree runs only when every holder let go),
-/// and what it committed is the paused sandbox's files.
-#[test]
-fn commit_of_a_paused_sandbox_leaves_it_paused() {
-    require_root!();
-    let t = imagekit::TempDir::new("pause-commit");
-    let live = imagekit::Live::new(&t, imagekit::busybox_data_store(&t));
-    let id = live.create(&["--image", "bb", "--writable"]);
-    live.ok(&["exec", &id, "--", "sh", "-c", "echo before-pause > /data/p"]);
-    live.ok(&["pause", &id]);
-    let rec: Value = serde_json::from_str(&live.ok(&["inspect", &id])).unwrap();
-    let cg = unified(&rec);
-    live.ok(&["commit", &id, "paused:1"]);
-    assert!(frozen(&cg), "the commit's thaw ended the pause");
-    let rec: Value = serde_json::from_str(&live.ok(&["inspect", &id])).unwrap();
-    assert_eq!(rec["state"], "paused");
-    live.ok(&["resume", &id]);
-    assert!(!frozen(&cg));
-    let o = live.husk(&["run", "--image", "paused:1", "--", "cat", "/data/p"]);
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "before-pause\n");
 }
 
 /// `husk gc` kills supervisors long past their recorded lease (stuck
