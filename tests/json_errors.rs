@@ -87,6 +87,8 @@ fn every_json_error_is_verdict_shaped() {
         fail("rm: an unknown sandbox", "sandbox", &["rm", "--json", "husk-no-such-sandbox"]),
         fail("inspect: an unknown sandbox", "sandbox", &["inspect", "husk-no-such-sandbox"]),
         fail("renew: an unknown sandbox", "sandbox", &["renew", "--json", "husk-no-such-sandbox"]),
+        fail("pause: an unknown sandbox", "sandbox", &["pause", "--json", "husk-no-such-sandbox"]),
+        fail("resume: an unknown sandbox", "sandbox", &["resume", "--json", "husk-no-such-sandbox"]),
         fail("ls: a bad label", "arguments", &["ls", "--json", "--label", "no-equals-sign"]),
         fail("pull: a bad reference", "pull", &["--root", store_arg, "pull", "--json", "UPPER/Case::bad"]),
         fail("image inspect: no such image", "image", &["--root", store_arg, "image", "inspect", "nope", "--json"]),

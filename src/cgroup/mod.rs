@@ -25,6 +25,7 @@ mod hooks;
 pub mod limits;
 pub mod nested;
 pub mod probe;
+pub mod reclaim;
 pub mod report;
 mod stats;
 mod v1;

@@ -15,10 +15,10 @@ const VALUED_GLOBALS: &[&str] = &["--root", "--state-dir"];
 
 /// runc's verbs that husk's own CLI does not have (`create`, `run` and
 /// `exec` both have; `spec` and `features` are always the runtime's, see
-/// `oci::invoked_as_runtime`). When husk grows a verb of the same name
-/// (`pause`), it leaves this list and is husk's.
-pub const RUNC_ONLY_VERBS: &[&str] =
-    &["start", "state", "kill", "delete", "list", "ps", "pause", "resume", "update", "events"];
+/// `oci::invoked_as_runtime`). When husk grows a verb of the same name, it
+/// leaves this list and is husk's: `pause` and `resume` did (runc's need
+/// `--log` or `husk oci`, which engines pass).
+pub const RUNC_ONLY_VERBS: &[&str] = &["start", "state", "kill", "delete", "list", "ps", "update", "events"];
 
 fn words(args: &[OsString]) -> Vec<String> {
     args.iter().map(|a| a.to_string_lossy().into_owned()).collect()

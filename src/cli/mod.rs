@@ -118,6 +118,11 @@ pub enum Command {
     Rm(RmArgs),
     /// Extend a sandbox's lease.
     Renew(RenewArgs),
+    /// Freeze a live sandbox until `husk resume` (its processes and memory
+    /// stay, it uses no CPU, its lease does not run out).
+    Pause(PauseArgs),
+    /// Let a paused sandbox run again (its lease restarts from now).
+    Resume(ResumeArgs),
     /// Copy files and directories between the host and a live sandbox
     /// (`SANDBOX:PATH` on one side; `-` is a tar stream on stdin/stdout).
     Cp(Box<cp::CpArgs>),
@@ -687,6 +692,28 @@ pub struct ServeArgs {
     /// of MemAvailable when serve starts.
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub pool_memory_budget: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct PauseArgs {
+    #[arg(value_name = "SANDBOX")]
+    pub sandbox: String,
+    /// Then push its memory out (cgroup v2's memory.reclaim; refused where
+    /// the memory controller is cgroup v1).
+    #[arg(long)]
+    pub memory_reclaim: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    #[arg(value_name = "SANDBOX")]
+    pub sandbox: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -9,6 +9,7 @@ pub mod gc;
 pub mod image;
 pub mod images;
 pub mod mcp;
+pub mod pause;
 pub mod pull;
 pub mod run;
 pub mod run_copy;
@@ -45,6 +46,8 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Inspect(args) => sandbox::inspect(args, &paths),
         Command::Rm(args) => sandbox::rm(args, &paths),
         Command::Renew(args) => sandbox::renew(args, &paths),
+        Command::Pause(args) => pause::pause(args, &paths),
+        Command::Resume(args) => pause::resume(args, &paths),
         Command::Cp(args) => cp::cp(*args, &paths),
         Command::Serve(args) => serve::serve(args, cli.globals.root.clone(), cli.globals.state_dir.clone(), &paths),
         Command::Selftest(args) => selftest::selftest(args, cli.globals.root.clone()),

@@ -33,6 +33,7 @@ mod body;
 mod cancel;
 mod claim;
 mod files;
+mod pause;
 mod pool;
 mod spec;
 
@@ -120,7 +121,7 @@ impl ApiError {
     /// name already taken.
     fn of_sandbox(e: &SandboxError) -> ApiError {
         let status = match e {
-            SandboxError::NameTaken { .. } | SandboxError::Busy { .. } => 409,
+            SandboxError::NameTaken { .. } | SandboxError::Busy { .. } | SandboxError::Paused { .. } => 409,
             SandboxError::Usage(_) => 400,
             SandboxError::Unknown { .. } | SandboxError::Ended { .. } | SandboxError::Gone { .. } => 404,
             _ => 500,
@@ -461,6 +462,8 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
         ("DELETE", ["v1", "sandboxes", id]) => destroy(ctx, id),
         ("POST", ["v1", "sandboxes", id, "exec"]) => exec(ctx, head, id, &body, conn, t_start),
         ("POST", ["v1", "sandboxes", id, "renew"]) => renew(ctx, id, &body),
+        ("POST", ["v1", "sandboxes", id, "pause"]) => pause::pause(ctx, id, &body),
+        ("POST", ["v1", "sandboxes", id, "resume"]) => pause::resume(ctx, id),
         ("GET" | "PUT", ["v1", "sandboxes", id, "files"]) => files_route(ctx, head, id, &body),
         (
             _,

@@ -30,7 +30,7 @@ pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-2
 
 const INSTRUCTIONS: &str = "husk runs code in isolated Linux sandboxes (no network unless this server's operator allows some, limited memory, a timeout). \
 Use run_code for one-off code. For multi-step work, create_sandbox, then exec/write_file/read_file/list_files \
-with its sandbox_id (files persist between calls), and destroy_sandbox when done. Output longer than the \
+with its sandbox_id (files persist between calls), pause_sandbox/resume_sandbox to park one, and destroy_sandbox when done. Output longer than the \
 server's limit is cut in the middle and the reply says so.";
 
 #[derive(Debug, thiserror::Error)]

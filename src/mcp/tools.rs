@@ -122,6 +122,16 @@ pub fn list() -> Value {
             "outputSchema": output::listed(),
         },
         {
+            "name": "pause_sandbox",
+            "description": "Pause a sandbox: its processes and memory are kept and it uses no CPU until resume_sandbox; exec and file calls are refused meanwhile.",
+            "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
+        },
+        {
+            "name": "resume_sandbox",
+            "description": "Resume a paused sandbox: everything goes on where it was.",
+            "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
+        },
+        {
             "name": "destroy_sandbox",
             "description": "Destroy a sandbox and everything in it.",
             "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
@@ -164,6 +174,8 @@ impl Tools {
             "read_file" => self.read_file(args),
             "list_files" => self.list_files(args),
             "destroy_sandbox" => self.destroy(args),
+            "pause_sandbox" => self.pause(args, "pause"),
+            "resume_sandbox" => self.pause(args, "resume"),
             _ => Err(ToolError::BadArgs(format!("no tool {name:?}"))),
         }
     }
@@ -365,6 +377,24 @@ impl Tools {
             return Ok(Reply::err(format!("destroying {id}: {}", ran.stderr)));
         }
         Ok(Reply::ok(format!("sandbox {id} destroyed"), json!({"sandbox_id": id, "destroyed": true})))
+    }
+
+    /// `husk pause|resume ID` (`verb`).
+    fn pause(&mut self, args: &Value, verb: &str) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let ran = self.runner.run(&os(&[verb, &id]), None)?;
+        if ran.code != Some(0) {
+            return Ok(Reply::err(format!("{verb} of {id}: {}", ran.stderr.trim())));
+        }
+        let paused = verb == "pause";
+        let text = if paused {
+            format!(
+                "sandbox {id} paused: processes and memory kept, no CPU; exec calls are refused until resume_sandbox"
+            )
+        } else {
+            format!("sandbox {id} resumed")
+        };
+        Ok(Reply::ok(text, json!({"sandbox_id": id, "paused": paused})))
     }
 
     /// Removes every sandbox this session made (the client went away).

@@ -86,7 +86,7 @@ const RUNTIME_ONLY_FLAGS: &[&str] =
 /// - `create`/`run`/`exec` with a runc-only flag (`--bundle`, `--pid-file`,
 ///   ...; `-d` too after `--root`): the runtime.
 ///
-/// A verb husk's own CLI has (`ls`, `rm`, and a later `pause`) is never
+/// A verb husk's own CLI has (`ls`, `rm`, `pause`, `resume`) is never
 /// taken by `--root` alone: `husk --root S run ...` stays husk's `run`.
 pub fn invoked_as_runtime(args: &[OsString]) -> bool {
     let words: Vec<&str> = args.iter().skip(1).map(|a| a.to_str().unwrap_or("")).collect();

@@ -230,6 +230,9 @@ pub(crate) fn admit(
     if reply.busy {
         return Err(SandboxError::Busy { id: rec.id.clone() });
     }
+    if reply.paused {
+        return Err(SandboxError::Paused { id: rec.id.clone() });
+    }
     if !reply.ok {
         return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| format!("the {what} was refused"))));
     }

@@ -26,6 +26,7 @@ pub mod exec;
 pub mod files;
 pub mod gc;
 pub mod held;
+pub mod pause;
 pub mod pool;
 pub mod proto;
 pub mod registry;
@@ -53,6 +54,11 @@ pub enum SandboxError {
         "sandbox {id} is busy: an exec is running and it runs one at a time; pass --wait to queue behind it, or create the sandbox with --concurrent"
     )]
     Busy { id: String },
+    /// `husk pause`d: refused at once (it would wait for as long as the
+    /// pause, which has no deadline); step `busy`, as it can take the exec
+    /// later (serve's 409).
+    #[error("sandbox {id} is paused; `husk resume {id}` lets it run commands again")]
+    Paused { id: String },
     #[error("sandbox {id} is {state}{}", why.as_deref().map(|w| format!(": {w}")).unwrap_or_default())]
     Gone { id: String, state: &'static str, why: Option<String> },
     #[error("sandbox state: {0}")]
@@ -73,7 +79,7 @@ impl SandboxError {
             | SandboxError::Ended { .. }
             | SandboxError::Gone { .. }
             | SandboxError::NameTaken { .. } => Phase::Sandbox,
-            SandboxError::Busy { .. } => Phase::Busy,
+            SandboxError::Busy { .. } | SandboxError::Paused { .. } => Phase::Busy,
             SandboxError::State(_) => Phase::State,
             SandboxError::Supervisor(_) => Phase::Supervisor,
             SandboxError::Setup(e) => e.step,

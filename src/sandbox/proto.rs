@@ -90,6 +90,18 @@ pub enum Request {
     /// The reader is done: `ok` if the sandbox stayed frozen all along
     /// (false: the deadline passed first, so what was read may be torn).
     Thaw,
+    /// `husk pause`: freeze the sandbox until `Resume`, `Destroy` or its
+    /// maximum lifetime, whoever asked having long gone (the supervisor
+    /// holds the pause, not this connection). `reclaim`: then push its
+    /// memory out (cgroup v2's memory.reclaim). Pausing a paused sandbox
+    /// is a no-op.
+    Pause {
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reclaim: bool,
+    },
+    /// `husk resume`: let a paused sandbox run again (a no-op if it is
+    /// not paused); its lease restarts from now.
+    Resume,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
@@ -125,6 +137,12 @@ pub struct Reply {
     /// `secrets`: (name, value) pairs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<(String, String)>,
+    /// `pause`, `resume`, `status`: the sandbox is paused (now).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// `pause` with `reclaim`: the bytes the kernel pushed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed_bytes: Option<u64>,
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go

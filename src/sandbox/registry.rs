@@ -57,7 +57,9 @@ pub fn live_record_for(store: &Store, target: &str, creating: bool) -> Result<Re
         return Err(swept(store, id));
     }
     match rec.state {
-        State::Ready | State::Executing => Ok(rec),
+        // A paused sandbox's supervisor answers (resume, renew; an exec is
+        // refused naming `husk resume`).
+        State::Ready | State::Executing | State::Paused => Ok(rec),
         State::Creating if creating => Ok(rec),
         State::Creating => Err(SandboxError::Gone {
             id,

@@ -37,6 +37,9 @@ pub enum State {
     Ready,
     /// At least one exec runs.
     Executing,
+    /// Frozen by `husk pause` until `husk resume` (its processes and
+    /// memory stay; no CPU; its lease does not run out).
+    Paused,
     /// Being removed (the record goes with it).
     Destroyed,
     /// Setup failed, or the init died on its own; being removed.
@@ -49,6 +52,7 @@ impl State {
             State::Creating => "creating",
             State::Ready => "ready",
             State::Executing => "executing",
+            State::Paused => "paused",
             State::Destroyed => "destroyed",
             State::Failed => "failed",
         }

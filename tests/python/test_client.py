@@ -253,6 +253,27 @@ def test_second_exec_while_one_runs_raises_busy(connect_kw):
             t.join()
 
 
+def test_pause_keeps_state_refuses_execs_and_connect_resumes(connect_kw):
+    with Sandbox.create(rootfs="/", ttl="1m", **connect_kw) as sb:
+        sb.exec("echo kept > /tmp/x", check=True)
+        assert sb.pause() == sb.id
+        assert str(sb.inspect().state).upper() == "PAUSED"
+        with pytest.raises(SandboxBusy, match=f"husk resume {sb.id}"):
+            sb.exec(["true"])
+        # A second pause is a no-op; resume() lets it run again.
+        sb.pause()
+        assert sb.resume() is sb
+        assert str(sb.info.state).upper() == "READY"
+        assert sb.exec("cat /tmp/x").stdout.text == "kept\n"
+        # Sandbox.resume(id) and E2B's connect (which resumes) by id.
+        sb.pause()
+        again = Sandbox.resume(sb.id, **connect_kw)
+        assert str(again.info.state).upper() == "READY"
+        sb.pause()
+        other = Sandbox.connect(sb.id, **connect_kw)
+        assert other.exec("cat /tmp/x").stdout.text == "kept\n"
+
+
 def test_heartbeat_keeps_an_idle_sandbox_alive(connect_kw):
     # ttl 1.5 s; idle for 3 s. With the heartbeat the lease is renewed every
     # 0.5 s; without it the sandbox expires.

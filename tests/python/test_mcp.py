@@ -10,7 +10,17 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-TOOLS = {"run_code", "create_sandbox", "exec", "write_file", "read_file", "list_files", "destroy_sandbox"}
+TOOLS = {
+    "run_code",
+    "create_sandbox",
+    "exec",
+    "write_file",
+    "read_file",
+    "list_files",
+    "pause_sandbox",
+    "resume_sandbox",
+    "destroy_sandbox",
+}
 
 
 def mcp_session(husk_bin, state_dir, body, *extra):
@@ -104,6 +114,25 @@ def test_mcp_sandbox_files_exec_and_destroy(husk_bin, state_dir):
     assert not gone.is_error
     assert after.is_error and "no sandbox" in text_of(after)
     assert sid not in live(husk_bin, state_dir)
+
+
+def test_mcp_pause_and_resume_keep_the_sandbox_and_refuse_exec_between(husk_bin, state_dir):
+    async def body(s):
+        created = await s.call_tool("create_sandbox", {})
+        sid = created.structured_content["sandbox_id"]
+        await s.call_tool("exec", {"sandbox_id": sid, "command": "echo kept > /tmp/k"})
+        paused = await s.call_tool("pause_sandbox", {"sandbox_id": sid})
+        refused = await s.call_tool("exec", {"sandbox_id": sid, "command": "true"})
+        resumed = await s.call_tool("resume_sandbox", {"sandbox_id": sid})
+        after = await s.call_tool("exec", {"sandbox_id": sid, "command": "cat /tmp/k"})
+        await s.call_tool("destroy_sandbox", {"sandbox_id": sid})
+        return sid, paused, refused, resumed, after
+
+    sid, paused, refused, resumed, after = mcp_session(husk_bin, state_dir, body)
+    assert not paused.is_error and paused.structured_content["paused"] is True, text_of(paused)
+    assert f"husk resume {sid}" in text_of(refused), text_of(refused)
+    assert not resumed.is_error, text_of(resumed)
+    assert "kept\n" in text_of(after), text_of(after)
 
 
 def test_mcp_says_plainly_when_output_was_cut_or_time_ran_out(husk_bin, state_dir):

@@ -174,6 +174,13 @@ class CliTransport(TarFiles):
             args += ["--ttl", duration_arg(ttl)]
         return self._json_or_raise(self._run(args), "renew")
 
+    def pause(self, sid: str, memory_reclaim: bool = False) -> Dict[str, Any]:
+        args = ["pause", sid, "--json"] + (["--memory-reclaim"] if memory_reclaim else [])
+        return self._json_or_raise(self._run(args), "pause")
+
+    def resume(self, sid: str) -> Dict[str, Any]:
+        return self._json_or_raise(self._run(["resume", sid, "--json"]), "resume")
+
     def destroy(self, sid: str) -> None:
         p = self._run(["rm", "--json", sid])
         if p.returncode != 0:

@@ -182,6 +182,13 @@ class HttpTransport(TarFiles):
         body = {"ttl": duration_arg(ttl)} if ttl is not None else {}
         return self._json("POST", f"/v1/sandboxes/{self._q(sid)}/renew", body)
 
+    def pause(self, sid: str, memory_reclaim: bool = False) -> Dict[str, Any]:
+        body = {"memory_reclaim": True} if memory_reclaim else {}
+        return self._json("POST", f"/v1/sandboxes/{self._q(sid)}/pause", body)
+
+    def resume(self, sid: str) -> Dict[str, Any]:
+        return self._json("POST", f"/v1/sandboxes/{self._q(sid)}/resume", {})
+
     def destroy(self, sid: str) -> None:
         self._json("DELETE", f"/v1/sandboxes/{self._q(sid)}")
 

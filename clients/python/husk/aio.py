@@ -150,6 +150,13 @@ class AsyncSandbox:
     async def renew(self, ttl: Union[str, float, None] = None) -> Dict[str, Any]:
         return await _call(self._sb.renew, ttl)
 
+    async def pause(self, memory_reclaim: bool = False) -> str:
+        return await _call(self._sb.pause, memory_reclaim)
+
+    async def resume(self) -> "AsyncSandbox":
+        await _call(self._sb.resume)
+        return self
+
     async def is_running(self) -> bool:
         return await _call(self._sb.is_running)
 

@@ -227,8 +227,35 @@ class Sandbox:
     @classmethod
     def connect(cls, sandbox_id: str, transport: Union[str, Transport] = "auto", **connect_kw: Any) -> "Sandbox":
         """A handle on an existing sandbox by id, name or unique id prefix
-        (E2B's ``Sandbox.connect``; the same as ``attach``)."""
-        return cls.attach(sandbox_id, transport, **connect_kw)
+        (E2B's ``Sandbox.connect``): ``attach``, and a paused sandbox is
+        resumed, as E2B's connect does."""
+        sb = cls.attach(sandbox_id, transport, **connect_kw)
+        if str(sb.info.state or "").upper() == "PAUSED":
+            sb.resume()
+        return sb
+
+    def _resume_class(cls, sandbox_id: str, transport: Union[str, Transport] = "auto", **connect_kw: Any) -> "Sandbox":  # type: ignore[misc]
+        """``Sandbox.resume(id)``: resumes that sandbox (``husk resume``)
+        and returns a handle on it. ``sb.resume()``: resumes this one.
+        Resuming a sandbox that is not paused does nothing."""
+        sb = cls.attach(sandbox_id, transport, **connect_kw)
+        return sb._resume_instance()
+
+    def _resume_instance(self) -> "Sandbox":
+        self._t.resume(self.id)
+        self.info = SandboxInfo.from_json(self._t.inspect(self.id))
+        return self
+
+    resume = _ClassOrInstance(_resume_class, _resume_instance)
+
+    def pause(self, memory_reclaim: bool = False) -> str:
+        """Freezes the sandbox until ``resume()`` (``husk pause``): its
+        processes and memory stay, it uses no CPU, its lease does not run
+        out; execs are refused until then. ``memory_reclaim``: also push its
+        memory out (cgroup v2 only). Returns the id, as E2B's ``pause``."""
+        self._t.pause(self.id, memory_reclaim)
+        self.info = SandboxInfo.from_json(self._t.inspect(self.id))
+        return self.id
 
     @classmethod
     def list(

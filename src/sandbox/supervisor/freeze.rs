@@ -34,14 +34,22 @@ impl Supervisor {
         if for_ms == 0 {
             return Err("a freeze must last longer than 0 ms".into());
         }
+        let dirs = tree.dirs.clone();
+        self.join_freeze(&dirs)?;
+        Ok(Hold { until_ms: now_ms() + for_ms.min(MAX_FREEZE_MS) })
+    }
+
+    /// One more holder of the freeze (`husk pause` is one, with no
+    /// deadline): the first freezes the tree.
+    pub(super) fn join_freeze(&mut self, dirs: &[crate::cgroup::Dir]) -> Result<(), String> {
         match &mut self.frozen {
             Some(held) => held.holders += 1,
             None => {
-                let cg = freeze(&tree.dirs).map_err(|e| format!("freezing sandbox {}: {e}", self.rec.id))?;
+                let cg = freeze(dirs).map_err(|e| format!("freezing sandbox {}: {e}", self.rec.id))?;
                 self.frozen = Some(Held { cg, holders: 1 });
             }
         }
-        Ok(Hold { until_ms: now_ms() + for_ms.min(MAX_FREEZE_MS) })
+        Ok(())
     }
 
     /// A holder let go (or hung up, or ran out of time): the last one

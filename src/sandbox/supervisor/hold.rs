@@ -60,7 +60,8 @@ impl Supervisor {
             if active == 0 && !waiting && !self.is_frozen() && now >= self.rec.expires_ms {
                 return End::Expired;
             }
-            let idle_end = (active == 0).then_some(self.rec.expires_ms);
+            // Paused: the lease does not run (pause.rs), so no wake-up for it.
+            let idle_end = (active == 0 && !self.is_paused()).then_some(self.rec.expires_ms);
             let thaw_at = conns.iter().filter_map(|c| c.freeze.map(|h| h.until_ms));
             let timeout = match idle_end.into_iter().chain(self.rec.lifetime_ends_ms).chain(thaw_at).min() {
                 Some(end) => PollTimeout::try_from(end.saturating_sub(now).min(60_000) + 1).unwrap_or(PollTimeout::MAX),
@@ -223,6 +224,11 @@ impl Supervisor {
                         Reply { error: Some("an exec already runs on this connection".into()), ..self.lease() },
                     );
                 }
+                if self.is_paused() {
+                    let id = &self.rec.id;
+                    let why = format!("sandbox {id} is paused; `husk resume {id}` lets it run commands again");
+                    return self.answer(c, Reply { paused: true, error: Some(why), ..self.lease() });
+                }
                 c.exec_id = exec_id.filter(|x| state::is_id(x));
                 // Frozen for a reader: a command started now would freeze
                 // with it, so it waits for the thaw, which the reader's
@@ -249,6 +255,7 @@ impl Supervisor {
             Request::Status => {
                 let state = match active {
                     _ if self.checking => State::Creating,
+                    _ if self.is_paused() => State::Paused,
                     0 => State::Ready,
                     _ => State::Executing,
                 };
@@ -260,6 +267,7 @@ impl Supervisor {
                     active_execs: active as u32,
                     events: self.journal.recent(),
                     network: init.network().map(Box::new),
+                    paused: self.is_paused(),
                     ..self.lease()
                 };
                 self.answer(c, reply)
@@ -293,6 +301,18 @@ impl Supervisor {
                     (false, false) => Reply { error: Some("this connection holds no freeze".into()), ..self.lease() },
                 };
                 self.answer(c, reply)
+            }
+            Request::Pause { reclaim } => match self.pause(reclaim) {
+                Ok(reclaimed_bytes) => {
+                    self.sync_state(active);
+                    self.answer(c, Reply { ok: true, paused: true, reclaimed_bytes, ..self.lease() })
+                }
+                Err(why) => self.answer(c, Reply { error: Some(why.to_string()), ..self.lease() }),
+            },
+            Request::Resume => {
+                self.resume();
+                self.sync_state(active);
+                self.answer(c, Reply { ok: true, paused: false, ..self.lease() })
             }
             Request::Secrets => {
                 let secrets = crate::redact::env_pairs(&self.secrets);
@@ -353,6 +373,10 @@ impl Supervisor {
         }
         if active > 0 || self.rec.execs > 0 {
             return Err(format!("sandbox {} has run execs: not fresh, not handed out", self.rec.id));
+        }
+        // A claimer gets a sandbox that runs commands, not a frozen one.
+        if self.is_paused() {
+            return Err(format!("sandbox {} is paused: not handed out", self.rec.id));
         }
         if ttl_ms == 0 {
             return Err("a claim's ttl must be longer than 0".into());
@@ -464,7 +488,11 @@ impl Supervisor {
         if let Some(t) = ttl_ms {
             self.rec.ttl_ms = t;
         }
-        let lease = now_ms() + self.rec.ttl_ms;
+        // Paused, the lease does not run (pause.rs): the record says it ends
+        // with the maximum lifetime, so neither `ls` nor `husk gc` (which
+        // kills supervisors long past their recorded lease) takes it for
+        // expired; an exec ending or a renew meanwhile keeps that.
+        let lease = now_ms() + if self.is_paused() { super::pause::PAUSED_LEASE_MS } else { self.rec.ttl_ms };
         self.rec.expires_ms = self.rec.lifetime_ends_ms.map_or(lease, |end| end.min(lease));
     }
 
@@ -479,6 +507,7 @@ impl Supervisor {
         self.rec.events = self.journal.recent();
         self.rec.state = match active {
             _ if self.checking => State::Creating,
+            _ if self.is_paused() => State::Paused,
             0 => State::Ready,
             _ => State::Executing,
         };

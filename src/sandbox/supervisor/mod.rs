@@ -17,6 +17,7 @@
 
 mod freeze;
 mod hold;
+mod pause;
 mod warm;
 
 use super::SandboxError;
@@ -175,6 +176,7 @@ pub fn create(
                 checking: req.ready_check,
                 secrets: req.secrets,
                 frozen: None,
+                paused: false,
             };
             sup.run(ready_w)
         }
@@ -365,6 +367,8 @@ struct Supervisor {
     secrets: Vec<crate::redact::Secret>,
     /// Frozen for readers of its filesystem (`Request::Freeze`).
     frozen: Option<freeze::Held>,
+    /// `husk pause` holds the freeze (`Request::Pause`).
+    paused: bool,
 }
 
 /// The sandbox, held.
