@@ -59,6 +59,11 @@ pub fn listed() -> Value {
     object(json!({"path": {"type": "string"}, "entries": {"type": "array", "items": entry}}))
 }
 
+/// pause_sandbox and resume_sandbox: whether the sandbox is paused now.
+pub fn paused() -> Value {
+    object(json!({"sandbox_id": {"type": "string"}, "paused": {"type": "boolean"}}))
+}
+
 pub fn destroyed() -> Value {
     object(json!({"sandbox_id": {"type": "string"}, "destroyed": {"type": "boolean"}}))
 }

@@ -125,11 +125,13 @@ pub fn list() -> Value {
             "name": "pause_sandbox",
             "description": "Pause a sandbox: its processes and memory are kept and it uses no CPU until resume_sandbox; exec and file calls are refused meanwhile.",
             "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
+            "outputSchema": output::paused(),
         },
         {
             "name": "resume_sandbox",
             "description": "Resume a paused sandbox: everything goes on where it was.",
             "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
+            "outputSchema": output::paused(),
         },
         {
             "name": "destroy_sandbox",

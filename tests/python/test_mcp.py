@@ -283,6 +283,8 @@ def test_mcp_tools_with_structured_content_declare_output_schema(husk_bin, state
             "write_file": await s.call_tool("write_file", {"sandbox_id": sid, "path": "a.txt", "content": "x"}),
             "read_file": await s.call_tool("read_file", {"sandbox_id": sid, "path": "a.txt"}),
             "list_files": await s.call_tool("list_files", {"sandbox_id": sid}),
+            "pause_sandbox": await s.call_tool("pause_sandbox", {"sandbox_id": sid}),
+            "resume_sandbox": await s.call_tool("resume_sandbox", {"sandbox_id": sid}),
             "destroy_sandbox": await s.call_tool("destroy_sandbox", {"sandbox_id": sid}),
         }
         return tools, results
