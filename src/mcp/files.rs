@@ -3,7 +3,8 @@
 //! resolved within its root, written as its user, bounded), never through
 //! a shell inside the sandbox.
 
-use super::tools::{Reply, ToolError, Tools, os, required, str_arg};
+use super::args::{ToolError, os, required, str_arg};
+use super::tools::{Reply, Tools};
 use serde_json::{Value, json};
 
 /// The most a read_file reads (the reply shows at most the server's

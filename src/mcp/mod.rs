@@ -12,6 +12,7 @@
 //! (runner.rs), so this server never forks a sandbox itself; the file
 //! tools run `husk cp` (files.rs), so files go through the sandbox's copier.
 
+pub mod args;
 pub mod files;
 pub mod operator;
 pub mod output;

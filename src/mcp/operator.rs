@@ -15,7 +15,7 @@
 //! refused, not clamped, so the model is never told it got what it did not.
 //! The network is the operator's alone.
 
-use super::tools::{ToolError, str_arg};
+use super::args::{ToolError, str_arg};
 use crate::cgroup::limits::{self, HostSize, LimitValueError, Limits};
 use crate::cli::SandboxArgs;
 use clap::Parser;

@@ -1,9 +1,11 @@
 //! The tools: their schemas (tools/list) and what each call does, by
 //! running husk's own subcommands (runner.rs).
 
+pub use super::args::ToolError;
+use super::args::{os, required, str_arg};
 use super::operator::Operator;
 use super::output;
-use super::runner::{RunError, Runner};
+use super::runner::Runner;
 use super::summary;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -41,14 +43,6 @@ impl Reply {
     pub(super) fn err(text: String) -> Reply {
         Reply { structured: json!({"error": text}), text, is_error: true }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ToolError {
-    #[error("{0}")]
-    BadArgs(String),
-    #[error(transparent)]
-    Run(#[from] RunError),
 }
 
 pub fn list() -> Value {
@@ -148,22 +142,6 @@ pub struct Tools {
     pub config: Config,
     pub runner: Runner,
     pub sandboxes: BTreeSet<String>,
-}
-
-pub(super) fn os(v: &[&str]) -> Vec<OsString> {
-    v.iter().map(OsString::from).collect()
-}
-
-pub(super) fn str_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
-    match &args[key] {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        _ => Err(ToolError::BadArgs(format!("{key} must be a string"))),
-    }
-}
-
-pub(super) fn required<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
-    str_arg(args, key)?.ok_or_else(|| ToolError::BadArgs(format!("{key} is required")))
 }
 
 impl Tools {
