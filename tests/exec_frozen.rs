@@ -67,9 +67,10 @@ fn exec_timeout_bounds_its_wait_on_a_frozen_sandbox() {
     }
     if status.is_none() {
         let _ = exec.kill();
-        let _ = exec.wait();
     }
-    let status = status.expect("husk exec --timeout 1s waited on the frozen sandbox past its own timeout");
+    let waited = exec.wait().unwrap();
+    let status =
+        status.map(|_| waited).expect("husk exec --timeout 1s waited on the frozen sandbox past its own timeout");
     let text = std::fs::read_to_string(&out_file).unwrap();
     assert_eq!(status.code(), Some(124), "{text}");
     let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));

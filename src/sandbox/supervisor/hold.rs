@@ -356,7 +356,7 @@ impl Supervisor {
             return;
         }
         for c in conns.iter_mut().filter(|c| c.waiting) {
-            if !c.wait_until.is_some_and(|u| now >= u) {
+            if c.wait_until.is_none_or(|u| now < u) {
                 continue;
             }
             c.waiting = false;
