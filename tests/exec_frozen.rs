@@ -93,3 +93,46 @@ fn exec_timeout_bounds_its_wait_on_a_frozen_sandbox() {
     drop(sock);
     assert_eq!(live.sh(&src, "echo ran"), "ran\n");
 }
+
+/// An exec that waited behind a freeze and then started: the wait counts
+/// against its `--timeout`, so the command gets only what is left and the
+/// exec still ends at its own deadline (without it, `--timeout 5s` could
+/// mean the freeze's minutes plus 5 s).
+#[test]
+fn exec_waiting_on_a_freeze_keeps_its_own_deadline() {
+    use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, connect, recv, send, socket};
+    let t = TempDir::new("exec-frozen-deadline");
+    let live = Live::new(&t, busybox_data_store(&t));
+    let src = live.create(&["--image", "bb", "--ttl", "5m"]);
+    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
+    let addr = UnixAddr::new(&live.state.join("sandboxes").join(&src).join("sock")).unwrap();
+    connect(sock.as_raw_fd(), &addr).unwrap();
+    send(sock.as_raw_fd(), br#"{"op":"freeze","for_ms":600000}"#, MsgFlags::empty()).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&buf[..n]).unwrap()["ok"], true);
+
+    // Queued behind the freeze for about 3 s of its 5 s, then a command of
+    // 4 s: it cannot finish in what is left.
+    let out_file = t.join("exec.out");
+    let exec = Command::new(husk_bin())
+        .args(["exec", "--json", "--timeout", "5s", &src, "--", "sh", "-c", "sleep 4; echo finished"])
+        .env("HUSK_ROOT", &live.store)
+        .env("HUSK_STATE_DIR", &live.state)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    send(sock.as_raw_fd(), br#"{"op":"thaw"}"#, MsgFlags::empty()).unwrap();
+    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&buf[..n]).unwrap()["ok"], true);
+    drop(sock);
+    let status = exec.wait_with_output().unwrap().status;
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!((status.code(), v["termination"].clone()), (Some(124), Value::from("wall_timeout")), "{v}");
+    assert!(!v["stdout"]["text"].as_str().unwrap_or_default().contains("finished"), "{v}");
+    assert_eq!(live.sh(&src, "echo ran"), "ran\n");
+}

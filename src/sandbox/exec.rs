@@ -79,6 +79,7 @@ pub fn exec_to(
         Admitted::Started(reply, fds) => (reply, fds),
         Admitted::FrozenTimeout(reply) => return Ok(never_started(&rec, &reply, &plan.process, t_start)),
     };
+    count_frozen_wait(&mut plan, &reply);
     let state_dir = store.state_dir();
     let at = attached(&rec, &state_dir, &reply, fds, exec_id.as_deref(), tap);
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
@@ -140,6 +141,7 @@ pub fn exec_code(
         Admitted::Started(reply, fds) => (reply, fds),
         Admitted::FrozenTimeout(reply) => return Ok(never_started(&rec, &reply, &plan.process, t_start)),
     };
+    count_frozen_wait(&mut plan, &reply);
     let ctl = match (reply.warm, fds.len() > reply.namespaces.len()) {
         (true, true) => fds.pop().expect("checked above"),
         _ => {
@@ -242,6 +244,13 @@ fn admit_exec(client: &Client, rec: &Record, req: Request) -> Result<Admitted, S
     }
     let (reply, fds) = checked(rec, reply, fds, "exec")?;
     Ok(Admitted::Started(reply, fds))
+}
+
+/// The time the exec waited behind a freeze is part of its timeout: the
+/// command gets what is left, so the exec ends at its own deadline.
+fn count_frozen_wait(plan: &mut crate::plan::ExecPlan, reply: &Reply) {
+    let waited = std::time::Duration::from_millis(reply.frozen_wait_ms);
+    plan.timeout = plan.timeout.map(|t| t.saturating_sub(waited).max(std::time::Duration::from_millis(1)));
 }
 
 /// The verdict of an exec that waited for a freeze past its own timeout:

@@ -120,6 +120,10 @@ pub struct Reply {
     /// fork) past the exec's `timeout_ms`; it never started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub frozen_timeout: bool,
+    /// `exec`: how long it waited in the queue it joined behind a freeze,
+    /// which its own timeout counts (the command gets what is left).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frozen_wait_ms: u64,
     /// `status`: the live part of the record (the rest is in state.json).
     pub state: Option<super::state::State>,
     pub active_execs: u32,
@@ -134,6 +138,10 @@ pub struct Reply {
     /// `secrets`: (name, value) pairs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<(String, String)>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go

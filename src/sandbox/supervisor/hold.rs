@@ -37,6 +37,8 @@ struct Conn {
     /// Queued behind a freeze: when its own `--timeout` runs out
     /// (`Request::Exec::timeout_ms`), it stops waiting and never starts.
     wait_until: Option<u64>,
+    /// When it joined the queue behind a freeze (`Reply::frozen_wait_ms`).
+    queued_at: Option<u64>,
 }
 
 impl Supervisor {
@@ -155,6 +157,7 @@ impl Supervisor {
                         freeze: None,
                         freeze_lapsed: false,
                         wait_until: None,
+                        queued_at: None,
                     });
                 }
             }
@@ -240,6 +243,7 @@ impl Supervisor {
                 // exec's own timeout (`lapse_waits`).
                 if self.is_frozen() {
                     c.waiting = true;
+                    c.queued_at = Some(now_ms());
                     c.wait_until = timeout_ms.map(|t| now_ms().saturating_add(t));
                     return Served::Keep;
                 }
@@ -361,6 +365,7 @@ impl Supervisor {
             }
             c.waiting = false;
             c.wait_until = None;
+            c.queued_at = None;
             let why = format!(
                 "the exec never started: sandbox {} stayed frozen (a `husk commit` or `husk fork` reading its filesystem) past the exec's --timeout",
                 self.rec.id
@@ -447,6 +452,7 @@ impl Supervisor {
             namespaces: init.namespaces().iter().map(|(k, _)| k.to_string()).collect(),
             leaf: leaf.clone(),
             warm: warm_fd.is_some(),
+            frozen_wait_ms: c.queued_at.take().map_or(0, |t| now_ms().saturating_sub(t)),
             ..self.lease()
         };
         let sent = proto::send(c.fd.as_fd(), &reply, &fds).is_ok();
