@@ -560,3 +560,51 @@ fn pool_never_hands_out_a_member_near_its_max_lifetime() {
     let left = rec["lifetime_ends_ms"].as_u64().unwrap().saturating_sub(now_ms);
     assert!(left > 30_000, "a claimed member had {left} ms of its 48 s left: {rec}");
 }
+
+/// `husk exec --json ID --code -` with `code` on stdin: the verdict.
+fn code_call(sbx: &Sbx, id: &str, code: &str) -> Value {
+    let mut child = sbx
+        .husk(&["exec", "--json", id, "--code", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(code.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v = verdict_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}\n{}", String::from_utf8_lossy(&out.stderr));
+    v
+}
+
+/// A pool whose members hold a python session (`session=`): the claimed
+/// sandbox's `--code` calls run in it (state kept between calls), and the
+/// claimed member is replaced by a fresh one, never handed out again.
+#[test]
+fn pool_of_sessions() {
+    require_root!();
+    assert!(
+        std::path::Path::new("/usr/bin/python3").exists(),
+        "SKIP: /usr/bin/python3 missing (scripts/test.sh installs python3)"
+    );
+    let sbx = Sbx::new();
+    let server = Server::start(&sbx, &["--pool", "ses=rootfs=/,memory=256M,session=python:json:2"]);
+    server.settled("ses", 2);
+    let before = ids(&members(&sbx, "ses"));
+    let c = server.claim(json!({"pool": "ses"}));
+    assert_eq!(c["pooled"], true, "{c}");
+    let id = c["id"].as_str().unwrap().to_string();
+    assert!(before.contains(&id), "{id} is not one of the members {before:?}");
+
+    let v = code_call(&sbx, &id, "import json\nx = 41\nprint(json.dumps([1]))");
+    assert_eq!((v["warm"]["mode"].clone(), v["stdout"]["text"].clone()), (json!("session"), json!("[1]\n")), "{v}");
+    let v = code_call(&sbx, &id, "print(x + 1)");
+    assert_eq!((v["warm"]["mode"].clone(), v["stdout"]["text"].clone()), (json!("session"), json!("42\n")), "{v}");
+
+    server.settled("ses", 2);
+    let now = ids(&members(&sbx, "ses"));
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(!now.contains(&id), "the claimed sandbox is back in the pool: {now:?}");
+    assert!(now.difference(&before).count() == 1, "a refill replaced the claimed member: {before:?} -> {now:?}");
+    let _ = sbx.out(&["rm", &id]);
+}

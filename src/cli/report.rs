@@ -57,6 +57,10 @@ pub fn report_with(
             Some(t) => crate::errln!("husk: timed out after {} (exit {code})", show_duration(t)),
             None => crate::errln!("husk: the sandbox's lifetime ran out (exit {code})"),
         }
+        // Why, when the command never started (it waited for a freeze).
+        if let Some(e) = &outcome.error {
+            crate::errln!("husk: {}", e.message);
+        }
     }
     if outcome.termination == Termination::SetupFailed
         && let Some(e) = &outcome.error

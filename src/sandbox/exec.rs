@@ -68,12 +68,18 @@ pub fn exec_to(
     plan.seccomp = seccomp_of(&rec, store)?;
 
     let exec_id = crate::backend::announced_exec_id(&rec.backend);
-    let (reply, fds) = admit(
-        &client,
-        &rec,
-        Request::Exec { wait: req.wait, exec_id: exec_id.clone(), warm: false, ready_check: req.ready_check },
-        "exec",
-    )?;
+    let ask = Request::Exec {
+        wait: req.wait,
+        exec_id: exec_id.clone(),
+        warm: false,
+        ready_check: req.ready_check,
+        timeout_ms: timeout_ms(req),
+    };
+    let (reply, fds) = match admit_exec(&client, &rec, ask)? {
+        Admitted::Started(reply, fds) => (reply, fds),
+        Admitted::FrozenTimeout(reply) => return Ok(never_started(&rec, &reply, &plan.process, t_start)),
+    };
+    count_frozen_wait(&mut plan, &reply);
     let state_dir = store.state_dir();
     let at = attached(&rec, &state_dir, &reply, fds, exec_id.as_deref(), tap);
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
@@ -133,8 +139,13 @@ pub fn exec_code(
     // Not loaded by this exec: the interpreter runs under it already, and
     // the verdict says which filter the call inherits.
     plan.seccomp = seccomp_of(&rec, store)?;
-    let (reply, mut fds) =
-        admit(&client, &rec, Request::Exec { wait: req.wait, exec_id: None, warm: true, ready_check: false }, "exec")?;
+    let ask =
+        Request::Exec { wait: req.wait, exec_id: None, warm: true, ready_check: false, timeout_ms: timeout_ms(req) };
+    let (reply, mut fds) = match admit_exec(&client, &rec, ask)? {
+        Admitted::Started(reply, fds) => (reply, fds),
+        Admitted::FrozenTimeout(reply) => return Ok(never_started(&rec, &reply, &plan.process, t_start)),
+    };
+    count_frozen_wait(&mut plan, &reply);
     let ctl = match (reply.warm, fds.len() > reply.namespaces.len()) {
         (true, true) => fds.pop().expect("checked above"),
         _ => {
@@ -218,6 +229,53 @@ pub fn secrets_of(store: &Store, rec: &Record) -> Result<Vec<crate::redact::Secr
     Ok(reply.secrets.into_iter().map(|(name, v)| crate::redact::Secret { name, value: v.into_bytes() }).collect())
 }
 
+/// An exec's answer from its supervisor.
+enum Admitted {
+    Started(Reply, Vec<OwnedFd>),
+    /// The sandbox stayed frozen (a commit or fork) past the exec's own
+    /// timeout: it never started.
+    FrozenTimeout(Reply),
+}
+
+/// The exec's `--timeout`, which also bounds its wait for a freeze to end.
+fn timeout_ms(req: &ExecRequest) -> Option<u64> {
+    req.exec.timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn admit_exec(client: &Client, rec: &Record, req: Request) -> Result<Admitted, SandboxError> {
+    let (reply, fds) = client.call(&req)?;
+    if reply.frozen_timeout {
+        return Ok(Admitted::FrozenTimeout(reply));
+    }
+    let (reply, fds) = checked(rec, reply, fds, "exec")?;
+    Ok(Admitted::Started(reply, fds))
+}
+
+/// The time the exec waited behind a freeze is part of its timeout: the
+/// command gets what is left, so the exec ends at its own deadline.
+fn count_frozen_wait(plan: &mut crate::plan::ExecPlan, reply: &Reply) {
+    let waited = std::time::Duration::from_millis(reply.frozen_wait_ms);
+    plan.timeout = plan.timeout.map(|t| t.saturating_sub(waited).max(std::time::Duration::from_millis(1)));
+}
+
+/// The verdict of an exec that waited for a freeze past its own timeout:
+/// `wall_timeout` (124), as if it had run out of time running, with the
+/// reason, so a caller can tell it apart from a command that ran too long.
+fn never_started(rec: &Record, reply: &Reply, process: &ProcessPlan, t_start: u64) -> ExecResult {
+    let mut outcome = crate::outcome::Outcome::blank();
+    outcome.termination = crate::outcome::Termination::WallTimeout;
+    outcome.duration_ms = crate::spawn::now_ns().saturating_sub(t_start) as f64 / 1e6;
+    let why = reply.error.clone().unwrap_or_else(|| "the sandbox stayed frozen past the exec's --timeout".into());
+    outcome.error = Some(
+        crate::outcome::ErrorReport::new(crate::step::Phase::Sandbox, why)
+            .with_hint("run it again once the commit or fork is done, or give it a longer --timeout".to_string()),
+    );
+    let backend = if rec.backend == "runsc" { "runsc" } else { "native" };
+    let mut r = result(rec, reply, process, outcome, crate::ids::new_id(), backend);
+    r.extra.insert(VERDICT_KEYS[3], serde_json::json!([]));
+    r
+}
+
 /// Asks the supervisor to admit one exec (or copy, `what`): its answer and
 /// the namespace fds it hands over; busy and refused become errors.
 pub(crate) fn admit(
@@ -227,6 +285,10 @@ pub(crate) fn admit(
     what: &str,
 ) -> Result<(Reply, Vec<OwnedFd>), SandboxError> {
     let (reply, fds) = client.call(&req)?;
+    checked(rec, reply, fds, what)
+}
+
+fn checked(rec: &Record, reply: Reply, fds: Vec<OwnedFd>, what: &str) -> Result<(Reply, Vec<OwnedFd>), SandboxError> {
     if reply.busy {
         return Err(SandboxError::Busy { id: rec.id.clone() });
     }

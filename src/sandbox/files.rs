@@ -91,7 +91,8 @@ fn admit(store: &Store, f: &Files, op: impl FnOnce(&Record) -> Inside) -> Result
     let x = ExecSpec { argv: vec!["husk-cp".into()], user: f.user.clone(), ..Default::default() };
     let plan = super::held::plan_in(&rec, &x, crate::spawn::now_ns())?;
     let client = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
-    let req = super::proto::Request::Exec { wait: f.wait, exec_id: None, warm: false, ready_check: false };
+    let req =
+        super::proto::Request::Exec { wait: f.wait, exec_id: None, warm: false, ready_check: false, timeout_ms: None };
     let (reply, fds) = super::exec::admit(&client, &rec, req, "copy")?;
     let state_dir = store.state_dir();
     let at = super::exec::attached(&rec, &state_dir, &reply, fds, None, None);

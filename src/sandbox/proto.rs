@@ -46,6 +46,11 @@ pub enum Request {
         /// is still CREATING admits (and the only time this is admitted).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         ready_check: bool,
+        /// The exec's own `--timeout`: the longest it waits for a freeze
+        /// (`Freeze`) to end before it would start. Past it, the answer
+        /// is an error with `frozen_timeout`, and nothing runs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
     },
     /// Extends the lease to now + `ttl_ms` (default: the sandbox's ttl),
     /// which also becomes the sandbox's ttl.
@@ -123,6 +128,14 @@ pub struct Reply {
     /// last fd attached.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub warm: bool,
+    /// `exec`: refused because the sandbox stayed frozen (for a commit or
+    /// fork) past the exec's `timeout_ms`; it never started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen_timeout: bool,
+    /// `exec`: how long it waited in the queue it joined behind a freeze,
+    /// which its own timeout counts (the command gets what is left).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frozen_wait_ms: u64,
     /// `status`: the live part of the record (the rest is in state.json).
     pub state: Option<super::state::State>,
     pub active_execs: u32,
@@ -143,6 +156,10 @@ pub struct Reply {
     /// `pause` with `reclaim`: the bytes the kernel pushed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaimed_bytes: Option<u64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The socket's address; paths too long for `sun_path` (108 bytes) go
@@ -303,12 +320,22 @@ mod tests {
     #[test]
     fn exec_id_is_read_under_its_former_name() {
         let old: Request = serde_json::from_str(r#"{"op":"exec","wait":false,"runsc_exec":"abc"}"#).unwrap();
-        assert_eq!(old, Request::Exec { wait: false, exec_id: Some("abc".into()), warm: false, ready_check: false });
+        assert_eq!(
+            old,
+            Request::Exec {
+                wait: false,
+                exec_id: Some("abc".into()),
+                warm: false,
+                ready_check: false,
+                timeout_ms: None
+            }
+        );
         let sent = serde_json::to_string(&Request::Exec {
             wait: false,
             exec_id: Some("abc".into()),
             warm: false,
             ready_check: false,
+            timeout_ms: None,
         })
         .unwrap();
         assert_eq!(sent, r#"{"op":"exec","wait":false,"exec_id":"abc"}"#);
@@ -321,9 +348,13 @@ mod tests {
         let l = listen_at(&t).unwrap();
         let c = Client::connect(&t, ProcRef::of(std::process::id() as i32)).unwrap();
         let s = accept(l.as_fd()).unwrap().unwrap();
-        c.send(&Request::Exec { wait: true, exec_id: None, warm: false, ready_check: false }).unwrap();
+        c.send(&Request::Exec { wait: true, exec_id: None, warm: false, ready_check: false, timeout_ms: None })
+            .unwrap();
         let (req, fds) = recv::<Request>(s.as_fd()).unwrap().unwrap();
-        assert_eq!((req, fds.len()), (Request::Exec { wait: true, exec_id: None, warm: false, ready_check: false }, 0));
+        assert_eq!(
+            (req, fds.len()),
+            (Request::Exec { wait: true, exec_id: None, warm: false, ready_check: false, timeout_ms: None }, 0)
+        );
         let (r, w) = nix::unistd::pipe().unwrap();
         let reply = Reply { ok: true, exec: 3, namespaces: vec!["user".into()], ..Default::default() };
         send(s.as_fd(), &reply, &[w.as_raw_fd()]).unwrap();

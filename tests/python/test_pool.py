@@ -18,11 +18,13 @@ from husk._http import HttpTransport
 def pool_state(tmp_path_factory, husk_bin):
     """A state dir of its own whose husk serve keeps pool "py" (the host's
     root read-only: it has python3) with 2 READY members, and pool "pyw"
-    of 1 whose members have a warm python with json imported."""
+    of 1 whose members have a warm python with json imported, and pool
+    "pys" of 1 whose members hold a python session."""
     d = str(tmp_path_factory.mktemp("husk-pool-state"))
     sock = os.path.join(d, "api.sock")
     p = subprocess.Popen(
-        [husk_bin, "--state-dir", d, "serve", "--pool", "py=rootfs=/,memory=256M:2", "--pool", "pyw=rootfs=/,memory=256M,warm=python:json:1"],
+        [husk_bin, "--state-dir", d, "serve", "--pool", "py=rootfs=/,memory=256M:2", "--pool", "pyw=rootfs=/,memory=256M,warm=python:json:1",
+         "--pool", "pys=rootfs=/,memory=256M,session=python:1"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -34,7 +36,7 @@ def pool_state(tmp_path_factory, husk_bin):
             if os.path.exists(sock):
                 try:
                     pools = {p["name"]: p["ready"] for p in t._json("GET", "/v1/pools")["pools"]}
-                    if pools == {"py": 2, "pyw": 1}:
+                    if pools == {"py": 2, "pyw": 1, "pys": 1}:
                         break
                 except Exception:
                     pass
@@ -76,6 +78,16 @@ def test_warm_pool_member_runs_code_in_its_preloaded_interpreter(pool_state, hus
         r = sb.run_code("import sys\nprint('json' in sys.modules)")
         assert r.stdout.text == "True\n", r.stderr.text
         assert r.warm["mode"] == "fork"
+
+
+@pytest.mark.parametrize("transport", ["serve", "cli"])
+def test_session_pool_member_keeps_state_between_calls(pool_state, husk_bin, transport):
+    kw = dict(transport=transport, husk_bin=husk_bin, state_dir=pool_state)
+    with Sandbox.create(pool="pys", ttl="1m", **kw) as sb:
+        r = sb.run_code("x = 41")
+        assert r.warm["mode"] == "session", r.stderr.text
+        r = sb.run_code("print(x + 1)")
+        assert r.stdout.text == "42\n", r.stderr.text
 
 
 def test_pool_claim_refuses_a_spec_of_its_own(pool_state, husk_bin):

@@ -42,6 +42,10 @@ pub struct PoolSpec {
     pub runtime: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm: Option<String>,
+    /// `husk create --session` of the members: `python[:MODS]` or `bash`,
+    /// the interpreter started (and its modules imported) before a claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// Each member's `--max-lifetime` (husk create's default when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_lifetime: Option<Value>,
@@ -73,6 +77,7 @@ pub fn parse_arg(given: &str) -> Result<PoolSpec, SpecError> {
         network: None,
         runtime: None,
         warm: None,
+        session: None,
         max_lifetime: None,
     };
     match source.split_once('=') {
@@ -83,9 +88,11 @@ pub fn parse_arg(given: &str) -> Result<PoolSpec, SpecError> {
     }
     let mut last_key = "";
     for item in items {
-        // warm=python:numpy,pandas: a module list goes on after its comma.
-        if last_key == "warm" && !item.contains('=') {
-            if let Some(w) = &mut spec.warm {
+        // warm=python:numpy,pandas: a module list goes on after its comma
+        // (session=python:numpy,pandas too).
+        if matches!(last_key, "warm" | "session") && !item.contains('=') {
+            let list = if last_key == "warm" { &mut spec.warm } else { &mut spec.session };
+            if let Some(w) = list {
                 w.push(',');
                 w.push_str(item);
             }
@@ -111,9 +118,13 @@ pub fn parse_arg(given: &str) -> Result<PoolSpec, SpecError> {
                 spec.warm = Some(v);
                 continue;
             }
+            "session" => {
+                spec.session = Some(v);
+                continue;
+            }
             _ => {
                 return Err(syntax(&format!(
-                    "unknown key {k:?} (memory, cpus, pids, network, runtime, warm, max_lifetime)"
+                    "unknown key {k:?} (memory, cpus, pids, network, runtime, warm, session, max_lifetime)"
                 )));
             }
         };
@@ -164,7 +175,9 @@ impl PoolSpec {
                 Some(v) => return Err(self.invalid(format!("{flag}: expected a string or a number, got {v}"))),
             }
         }
-        for (flag, v) in [("network", &self.network), ("runtime", &self.runtime), ("warm", &self.warm)] {
+        for (flag, v) in
+            [("network", &self.network), ("runtime", &self.runtime), ("warm", &self.warm), ("session", &self.session)]
+        {
             if let Some(v) = v {
                 a.push(format!("--{flag}={}", text(flag, v)?));
             }
@@ -185,6 +198,14 @@ impl PoolSpec {
         self.check_limits()?;
         if let Some(w) = &self.warm {
             crate::spec::WarmSpec::parse_warm(w).map_err(|e| self.invalid(format!("warm: {e}")))?;
+        }
+        if let Some(w) = &self.session {
+            crate::spec::WarmSpec::parse_session(w).map_err(|e| self.invalid(format!("session: {e}")))?;
+        }
+        if self.warm.is_some() && self.session.is_some() {
+            return Err(
+                self.invalid("give one of warm= (calls start fresh) and session= (calls share state), not both")
+            );
         }
         let args = self.create_args()?;
         let mut argv: Vec<OsString> = vec!["husk".into(), "create".into()];
@@ -275,6 +296,9 @@ mod tests {
         let w = parse_arg("np=python:3.12,warm=python:numpy,pandas,memory=1G:2").unwrap();
         assert_eq!(w.warm.as_deref(), Some("python:numpy,pandas"));
         assert!(w.create_args().unwrap().contains(&"--warm=python:numpy,pandas".to_string()));
+        let s = parse_arg("ses=python:3.12,session=python:json,csv,pids=64:4").unwrap();
+        assert_eq!(s.session.as_deref(), Some("python:json,csv"));
+        assert!(s.create_args().unwrap().contains(&"--session=python:json,csv".to_string()));
         let r = parse_arg("bb=rootfs=/srv/bb,pids=64:2").unwrap();
         assert_eq!(r.rootfs.as_deref(), Some("/srv/bb"));
         assert_eq!(r.create_args().unwrap(), ["--rootfs=/srv/bb", "--pids=64"]);
@@ -297,6 +321,14 @@ mod tests {
         assert!(big.validate().unwrap_err().to_string().contains("more than"));
         let name = parse_arg("-x=python:1").unwrap();
         assert!(name.validate().is_err());
+        for (bad, says) in [
+            ("s=rootfs=/,session=ruby:1", "session"),
+            ("s=rootfs=/,session=bash:json:1", "no modules"),
+            ("s=rootfs=/,warm=python,session=python:1", "not both"),
+        ] {
+            let e = parse_arg(bad).unwrap().validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -34,6 +34,11 @@ struct Conn {
     freeze: Option<super::freeze::Hold>,
     /// Its hold ran out before it said `Thaw`.
     freeze_lapsed: bool,
+    /// Queued behind a freeze: when its own `--timeout` runs out
+    /// (`Request::Exec::timeout_ms`), it stops waiting and never starts.
+    wait_until: Option<u64>,
+    /// When it joined the queue behind a freeze (`Reply::frozen_wait_ms`).
+    queued_at: Option<u64>,
 }
 
 impl Supervisor {
@@ -53,6 +58,7 @@ impl Supervisor {
             let waiting = conns.iter().any(|c| c.waiting);
             let now = now_ms();
             self.lapse_freezes(&mut conns, now);
+            self.lapse_waits(&mut conns, now);
             // The maximum lifetime is absolute: it ends running execs too.
             if self.rec.lifetime_ends_ms.is_some_and(|end| now >= end) {
                 return End::MaxLifetime;
@@ -63,10 +69,14 @@ impl Supervisor {
             // Paused: the lease does not run (pause.rs), so no wake-up for it.
             let idle_end = (active == 0 && !self.is_paused()).then_some(self.rec.expires_ms);
             let thaw_at = conns.iter().filter_map(|c| c.freeze.map(|h| h.until_ms));
-            let timeout = match idle_end.into_iter().chain(self.rec.lifetime_ends_ms).chain(thaw_at).min() {
-                Some(end) => PollTimeout::try_from(end.saturating_sub(now).min(60_000) + 1).unwrap_or(PollTimeout::MAX),
-                None => PollTimeout::NONE,
-            };
+            let give_up_at = conns.iter().filter_map(|c| c.wait_until.filter(|_| c.waiting));
+            let timeout =
+                match idle_end.into_iter().chain(self.rec.lifetime_ends_ms).chain(thaw_at).chain(give_up_at).min() {
+                    Some(end) => {
+                        PollTimeout::try_from(end.saturating_sub(now).min(60_000) + 1).unwrap_or(PollTimeout::MAX)
+                    }
+                    None => PollTimeout::NONE,
+                };
             let mut fds = vec![
                 PollFd::new(init.pidfd().as_fd(), PollFlags::POLLIN),
                 PollFd::new(signals.as_fd(), PollFlags::POLLIN),
@@ -147,6 +157,8 @@ impl Supervisor {
                         warm: false,
                         freeze: None,
                         freeze_lapsed: false,
+                        wait_until: None,
+                        queued_at: None,
                     });
                 }
             }
@@ -180,6 +192,7 @@ impl Supervisor {
             while !conns.is_empty() && !self.is_frozen() && (self.rec.concurrent || active_of(&conns) == 0) {
                 let Some(c) = conns.iter_mut().find(|c| c.waiting) else { break };
                 c.waiting = false;
+                c.wait_until = None;
                 if !self.start_exec(c, init.as_ref()) {
                     c.exec = None;
                 }
@@ -206,7 +219,7 @@ impl Supervisor {
             }
         };
         match req {
-            Request::Exec { wait, exec_id, warm, ready_check } => {
+            Request::Exec { wait, exec_id, warm, ready_check, timeout_ms } => {
                 c.warm = warm;
                 // While CREATING, the readiness check is the one exec; after,
                 // nothing is admitted as a check.
@@ -232,9 +245,12 @@ impl Supervisor {
                 c.exec_id = exec_id.filter(|x| state::is_id(x));
                 // Frozen for a reader: a command started now would freeze
                 // with it, so it waits for the thaw, which the reader's
-                // deadline bounds (with or without --wait).
+                // deadline bounds (with or without --wait), and so does the
+                // exec's own timeout (`lapse_waits`).
                 if self.is_frozen() {
                     c.waiting = true;
+                    c.queued_at = Some(now_ms());
+                    c.wait_until = timeout_ms.map(|t| now_ms().saturating_add(t));
                     return Served::Keep;
                 }
                 if active > 0 && !self.rec.concurrent {
@@ -356,6 +372,31 @@ impl Supervisor {
         }
     }
 
+    /// Execs queued behind a freeze whose own timeout passed: told so and
+    /// dropped from the queue, so an exec's `--timeout` bounds its wait
+    /// (a freeze may last minutes). The client ends with `wall_timeout`.
+    fn lapse_waits(&mut self, conns: &mut [Conn], now: u64) {
+        if !self.is_frozen() {
+            return;
+        }
+        for c in conns.iter_mut().filter(|c| c.waiting) {
+            if c.wait_until.is_none_or(|u| now < u) {
+                continue;
+            }
+            c.waiting = false;
+            c.wait_until = None;
+            c.queued_at = None;
+            let why = format!(
+                "the exec never started: sandbox {} stayed frozen (a `husk commit` or `husk fork` reading its filesystem) past the exec's --timeout",
+                self.rec.id
+            );
+            let reply = Reply { error: Some(why), frozen_timeout: true, ..self.lease() };
+            // The client hangs up on this answer; its hang-up closes the
+            // connection (`serve`).
+            let _ = proto::send(c.fd.as_fd(), &reply, &[]);
+        }
+    }
+
     /// `Request::Claim`: only an unclaimed member of `pool` that never ran
     /// anything is handed over (single use: the pool label goes for good,
     /// so no second claim can match it).
@@ -435,6 +476,7 @@ impl Supervisor {
             namespaces: init.namespaces().iter().map(|(k, _)| k.to_string()).collect(),
             leaf: leaf.clone(),
             warm: warm_fd.is_some(),
+            frozen_wait_ms: c.queued_at.take().map_or(0, |t| now_ms().saturating_sub(t)),
             ..self.lease()
         };
         let sent = proto::send(c.fd.as_fd(), &reply, &fds).is_ok();
