@@ -112,11 +112,13 @@ fn exec_waiting_on_a_freeze_keeps_its_own_deadline() {
     let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
     assert_eq!(serde_json::from_slice::<Value>(&buf[..n]).unwrap()["ok"], true);
 
-    // Queued behind the freeze for about 3 s of its 5 s, then a command of
-    // 4 s: it cannot finish in what is left.
+    // Queued behind the freeze for about 5 s of its 6 s (less the time
+    // husk exec takes to reach the queue), then a command of 5 s: it cannot
+    // finish in what is left unless reaching the queue took over 4 s, and
+    // it would with a fresh 6 s after the thaw.
     let out_file = t.join("exec.out");
     let exec = Command::new(husk_bin())
-        .args(["exec", "--json", "--timeout", "5s", &src, "--", "sh", "-c", "sleep 4; echo finished"])
+        .args(["exec", "--json", "--timeout", "6s", &src, "--", "sh", "-c", "sleep 5; echo finished"])
         .env("HUSK_ROOT", &live.store)
         .env("HUSK_STATE_DIR", &live.state)
         .stdin(Stdio::null())
@@ -124,7 +126,7 @@ fn exec_waiting_on_a_freeze_keeps_its_own_deadline() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(5));
     send(sock.as_raw_fd(), br#"{"op":"thaw"}"#, MsgFlags::empty()).unwrap();
     let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
     assert_eq!(serde_json::from_slice::<Value>(&buf[..n]).unwrap()["ok"], true);
