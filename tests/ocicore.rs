@@ -629,3 +629,92 @@ fn sysctl_write_through_a_bound_procfs_file_reaches_the_named_sysctl() {
     let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "sysctlbind"]);
     assert_eq!(out.status.code(), Some(0), "the hostname changed: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Mount points at or below `dir` in this (the host's) mount namespace.
+fn host_mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| m == &prefix || m.starts_with(&format!("{prefix}/")))
+        .collect()
+}
+
+/// Lazily unmounts what a test left (or husk leaked) below `dir`, deepest
+/// first, so the temp dir's removal never walks into a proc or sys mount.
+fn unmount_under(dir: &Path) {
+    let mut ms = host_mounts_under(dir);
+    ms.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    for m in ms {
+        let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Unmounts below its dir when dropped (declared after the TempDir, so it
+/// runs first, also when an assertion failed).
+struct UnmountOnDrop(PathBuf);
+
+impl Drop for UnmountOnDrop {
+    fn drop(&mut self) {
+        unmount_under(&self.0);
+    }
+}
+
+/// Kubernetes' Bidirectional volumes: rootfsPropagation rshared. pivot_root
+/// failed with EINVAL, and every mount made for the container (the rootfs
+/// bind, proc, /dev, sys) appeared in the host's namespace and stayed
+/// there. Now a create that fails after mounting and one that runs leave no
+/// mount under the bundle on the host, and a mount the container makes
+/// under an rshared volume does reach the host (the promise of rshared).
+#[test]
+fn rshared_root_propagation_works_and_leaks_nothing() {
+    require_root!();
+    let vol = TempDir::new("ocicore-rshared-vol");
+    let _unmount_vol = UnmountOnDrop(vol.path().to_path_buf());
+    let v = vol.path().to_str().unwrap().to_string();
+    // The volume's source is a shared mount of its own on the host, as
+    // kubelet's pod volume directories are.
+    assert!(Command::new("mount").args(["--bind", &v, &v]).status().unwrap().success());
+    assert!(Command::new("mount").args(["--make-shared", &v]).status().unwrap().success());
+    std::fs::create_dir(vol.path().join("inner")).unwrap();
+    let b = Bundle::new("ocicore-rshared", "mount -t tmpfs fromcontainer /vol/inner || exit 9; exit 0");
+    b.edit(|c| {
+        c["linux"]["rootfsPropagation"] = json!("rshared");
+        for k in ["bounding", "effective", "permitted"] {
+            c["process"]["capabilities"][k] = json!(["CAP_SYS_ADMIN"]);
+        }
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/vol", "type": "bind", "source": v, "options": ["rbind", "rshared"]
+        }));
+    });
+    let _unmount_bundle = UnmountOnDrop(b.path().to_path_buf());
+    let bundle = b.path().to_str().unwrap().to_string();
+    // The rootfs a shared mount of its own, as containerd's overlay under
+    // systemd's rshared / is.
+    let rootfs = b.path().join("rootfs");
+    let r = rootfs.to_str().unwrap();
+    assert!(Command::new("mount").args(["--bind", r, r]).status().unwrap().success());
+    assert!(Command::new("mount").args(["--make-shared", r]).status().unwrap().success());
+    let ours = vec![r.to_string()];
+
+    // A create that fails after proc, /dev and sys are mounted.
+    b.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({"destination": "/bad", "type": "nosuchfs", "source": "x"}));
+    });
+    let out = b.husk(&["create", "--bundle", &bundle, "rsharedbad"]);
+    let leaked = host_mounts_under(b.path());
+    assert!(!out.status.success(), "a mount of type nosuchfs fails");
+    assert_eq!(leaked, ours, "a failed create left the container's mounts on the host");
+    let _ = b.husk(&["delete", "--force", "rsharedbad"]);
+
+    b.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().pop();
+    });
+    let out = b.husk(&["run", "--bundle", &bundle, "rshared"]);
+    let leaked = host_mounts_under(b.path());
+    let reached = host_mounts_under(&vol.path().join("inner"));
+    assert_eq!(out.status.code(), Some(0), "rshared container runs: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(leaked, ours, "a container that ran left its mounts on the host");
+    assert_eq!(reached.len(), 1, "the container's mount under the rshared volume reached the host: {reached:?}");
+}
