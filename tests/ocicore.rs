@@ -718,3 +718,31 @@ fn rshared_root_propagation_works_and_leaks_nothing() {
     assert_eq!(leaked, ours, "a container that ran left its mounts on the host");
     assert_eq!(reached.len(), 1, "the container's mount under the rshared volume reached the host: {reached:?}");
 }
+
+/// containerd's CRI sends the spec's device rules with every
+/// UpdateContainerResources; husk refused the whole update ("device rules
+/// cannot change"), so `crictl update` and in-place resize failed. As with
+/// runc 1.1, the rules are left as create set them and the rest applies.
+#[test]
+fn update_with_device_rules_applies_resources() {
+    require_root!();
+    let b = Bundle::new("ocicore-upd", "exec sleep 1000");
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "upd"]);
+    let res = b.path().join("resources.json");
+    std::fs::write(
+        &res,
+        json!({
+            "devices": [{"allow": false, "access": "rwm"}, {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"}],
+            "pids": {"limit": 32},
+            "cpu": {"shares": 256}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = b.husk(&["update", "--resources", res.to_str().unwrap(), "upd"]);
+    let cg = PathBuf::from(format!("/sys/fs/cgroup/pids/husk-ocicore/ocicore-upd-{}", std::process::id()));
+    let pids_max = std::fs::read_to_string(cg.join("pids.max")).unwrap_or_default();
+    b.ok(&["delete", "--force", "upd"]);
+    assert!(out.status.success(), "update with the CRI's device rules: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(pids_max.trim(), "32", "the update's pids limit applied");
+}
