@@ -746,3 +746,25 @@ fn update_with_device_rules_applies_resources() {
     assert!(out.status.success(), "update with the CRI's device rules: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(pids_max.trim(), "32", "the update's pids limit applied");
 }
+
+/// containerd 1.6 sends systemd's `slice:prefix:name` cgroupsPath when the
+/// CRI client asks for a systemd parent, even to a cgroupfs runtime; husk
+/// refused it. runc's cgroupfs driver takes it as one directory of that
+/// name: the limits land there, init is in it, delete removes it.
+#[test]
+fn slice_form_cgroups_path_under_cgroupfs() {
+    require_root!();
+    let b = Bundle::new("ocicore-slice", "exec sleep 1000");
+    let name = format!("husk-ocicore.slice:cri:{}", std::process::id());
+    b.edit(|c| c["linux"]["cgroupsPath"] = json!(name));
+    let out = b.husk(&["create", "--bundle", b.path().to_str().unwrap(), "slice"]);
+    assert!(out.status.success(), "slice form refused: {}", String::from_utf8_lossy(&out.stderr));
+    let cg = PathBuf::from("/sys/fs/cgroup/pids").join(&name);
+    let pids_max = std::fs::read_to_string(cg.join("pids.max")).unwrap_or_default();
+    let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+    let pid = b.state("slice")["pid"].as_i64().unwrap();
+    b.ok(&["delete", "--force", "slice"]);
+    assert_eq!(pids_max.trim(), "64", "resources applied at {}", cg.display());
+    assert!(procs.lines().any(|l| l == pid.to_string()), "init {pid} in {}: {procs:?}", cg.display());
+    assert!(!cg.exists(), "delete removes the cgroup");
+}
