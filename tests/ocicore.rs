@@ -768,3 +768,32 @@ fn slice_form_cgroups_path_under_cgroupfs() {
     assert!(procs.lines().any(|l| l == pid.to_string()), "init {pid} in {}: {procs:?}", cg.display());
     assert!(!cg.exists(), "delete removes the cgroup");
 }
+
+/// runc 1.1 applies every recursive mount option (rnosuid, rnodev,
+/// rnoexec, rnoatime, rnosymfollow, ...) with mount_setattr(AT_RECURSIVE);
+/// husk refused all but `rro`. They now reach the mounts under an rbind
+/// volume too, which a plain `nosuid` on the bind would not.
+#[test]
+fn recursive_mount_options() {
+    require_root!();
+    let vol = TempDir::new("ocicore-recopts-vol");
+    let _unmount_vol = UnmountOnDrop(vol.path().to_path_buf());
+    let sub = vol.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    assert!(Command::new("mount").args(["-t", "tmpfs", "recopts", sub.to_str().unwrap()]).status().unwrap().success());
+    let b = Bundle::new(
+        "ocicore-recopts",
+        "line=$(grep ' /vol/sub ' /proc/self/mountinfo); \
+         for o in nosuid nodev noexec noatime nosymfollow; do \
+           echo \"$line\" | cut -d' ' -f6 | tr , '\\n' | grep -qx $o || { echo \"no $o: $line\" >&2; exit 9; }; \
+         done",
+    );
+    b.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/vol", "type": "bind", "source": vol.path(),
+            "options": ["rbind", "rnosuid", "rnodev", "rnoexec", "rnoatime", "rnosymfollow"]
+        }));
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "recopts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -202,6 +202,10 @@ pub struct MountPlan {
     pub data: String,
     /// rro: read-only recursively (mount_setattr).
     pub recursive_ro: bool,
+    /// The other recursive options (rnosuid, rnodev, rnoexec, rrelatime,
+    /// rnosymfollow, rrw...): MOUNT_ATTR_* bits to set and to clear on the
+    /// mount and every mount under it, through mount_setattr(AT_RECURSIVE).
+    pub recursive_attrs: (u64, u64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -660,6 +664,49 @@ const PROPAGATION: &[(&str, libc::c_ulong)] = &[
     ("runbindable", libc::MS_UNBINDABLE | libc::MS_REC),
 ];
 
+/// The MOUNT_ATTR_* bits (see mount_setattr(2)) of the recursive options.
+const ATTR_RDONLY: u64 = 0x01;
+const ATTR_NOSUID: u64 = 0x02;
+const ATTR_NODEV: u64 = 0x04;
+const ATTR_NOEXEC: u64 = 0x08;
+const ATTR_ATIME_MASK: u64 = 0x70;
+const ATTR_RELATIME: u64 = 0x00;
+const ATTR_NOATIME: u64 = 0x10;
+const ATTR_STRICTATIME: u64 = 0x20;
+const ATTR_NODIRATIME: u64 = 0x80;
+const ATTR_NOSYMFOLLOW: u64 = 0x0020_0000;
+
+/// Recursive mount options as runc 1.1 names them: (option, set, clear).
+/// The atime ones replace the whole atime field (the kernel refuses an
+/// atime bit set without its mask cleared); the "not" forms of an atime
+/// mode go back to the kernel's default, relatime.
+const RECURSIVE_ATTRS: &[(&str, u64, u64)] = &[
+    ("rrw", 0, ATTR_RDONLY),
+    ("rnosuid", ATTR_NOSUID, 0),
+    ("rsuid", 0, ATTR_NOSUID),
+    ("rnodev", ATTR_NODEV, 0),
+    ("rdev", 0, ATTR_NODEV),
+    ("rnoexec", ATTR_NOEXEC, 0),
+    ("rexec", 0, ATTR_NOEXEC),
+    ("rnodiratime", ATTR_NODIRATIME, 0),
+    ("rdiratime", 0, ATTR_NODIRATIME),
+    ("rrelatime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rnorelatime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rnoatime", ATTR_NOATIME, ATTR_ATIME_MASK),
+    ("ratime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rstrictatime", ATTR_STRICTATIME, ATTR_ATIME_MASK),
+    ("rnostrictatime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rnosymfollow", ATTR_NOSYMFOLLOW, 0),
+    ("rsymfollow", 0, ATTR_NOSYMFOLLOW),
+];
+
+/// Folds one recursive option into (set, clear): a later option wins over
+/// an earlier one on the same bits, as flags do.
+fn add_recursive(acc: (u64, u64), set: u64, clear: u64) -> (u64, u64) {
+    let touched = set | clear;
+    ((acc.0 & !touched) | set, (acc.1 & !set) | clear)
+}
+
 fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, ConfigError> {
     let field = format!("mounts[{i}] ({})", m.destination);
     if !m.destination.starts_with('/') || m.destination.split('/').any(|c| c == "..") {
@@ -673,6 +720,7 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
     let mut data = Vec::new();
     let mut bind = None;
     let mut recursive_ro = false;
+    let mut recursive_attrs = (0, 0);
     for o in &m.options {
         if let Some((_, f, set)) = MS_OPTS.iter().find(|(n, _, _)| n == o) {
             if *set { flags |= f } else { flags &= !f }
@@ -685,8 +733,9 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
         } else if o == "rro" {
             recursive_ro = true;
             flags |= libc::MS_RDONLY;
-        } else if o == "rrw"
-            || o == "remount"
+        } else if let Some((_, set, clear)) = RECURSIVE_ATTRS.iter().find(|(n, _, _)| n == o) {
+            recursive_attrs = add_recursive(recursive_attrs, *set, *clear);
+        } else if o == "remount"
             || o == "idmap"
             || o == "ridmap"
             || o.starts_with("r") && o.len() > 3 && MS_OPTS.iter().any(|(n, _, _)| *n == &o[1..])
@@ -721,6 +770,7 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
         propagation,
         data: data.join(","),
         recursive_ro,
+        recursive_attrs,
     })
 }
 

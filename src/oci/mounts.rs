@@ -187,6 +187,10 @@ fn mount_one(root: &OwnedFd, m: &MountPlan, cgroup_dirs: &[(String, PathBuf)], i
             set_attrs(&fresh, m.flags, false).at(step)?;
         }
     }
+    if m.recursive_attrs != (0, 0) {
+        let fresh = ensure_in_root(root, &m.destination, is_file_bind).at(step)?;
+        mount_setattr(fresh.as_fd(), true, m.recursive_attrs.0, m.recursive_attrs.1).at(step)?;
+    }
     if m.propagation != 0 {
         let fresh = ensure_in_root(root, &m.destination, is_file_bind).at(step)?;
         mount(NONE, fd_path(&fresh).as_str(), NONE, MsFlags::from_bits_truncate(m.propagation), NONE).at(step)?;

@@ -101,3 +101,26 @@ fn device_rules_become_v1_lines() {
     let lines: Vec<String> = r.devices.iter().map(|d| d.v1_line()).collect();
     assert_eq!(lines[..3], ["a", "c 1:3 rwm", "c 136:* rwm"]);
 }
+
+#[test]
+fn recursive_options_become_mount_setattr_bits_and_the_last_wins() {
+    let m = RawMount {
+        destination: "/v".into(),
+        kind: Some("bind".into()),
+        source: Some("/h".into()),
+        options: vec![
+            "rbind".into(),
+            "rnosuid".into(),
+            "rnoatime".into(),
+            "rsuid".into(),
+            "rrelatime".into(),
+            "rnodev".into(),
+        ],
+        ..Default::default()
+    };
+    let p = mount_plan(&m, Path::new("/b"), 0).unwrap();
+    // nodev set; nosuid cleared (rsuid came last); atime field replaced by relatime (0).
+    assert_eq!(p.recursive_attrs, (0x04, 0x02 | 0x70));
+    let bad = RawMount { options: vec!["rsync".into()], ..m };
+    assert!(mount_plan(&bad, Path::new("/b"), 0).is_err(), "no mount_setattr bit for sync: refused");
+}
