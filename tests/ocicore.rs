@@ -797,3 +797,22 @@ fn recursive_mount_options() {
     let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "recopts"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `exec --env K=V` appended a second K after the spec's, so the process
+/// saw both (which one a program reads is its own choice). As with runc,
+/// the command line's value replaces the spec's.
+#[test]
+fn exec_env_overrides_spec() {
+    require_root!();
+    let b = Bundle::new("ocicore-execenv", "exec sleep 1000");
+    b.edit(|c| c["process"]["env"].as_array_mut().unwrap().push(json!("FOO=spec")));
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "execenv"]);
+    b.ok(&["start", "execenv"]);
+    // env itself, not a shell (busybox sh keeps one value per name).
+    let out = b.husk(&["exec", "--env", "FOO=cli", "execenv", "env"]);
+    b.ok(&["delete", "--force", "execenv"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let foo: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FOO=")).collect();
+    assert_eq!(foo, ["FOO=cli"], "one FOO, the command line's");
+}

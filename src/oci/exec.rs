@@ -167,7 +167,14 @@ fn process_of(a: &ExecArgs, defaults: &serde_json::Value) -> Result<ProcessPlan,
             if p.cwd.is_empty() {
                 p.cwd = "/".into();
             }
-            p.env.extend(a.env.iter().cloned());
+            // --env K=V replaces the spec's K (runc's init sets them in
+            // order, the last one winning); a duplicate would leave the
+            // process two values and `env` showing both.
+            for kv in &a.env {
+                let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+                p.env.retain(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) != key);
+                p.env.push(kv.clone());
+            }
             if let Some(u) = &a.user {
                 let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
                 p.user.uid = uid.parse().map_err(|_| OciError::Refused(format!("--user {u:?}: UID[:GID]")))?;
