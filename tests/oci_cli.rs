@@ -205,6 +205,56 @@ fn errors_on_stderr_in_runcs_form() {
     assert!(logged.contains("level=error msg=\"") && logged.contains("does not exist"), "log file: {logged:?}");
 }
 
+/// runc's `exec --ignore-paused` and `checkpoint`/`restore` got clap's
+/// "unexpected argument"/"unrecognized subcommand" (a usage error the
+/// shim does not expect) from husk. `--ignore-paused` is taken (exec in a
+/// running container works with it), exec in a paused container without
+/// it is runc's error, and checkpoint/restore are runtime errors logged
+/// at level=error like any other.
+#[test]
+fn exec_ignore_paused_and_checkpoint_are_runtime_errors() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("ignpaused");
+    let pid = rt.create(&b, &id);
+    rt.start(&id);
+    let log = b.dir.join("verbs.log");
+    let with_log = |args: &[&str]| {
+        let mut c = Command::new(runtime_bin());
+        c.arg("--root").arg(rt.root.path()).arg("--log").arg(&log).args(args);
+        c.stdin(Stdio::null()).output().unwrap()
+    };
+    let o = with_log(&["exec", "--ignore-paused", &id, "true"]);
+    assert!(o.status.success(), "exec --ignore-paused in a running container: {}", show(&o));
+    let o = rt.run(&["pause", &id]);
+    assert!(o.status.success(), "pause: {}", show(&o));
+    let o = with_log(&["exec", &id, "true"]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("cannot exec in a paused container"), "{}", show(&o));
+    let o = rt.run(&["resume", &id]);
+    assert!(o.status.success(), "resume: {}", show(&o));
+    let images = b.dir.join("images");
+    for args in [
+        vec!["checkpoint", "--image-path", images.to_str().unwrap(), &id],
+        vec!["restore", "--image-path", images.to_str().unwrap(), "--bundle", b.path().to_str().unwrap(), "restored"],
+    ] {
+        let _ = std::fs::remove_file(&log);
+        let o = with_log(&args);
+        assert!(!o.status.success(), "{args:?}: {}", show(&o));
+        let e = err(&o);
+        assert!(
+            !e.contains("unexpected argument") && !e.contains("unrecognized subcommand") && !e.contains("Usage"),
+            "{args:?} is a runtime error, not a usage error: {e}"
+        );
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(logged.contains("level=error"), "{args:?} logged at level=error: {logged:?}");
+    }
+    rt.force_delete(&id);
+    reap(pid);
+}
+
 /// `pause` freezes every process of the container (the freezer says
 /// FROZEN, status "paused"); `resume` thaws it and it goes on.
 #[test]

@@ -20,6 +20,22 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
     let record = store.load(&a.id)?;
     let init_ref = match (record.init, record.status(store)) {
         (Some(i), Status::Running | Status::Created) => i,
+        // runc's words without --ignore-paused. With it, husk still
+        // refuses: its joiner enters the frozen cgroup first and would
+        // freeze there before the process is set up, hanging exec (and
+        // the caller) until a resume.
+        (Some(_), Status::Paused) if a.ignore_paused => {
+            return Err(OciError::Refused(
+                "cannot exec in a paused container: husk does not support --ignore-paused (its exec would \
+                 freeze in the container's cgroup before the process is set up); resume it first"
+                    .into(),
+            ));
+        }
+        (Some(_), Status::Paused) => {
+            return Err(OciError::Refused(
+                "cannot exec in a paused container (use --ignore-paused to override)".into(),
+            ));
+        }
         _ => return Err(OciError::NotRunning),
     };
     let process = process_of(a, &record.exec_defaults)?;
