@@ -816,3 +816,46 @@ fn exec_env_overrides_spec() {
     let foo: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FOO=")).collect();
     assert_eq!(foo, ["FOO=cli"], "one FOO, the command line's");
 }
+
+/// Configs runc 1.1 runs that husk refused: a seccomp `listenerPath` with
+/// no SCMP_ACT_NOTIFY rule (runc connects to it only for one; a harness
+/// waiting there hung on the refusal), a capability name husk does not
+/// know (runc drops it with a warning), relative maskedPaths and
+/// readonlyPaths (runc resolves them from the container's /). They run,
+/// and the masks and read-only paths still hold.
+#[test]
+fn configs_runc_accepts_run_with_masks_intact() {
+    require_root!();
+    let b = Bundle::new(
+        "ocicore-accepts",
+        "test -s /proc/kcore && exit 13; echo x > /proc/sys/kernel/domainname 2>/dev/null && exit 12; exit 0",
+    );
+    b.edit(|c| {
+        c["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/run/husk-no-agent.sock"});
+        for k in ["bounding", "effective", "permitted"] {
+            c["process"]["capabilities"][k] = json!(["CAP_KILL", "CAP_FROM_A_NEWER_KERNEL"]);
+        }
+        c["linux"]["maskedPaths"] = json!(["proc/kcore"]);
+        c["linux"]["readonlyPaths"] = json!(["proc/sys"]);
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "accepts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = std::fs::read_to_string(b.path().join("log.json")).unwrap_or_default();
+    assert!(log.contains("CAP_FROM_A_NEWER_KERNEL"), "the dropped capability is named in the log: {log}");
+}
+
+/// runc runs startContainer hooks in init after it set the process's
+/// environment, so a hook without an env of its own sees the process's;
+/// husk's saw an empty one.
+#[test]
+fn start_container_hooks_inherit_the_process_env() {
+    require_root!();
+    let b = Bundle::new("ocicore-hookenv", "cat /hookenv");
+    b.edit(|c| {
+        c["process"]["env"].as_array_mut().unwrap().push(json!("FOO=fromprocess"));
+        c["hooks"] = json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "echo \"$FOO\" > /hookenv"]}]});
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "hookenv"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "fromprocess\n", "the hook saw the process's FOO");
+}

@@ -400,9 +400,15 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
     for (k, _) in &sysctl {
         check_sysctl(k, &new_ns)?;
     }
-    for p in linux.masked_paths.iter().chain(&linux.readonly_paths) {
-        if !p.starts_with('/') || p.split('/').any(|c| c == "..") {
-            return Err(invalid("linux.maskedPaths/readonlyPaths", format!("{p:?} must be absolute without '..'")));
+    // A relative path is taken from the container's root, where runc's
+    // init resolves it (its cwd is / after pivot_root); '..' stays refused.
+    let rooted = |v: Vec<String>| -> Vec<String> {
+        v.into_iter().map(|p| if p.starts_with('/') { p } else { format!("/{p}") }).collect()
+    };
+    let (masked_paths, readonly_paths) = (rooted(linux.masked_paths), rooted(linux.readonly_paths));
+    for p in masked_paths.iter().chain(&readonly_paths) {
+        if p.split('/').any(|c| c == "..") {
+            return Err(invalid("linux.maskedPaths/readonlyPaths", format!("{p:?} must not contain '..'")));
         }
     }
     let hooks = spec.hooks.map(|h| Hooks {
@@ -447,8 +453,8 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
         cgroups_path: linux.cgroups_path,
         resources,
         sysctl,
-        masked_paths: linux.masked_paths,
-        readonly_paths: linux.readonly_paths,
+        masked_paths,
+        readonly_paths,
         rootfs_propagation,
         hooks,
         annotations: spec.annotations,
@@ -513,12 +519,17 @@ fn check_sysctl(key: &str, ns: &[Ns]) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A capability name husk does not know (a newer kernel's, from a newer
+/// engine's default list) is left out with a warning in the log, as runc
+/// 1.1 does ("ignoring unknown or unavailable capabilities"): it grants
+/// nothing this kernel has, and refusing failed the whole container.
 fn caps_mask(field: &str, names: &[String]) -> Result<u64, ConfigError> {
     let mut mask = 0u64;
     for n in names {
-        let c = crate::capability::parse(n)
-            .ok_or_else(|| invalid(field.to_string(), format!("unknown capability {n:?}")))?;
-        mask |= 1u64 << c;
+        match crate::capability::parse(n) {
+            Some(c) => mask |= 1u64 << c,
+            None => super::log::warn(&format!("{field}: ignoring unknown capability {n:?}")),
+        }
     }
     Ok(mask)
 }
@@ -619,8 +630,15 @@ pub fn process_plan(p: &RawProcess, at: &str) -> Result<ProcessPlan, ConfigError
 
 /// linux.seccomp, in the spec's own format, compiled to BPF now.
 pub fn seccomp(value: &serde_json::Value, caps: u64) -> Result<Seccomp, ConfigError> {
-    if value.get("listenerPath").and_then(|v| v.as_str()).is_some_and(|s| !s.is_empty()) {
-        return Err(unsupported("linux.seccomp.listenerPath", "seccomp user notification to an outside agent"));
+    // listenerPath alone is accepted, as runc does: runc only connects to
+    // it when a rule's action is SCMP_ACT_NOTIFY, which the compiler below
+    // refuses (husk has no notify support). A refusal of the path itself
+    // failed configs that never notify. The compiler, shared with husk's
+    // own profiles, refuses the key, so it is taken out here.
+    let mut value = value.clone();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("listenerPath");
+        obj.remove("listenerMetadata");
     }
     let text = value.to_string();
     let compiled =

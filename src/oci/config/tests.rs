@@ -36,8 +36,9 @@ fn isolation_relevant_fields_husk_cannot_honour_are_refused() {
         ("/linux/resources", serde_json::json!({"network": {"classID": 1}}), "network"),
         (
             "/linux/seccomp",
-            serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/x"}),
-            "listenerPath",
+            serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/x",
+                "syscalls": [{"names": ["read"], "action": "SCMP_ACT_NOTIFY"}]}),
+            "SCMP_ACT_NOTIFY",
         ),
         ("/hostname", serde_json::json!("h"), "hostname"),
         ("/linux/personality", serde_json::json!({"domain": "LINUX32"}), "personality"),
