@@ -18,7 +18,7 @@ mod ocikit;
 use ocikit::*;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 fn require_root() {
     assert!(nix::unistd::Uid::effective().is_root(), "the OCI runtime tests create containers as root");
@@ -165,6 +165,94 @@ fn unknown_id_errors_match_runc_wording() {
     // The shim's delete --force of a container already gone is not an error.
     let o = rt.run(&["delete", "--force", &id]);
     assert!(o.status.success(), "delete --force of an unknown id: {}", show(&o));
+}
+
+/// Errors on stderr in runc's form, which tools scan: without `--log` the
+/// log line itself (`time="..." level=error msg="..."`, or JSON with
+/// `--log-format json`), with `--log FILE` the bare message (the line goes
+/// to the file). husk wrote "husk: msg" whatever the flags.
+#[test]
+fn errors_on_stderr_in_runcs_form() {
+    require_root();
+    let rt = Runtime::new();
+    let id = unique("errform");
+    let o = rt.run(&["state", &id]);
+    let e = err(&o);
+    assert!(!o.status.success());
+    assert!(
+        e.starts_with("time=\"")
+            && e.contains(" level=error msg=\"")
+            && e.contains("does not exist")
+            && e.lines().count() == 1,
+        "text form: {e:?}"
+    );
+    let mut c = Command::new(runtime_bin());
+    c.arg("--root").arg(rt.root.path()).args(["--log-format", "json", "state", &id]);
+    let o = c.stdin(Stdio::null()).output().unwrap();
+    let line: Value = serde_json::from_str(err(&o).trim()).unwrap_or_else(|e| panic!("json form: {e}: {}", show(&o)));
+    assert_eq!(line["level"], "error", "{line}");
+    assert!(line["msg"].as_str().unwrap().contains("does not exist"), "{line}");
+    let log = rt.root.path().join("errform.log");
+    let mut c = Command::new(runtime_bin());
+    c.arg("--root").arg(rt.root.path()).arg("--log").arg(&log).args(["state", &id]);
+    let o = c.stdin(Stdio::null()).output().unwrap();
+    let e = err(&o);
+    assert!(
+        e.trim_end().ends_with("does not exist") && !e.contains("level=") && !e.contains("husk:"),
+        "with --log: {e:?}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("level=error msg=\"") && logged.contains("does not exist"), "log file: {logged:?}");
+}
+
+/// runc's `exec --ignore-paused` and `checkpoint`/`restore` got clap's
+/// "unexpected argument"/"unrecognized subcommand" (a usage error the
+/// shim does not expect) from husk. `--ignore-paused` is taken (exec in a
+/// running container works with it), exec in a paused container without
+/// it is runc's error, and checkpoint/restore are runtime errors logged
+/// at level=error like any other.
+#[test]
+fn exec_ignore_paused_and_checkpoint_are_runtime_errors() {
+    require_root();
+    become_subreaper();
+    let rt = Runtime::new();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("ignpaused");
+    let pid = rt.create(&b, &id);
+    rt.start(&id);
+    let log = b.dir.join("verbs.log");
+    let with_log = |args: &[&str]| {
+        let mut c = Command::new(runtime_bin());
+        c.arg("--root").arg(rt.root.path()).arg("--log").arg(&log).args(args);
+        c.stdin(Stdio::null()).output().unwrap()
+    };
+    let o = with_log(&["exec", "--ignore-paused", &id, "true"]);
+    assert!(o.status.success(), "exec --ignore-paused in a running container: {}", show(&o));
+    let o = rt.run(&["pause", &id]);
+    assert!(o.status.success(), "pause: {}", show(&o));
+    let o = with_log(&["exec", &id, "true"]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("cannot exec in a paused container"), "{}", show(&o));
+    let o = rt.run(&["resume", &id]);
+    assert!(o.status.success(), "resume: {}", show(&o));
+    let images = b.dir.join("images");
+    for args in [
+        vec!["checkpoint", "--image-path", images.to_str().unwrap(), &id],
+        vec!["restore", "--image-path", images.to_str().unwrap(), "--bundle", b.path().to_str().unwrap(), "restored"],
+    ] {
+        let _ = std::fs::remove_file(&log);
+        let o = with_log(&args);
+        assert!(!o.status.success(), "{args:?}: {}", show(&o));
+        let e = err(&o);
+        assert!(
+            !e.contains("unexpected argument") && !e.contains("unrecognized subcommand") && !e.contains("Usage"),
+            "{args:?} is a runtime error, not a usage error: {e}"
+        );
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(logged.contains("level=error"), "{args:?} logged at level=error: {logged:?}");
+    }
+    rt.force_delete(&id);
+    reap(pid);
 }
 
 /// `pause` freezes every process of the container (the freezer says

@@ -629,3 +629,233 @@ fn sysctl_write_through_a_bound_procfs_file_reaches_the_named_sysctl() {
     let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "sysctlbind"]);
     assert_eq!(out.status.code(), Some(0), "the hostname changed: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Mount points at or below `dir` in this (the host's) mount namespace.
+fn host_mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| m == &prefix || m.starts_with(&format!("{prefix}/")))
+        .collect()
+}
+
+/// Lazily unmounts what a test left (or husk leaked) below `dir`, deepest
+/// first, so the temp dir's removal never walks into a proc or sys mount.
+fn unmount_under(dir: &Path) {
+    let mut ms = host_mounts_under(dir);
+    ms.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    for m in ms {
+        let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Unmounts below its dir when dropped (declared after the TempDir, so it
+/// runs first, also when an assertion failed).
+struct UnmountOnDrop(PathBuf);
+
+impl Drop for UnmountOnDrop {
+    fn drop(&mut self) {
+        unmount_under(&self.0);
+    }
+}
+
+/// Kubernetes' Bidirectional volumes: rootfsPropagation rshared. pivot_root
+/// failed with EINVAL, and every mount made for the container (the rootfs
+/// bind, proc, /dev, sys) appeared in the host's namespace and stayed
+/// there. Now a create that fails after mounting and one that runs leave no
+/// mount under the bundle on the host, and a mount the container makes
+/// under an rshared volume does reach the host (the promise of rshared).
+#[test]
+fn rshared_root_propagation_works_and_leaks_nothing() {
+    require_root!();
+    let vol = TempDir::new("ocicore-rshared-vol");
+    let _unmount_vol = UnmountOnDrop(vol.path().to_path_buf());
+    let v = vol.path().to_str().unwrap().to_string();
+    // The volume's source is a shared mount of its own on the host, as
+    // kubelet's pod volume directories are.
+    assert!(Command::new("mount").args(["--bind", &v, &v]).status().unwrap().success());
+    assert!(Command::new("mount").args(["--make-shared", &v]).status().unwrap().success());
+    std::fs::create_dir(vol.path().join("inner")).unwrap();
+    let b = Bundle::new("ocicore-rshared", "mount -t tmpfs fromcontainer /vol/inner || exit 9; exit 0");
+    b.edit(|c| {
+        c["linux"]["rootfsPropagation"] = json!("rshared");
+        for k in ["bounding", "effective", "permitted"] {
+            c["process"]["capabilities"][k] = json!(["CAP_SYS_ADMIN"]);
+        }
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/vol", "type": "bind", "source": v, "options": ["rbind", "rshared"]
+        }));
+    });
+    let _unmount_bundle = UnmountOnDrop(b.path().to_path_buf());
+    let bundle = b.path().to_str().unwrap().to_string();
+    // The rootfs a shared mount of its own, as containerd's overlay under
+    // systemd's rshared / is.
+    let rootfs = b.path().join("rootfs");
+    let r = rootfs.to_str().unwrap();
+    assert!(Command::new("mount").args(["--bind", r, r]).status().unwrap().success());
+    assert!(Command::new("mount").args(["--make-shared", r]).status().unwrap().success());
+    let ours = vec![r.to_string()];
+
+    // A create that fails after proc, /dev and sys are mounted.
+    b.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({"destination": "/bad", "type": "nosuchfs", "source": "x"}));
+    });
+    let out = b.husk(&["create", "--bundle", &bundle, "rsharedbad"]);
+    let leaked = host_mounts_under(b.path());
+    assert!(!out.status.success(), "a mount of type nosuchfs fails");
+    assert_eq!(leaked, ours, "a failed create left the container's mounts on the host");
+    let _ = b.husk(&["delete", "--force", "rsharedbad"]);
+
+    b.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().pop();
+    });
+    let out = b.husk(&["run", "--bundle", &bundle, "rshared"]);
+    let leaked = host_mounts_under(b.path());
+    let reached = host_mounts_under(&vol.path().join("inner"));
+    assert_eq!(out.status.code(), Some(0), "rshared container runs: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(leaked, ours, "a container that ran left its mounts on the host");
+    assert_eq!(reached.len(), 1, "the container's mount under the rshared volume reached the host: {reached:?}");
+}
+
+/// containerd's CRI sends the spec's device rules with every
+/// UpdateContainerResources; husk refused the whole update ("device rules
+/// cannot change"), so `crictl update` and in-place resize failed. As with
+/// runc 1.1, the rules are left as create set them and the rest applies.
+#[test]
+fn update_with_device_rules_applies_resources() {
+    require_root!();
+    let b = Bundle::new("ocicore-upd", "exec sleep 1000");
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "upd"]);
+    let res = b.path().join("resources.json");
+    std::fs::write(
+        &res,
+        json!({
+            "devices": [{"allow": false, "access": "rwm"}, {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"}],
+            "pids": {"limit": 32},
+            "cpu": {"shares": 256}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = b.husk(&["update", "--resources", res.to_str().unwrap(), "upd"]);
+    let cg = PathBuf::from(format!("/sys/fs/cgroup/pids/husk-ocicore/ocicore-upd-{}", std::process::id()));
+    let pids_max = std::fs::read_to_string(cg.join("pids.max")).unwrap_or_default();
+    b.ok(&["delete", "--force", "upd"]);
+    assert!(out.status.success(), "update with the CRI's device rules: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(pids_max.trim(), "32", "the update's pids limit applied");
+}
+
+/// containerd 1.6 sends systemd's `slice:prefix:name` cgroupsPath when the
+/// CRI client asks for a systemd parent, even to a cgroupfs runtime; husk
+/// refused it. runc's cgroupfs driver takes it as one directory of that
+/// name: the limits land there, init is in it, delete removes it.
+#[test]
+fn slice_form_cgroups_path_under_cgroupfs() {
+    require_root!();
+    let b = Bundle::new("ocicore-slice", "exec sleep 1000");
+    let name = format!("husk-ocicore.slice:cri:{}", std::process::id());
+    b.edit(|c| c["linux"]["cgroupsPath"] = json!(name));
+    let out = b.husk(&["create", "--bundle", b.path().to_str().unwrap(), "slice"]);
+    assert!(out.status.success(), "slice form refused: {}", String::from_utf8_lossy(&out.stderr));
+    let cg = PathBuf::from("/sys/fs/cgroup/pids").join(&name);
+    let pids_max = std::fs::read_to_string(cg.join("pids.max")).unwrap_or_default();
+    let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+    let pid = b.state("slice")["pid"].as_i64().unwrap();
+    b.ok(&["delete", "--force", "slice"]);
+    assert_eq!(pids_max.trim(), "64", "resources applied at {}", cg.display());
+    assert!(procs.lines().any(|l| l == pid.to_string()), "init {pid} in {}: {procs:?}", cg.display());
+    assert!(!cg.exists(), "delete removes the cgroup");
+}
+
+/// runc 1.1 applies every recursive mount option (rnosuid, rnodev,
+/// rnoexec, rnoatime, rnosymfollow, ...) with mount_setattr(AT_RECURSIVE);
+/// husk refused all but `rro`. They now reach the mounts under an rbind
+/// volume too, which a plain `nosuid` on the bind would not.
+#[test]
+fn recursive_mount_options() {
+    require_root!();
+    let vol = TempDir::new("ocicore-recopts-vol");
+    let _unmount_vol = UnmountOnDrop(vol.path().to_path_buf());
+    let sub = vol.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    assert!(Command::new("mount").args(["-t", "tmpfs", "recopts", sub.to_str().unwrap()]).status().unwrap().success());
+    let b = Bundle::new(
+        "ocicore-recopts",
+        "line=$(grep ' /vol/sub ' /proc/self/mountinfo); \
+         for o in nosuid nodev noexec noatime nosymfollow; do \
+           echo \"$line\" | cut -d' ' -f6 | tr , '\\n' | grep -qx $o || { echo \"no $o: $line\" >&2; exit 9; }; \
+         done",
+    );
+    b.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/vol", "type": "bind", "source": vol.path(),
+            "options": ["rbind", "rnosuid", "rnodev", "rnoexec", "rnoatime", "rnosymfollow"]
+        }));
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "recopts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `exec --env K=V` appended a second K after the spec's, so the process
+/// saw both (which one a program reads is its own choice). As with runc,
+/// the command line's value replaces the spec's.
+#[test]
+fn exec_env_overrides_spec() {
+    require_root!();
+    let b = Bundle::new("ocicore-execenv", "exec sleep 1000");
+    b.edit(|c| c["process"]["env"].as_array_mut().unwrap().push(json!("FOO=spec")));
+    b.ok(&["create", "--bundle", b.path().to_str().unwrap(), "execenv"]);
+    b.ok(&["start", "execenv"]);
+    // env itself, not a shell (busybox sh keeps one value per name).
+    let out = b.husk(&["exec", "--env", "FOO=cli", "execenv", "env"]);
+    b.ok(&["delete", "--force", "execenv"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let foo: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FOO=")).collect();
+    assert_eq!(foo, ["FOO=cli"], "one FOO, the command line's");
+}
+
+/// Configs runc 1.1 runs that husk refused: a seccomp `listenerPath` with
+/// no SCMP_ACT_NOTIFY rule (runc connects to it only for one; a harness
+/// waiting there hung on the refusal), a capability name husk does not
+/// know (runc drops it with a warning), relative maskedPaths and
+/// readonlyPaths (runc resolves them from the container's /). They run,
+/// and the masks and read-only paths still hold.
+#[test]
+fn configs_runc_accepts_run_with_masks_intact() {
+    require_root!();
+    let b = Bundle::new(
+        "ocicore-accepts",
+        "test -s /proc/kcore && exit 13; echo x > /proc/sys/kernel/domainname 2>/dev/null && exit 12; exit 0",
+    );
+    b.edit(|c| {
+        c["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/run/husk-no-agent.sock"});
+        for k in ["bounding", "effective", "permitted"] {
+            c["process"]["capabilities"][k] = json!(["CAP_KILL", "CAP_FROM_A_NEWER_KERNEL"]);
+        }
+        c["linux"]["maskedPaths"] = json!(["proc/kcore"]);
+        c["linux"]["readonlyPaths"] = json!(["proc/sys"]);
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "accepts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = std::fs::read_to_string(b.path().join("log.json")).unwrap_or_default();
+    assert!(log.contains("CAP_FROM_A_NEWER_KERNEL"), "the dropped capability is named in the log: {log}");
+}
+
+/// runc runs startContainer hooks in init after it set the process's
+/// environment, so a hook without an env of its own sees the process's;
+/// husk's saw an empty one.
+#[test]
+fn start_container_hooks_inherit_the_process_env() {
+    require_root!();
+    let b = Bundle::new("ocicore-hookenv", "cat /hookenv");
+    b.edit(|c| {
+        c["process"]["env"].as_array_mut().unwrap().push(json!("FOO=fromprocess"));
+        c["hooks"] = json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "echo \"$FOO\" > /hookenv"]}]});
+    });
+    let out = b.husk(&["run", "--bundle", b.path().to_str().unwrap(), "hookenv"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "fromprocess\n", "the hook saw the process's FOO");
+}

@@ -5,8 +5,9 @@
 //!
 //! cgroupsPath "/docker/<id>" is relative to each hierarchy's root; a
 //! relative path is too (runc would nest it under its own cgroup, which for
-//! a shim is the root). A systemd-style "slice:prefix:name" is refused: it
-//! needs the systemd driver.
+//! a shim is the root). A systemd-style "slice:prefix:name" (containerd
+//! 1.6 sends it when the CRI client asks for a systemd parent) is, as
+//! runc's cgroupfs driver takes it, one directory of that literal name.
 
 use super::config::Resources;
 use std::collections::BTreeMap;
@@ -14,11 +15,6 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OciCgroupError {
-    #[error(
-        "linux.cgroupsPath {0:?} is systemd's slice:prefix:name form; husk drives cgroupfs only (dockerd: \
-         --exec-opt native.cgroupdriver=cgroupfs; containerd: SystemdCgroup = false)"
-    )]
-    Systemd(String),
     #[error("linux.cgroupsPath {0:?}: '..' is not allowed")]
     DotDot(String),
     #[error("cgroup {path}: {source}")]
@@ -92,9 +88,6 @@ impl Layout {
 /// Turns cgroupsPath into the path under each hierarchy's root.
 pub fn relative_path(cgroups_path: Option<&str>, id: &str) -> Result<PathBuf, OciCgroupError> {
     let p = cgroups_path.filter(|p| !p.is_empty()).map(str::to_string).unwrap_or_else(|| format!("/{id}"));
-    if p.contains(':') && !p.starts_with('/') {
-        return Err(OciCgroupError::Systemd(p));
-    }
     if Path::new(&p).components().any(|c| c == std::path::Component::ParentDir) {
         return Err(OciCgroupError::DotDot(p));
     }
@@ -447,7 +440,10 @@ mod tests {
     fn cgroups_path_forms() {
         assert_eq!(relative_path(Some("/docker/abc"), "abc").unwrap(), PathBuf::from("docker/abc"));
         assert_eq!(relative_path(None, "abc").unwrap(), PathBuf::from("abc"));
-        assert!(matches!(relative_path(Some("system.slice:docker:abc"), "abc"), Err(OciCgroupError::Systemd(_))));
+        assert_eq!(
+            relative_path(Some("system.slice:docker:abc"), "abc").unwrap(),
+            PathBuf::from("system.slice:docker:abc")
+        );
         assert!(matches!(relative_path(Some("/a/../../etc"), "x"), Err(OciCgroupError::DotDot(_))));
     }
 }

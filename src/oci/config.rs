@@ -202,6 +202,10 @@ pub struct MountPlan {
     pub data: String,
     /// rro: read-only recursively (mount_setattr).
     pub recursive_ro: bool,
+    /// The other recursive options (rnosuid, rnodev, rnoexec, rrelatime,
+    /// rnosymfollow, rrw...): MOUNT_ATTR_* bits to set and to clear on the
+    /// mount and every mount under it, through mount_setattr(AT_RECURSIVE).
+    pub recursive_attrs: (u64, u64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,9 +400,15 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
     for (k, _) in &sysctl {
         check_sysctl(k, &new_ns)?;
     }
-    for p in linux.masked_paths.iter().chain(&linux.readonly_paths) {
-        if !p.starts_with('/') || p.split('/').any(|c| c == "..") {
-            return Err(invalid("linux.maskedPaths/readonlyPaths", format!("{p:?} must be absolute without '..'")));
+    // A relative path is taken from the container's root, where runc's
+    // init resolves it (its cwd is / after pivot_root); '..' stays refused.
+    let rooted = |v: Vec<String>| -> Vec<String> {
+        v.into_iter().map(|p| if p.starts_with('/') { p } else { format!("/{p}") }).collect()
+    };
+    let (masked_paths, readonly_paths) = (rooted(linux.masked_paths), rooted(linux.readonly_paths));
+    for p in masked_paths.iter().chain(&readonly_paths) {
+        if p.split('/').any(|c| c == "..") {
+            return Err(invalid("linux.maskedPaths/readonlyPaths", format!("{p:?} must not contain '..'")));
         }
     }
     let hooks = spec.hooks.map(|h| Hooks {
@@ -443,8 +453,8 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
         cgroups_path: linux.cgroups_path,
         resources,
         sysctl,
-        masked_paths: linux.masked_paths,
-        readonly_paths: linux.readonly_paths,
+        masked_paths,
+        readonly_paths,
         rootfs_propagation,
         hooks,
         annotations: spec.annotations,
@@ -509,12 +519,17 @@ fn check_sysctl(key: &str, ns: &[Ns]) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A capability name husk does not know (a newer kernel's, from a newer
+/// engine's default list) is left out with a warning in the log, as runc
+/// 1.1 does ("ignoring unknown or unavailable capabilities"): it grants
+/// nothing this kernel has, and refusing failed the whole container.
 fn caps_mask(field: &str, names: &[String]) -> Result<u64, ConfigError> {
     let mut mask = 0u64;
     for n in names {
-        let c = crate::capability::parse(n)
-            .ok_or_else(|| invalid(field.to_string(), format!("unknown capability {n:?}")))?;
-        mask |= 1u64 << c;
+        match crate::capability::parse(n) {
+            Some(c) => mask |= 1u64 << c,
+            None => super::log::warn(&format!("{field}: ignoring unknown capability {n:?}")),
+        }
     }
     Ok(mask)
 }
@@ -615,8 +630,15 @@ pub fn process_plan(p: &RawProcess, at: &str) -> Result<ProcessPlan, ConfigError
 
 /// linux.seccomp, in the spec's own format, compiled to BPF now.
 pub fn seccomp(value: &serde_json::Value, caps: u64) -> Result<Seccomp, ConfigError> {
-    if value.get("listenerPath").and_then(|v| v.as_str()).is_some_and(|s| !s.is_empty()) {
-        return Err(unsupported("linux.seccomp.listenerPath", "seccomp user notification to an outside agent"));
+    // listenerPath alone is accepted, as runc does: runc only connects to
+    // it when a rule's action is SCMP_ACT_NOTIFY, which the compiler below
+    // refuses (husk has no notify support). A refusal of the path itself
+    // failed configs that never notify. The compiler, shared with husk's
+    // own profiles, refuses the key, so it is taken out here.
+    let mut value = value.clone();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("listenerPath");
+        obj.remove("listenerMetadata");
     }
     let text = value.to_string();
     let compiled =
@@ -660,6 +682,49 @@ const PROPAGATION: &[(&str, libc::c_ulong)] = &[
     ("runbindable", libc::MS_UNBINDABLE | libc::MS_REC),
 ];
 
+/// The MOUNT_ATTR_* bits (see mount_setattr(2)) of the recursive options.
+const ATTR_RDONLY: u64 = 0x01;
+const ATTR_NOSUID: u64 = 0x02;
+const ATTR_NODEV: u64 = 0x04;
+const ATTR_NOEXEC: u64 = 0x08;
+const ATTR_ATIME_MASK: u64 = 0x70;
+const ATTR_RELATIME: u64 = 0x00;
+const ATTR_NOATIME: u64 = 0x10;
+const ATTR_STRICTATIME: u64 = 0x20;
+const ATTR_NODIRATIME: u64 = 0x80;
+const ATTR_NOSYMFOLLOW: u64 = 0x0020_0000;
+
+/// Recursive mount options as runc 1.1 names them: (option, set, clear).
+/// The atime ones replace the whole atime field (the kernel refuses an
+/// atime bit set without its mask cleared); the "not" forms of an atime
+/// mode go back to the kernel's default, relatime.
+const RECURSIVE_ATTRS: &[(&str, u64, u64)] = &[
+    ("rrw", 0, ATTR_RDONLY),
+    ("rnosuid", ATTR_NOSUID, 0),
+    ("rsuid", 0, ATTR_NOSUID),
+    ("rnodev", ATTR_NODEV, 0),
+    ("rdev", 0, ATTR_NODEV),
+    ("rnoexec", ATTR_NOEXEC, 0),
+    ("rexec", 0, ATTR_NOEXEC),
+    ("rnodiratime", ATTR_NODIRATIME, 0),
+    ("rdiratime", 0, ATTR_NODIRATIME),
+    ("rrelatime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rnorelatime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rnoatime", ATTR_NOATIME, ATTR_ATIME_MASK),
+    ("ratime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rstrictatime", ATTR_STRICTATIME, ATTR_ATIME_MASK),
+    ("rnostrictatime", ATTR_RELATIME, ATTR_ATIME_MASK),
+    ("rnosymfollow", ATTR_NOSYMFOLLOW, 0),
+    ("rsymfollow", 0, ATTR_NOSYMFOLLOW),
+];
+
+/// Folds one recursive option into (set, clear): a later option wins over
+/// an earlier one on the same bits, as flags do.
+fn add_recursive(acc: (u64, u64), set: u64, clear: u64) -> (u64, u64) {
+    let touched = set | clear;
+    ((acc.0 & !touched) | set, (acc.1 & !set) | clear)
+}
+
 fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, ConfigError> {
     let field = format!("mounts[{i}] ({})", m.destination);
     if !m.destination.starts_with('/') || m.destination.split('/').any(|c| c == "..") {
@@ -673,6 +738,7 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
     let mut data = Vec::new();
     let mut bind = None;
     let mut recursive_ro = false;
+    let mut recursive_attrs = (0, 0);
     for o in &m.options {
         if let Some((_, f, set)) = MS_OPTS.iter().find(|(n, _, _)| n == o) {
             if *set { flags |= f } else { flags &= !f }
@@ -685,8 +751,9 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
         } else if o == "rro" {
             recursive_ro = true;
             flags |= libc::MS_RDONLY;
-        } else if o == "rrw"
-            || o == "remount"
+        } else if let Some((_, set, clear)) = RECURSIVE_ATTRS.iter().find(|(n, _, _)| n == o) {
+            recursive_attrs = add_recursive(recursive_attrs, *set, *clear);
+        } else if o == "remount"
             || o == "idmap"
             || o == "ridmap"
             || o.starts_with("r") && o.len() > 3 && MS_OPTS.iter().any(|(n, _, _)| *n == &o[1..])
@@ -721,6 +788,7 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
         propagation,
         data: data.join(","),
         recursive_ro,
+        recursive_attrs,
     })
 }
 

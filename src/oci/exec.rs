@@ -20,6 +20,22 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
     let record = store.load(&a.id)?;
     let init_ref = match (record.init, record.status(store)) {
         (Some(i), Status::Running | Status::Created) => i,
+        // runc's words without --ignore-paused. With it, husk still
+        // refuses: its joiner enters the frozen cgroup first and would
+        // freeze there before the process is set up, hanging exec (and
+        // the caller) until a resume.
+        (Some(_), Status::Paused) if a.ignore_paused => {
+            return Err(OciError::Refused(
+                "cannot exec in a paused container: husk does not support --ignore-paused (its exec would \
+                 freeze in the container's cgroup before the process is set up); resume it first"
+                    .into(),
+            ));
+        }
+        (Some(_), Status::Paused) => {
+            return Err(OciError::Refused(
+                "cannot exec in a paused container (use --ignore-paused to override)".into(),
+            ));
+        }
         _ => return Err(OciError::NotRunning),
     };
     let process = process_of(a, &record.exec_defaults)?;
@@ -167,7 +183,14 @@ fn process_of(a: &ExecArgs, defaults: &serde_json::Value) -> Result<ProcessPlan,
             if p.cwd.is_empty() {
                 p.cwd = "/".into();
             }
-            p.env.extend(a.env.iter().cloned());
+            // --env K=V replaces the spec's K (runc's init sets them in
+            // order, the last one winning); a duplicate would leave the
+            // process two values and `env` showing both.
+            for kv in &a.env {
+                let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+                p.env.retain(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) != key);
+                p.env.push(kv.clone());
+            }
             if let Some(u) = &a.user {
                 let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
                 p.user.uid = uid.parse().map_err(|_| OciError::Refused(format!("--user {u:?}: UID[:GID]")))?;

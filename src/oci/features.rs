@@ -25,7 +25,8 @@ pub const NAMESPACES: &[&str] = &["cgroup", "ipc", "mount", "network", "pid", "t
 
 /// Mount options husk's config reader turns into mount flags, propagation
 /// or binds (anything else is passed to the filesystem as data, as runc
-/// does; `rro` is MOUNT_ATTR_RDONLY with AT_RECURSIVE).
+/// does; `rro` and the other `r*` attributes are mount_setattr with
+/// AT_RECURSIVE).
 pub const MOUNT_OPTIONS: &[&str] = &[
     "async",
     "atime",
@@ -45,13 +46,30 @@ pub const MOUNT_OPTIONS: &[&str] = &[
     "nostrictatime",
     "nosuid",
     "private",
+    "ratime",
     "rbind",
+    "rdev",
+    "rdiratime",
     "relatime",
+    "rexec",
+    "rnoatime",
+    "rnodev",
+    "rnodiratime",
+    "rnoexec",
+    "rnorelatime",
+    "rnostrictatime",
+    "rnosuid",
+    "rnosymfollow",
     "ro",
     "rprivate",
+    "rrelatime",
     "rro",
+    "rrw",
     "rshared",
     "rslave",
+    "rstrictatime",
+    "rsuid",
+    "rsymfollow",
     "runbindable",
     "rw",
     "shared",

@@ -129,8 +129,23 @@ fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Fai
     if !plan.hooks.start_container.is_empty() {
         // create has returned: the container is "created" until execve.
         state["status"] = serde_json::json!(super::state::Status::Created.name());
-        hooks::run_all("startContainer", &plan.hooks.start_container, &state)
-            .map_err(|e| Failure::After(1, e.to_string()))?;
+        // A hook with no env of its own gets the process's, as runc's do
+        // (they run in init after it set the process's environment).
+        let process_env: Vec<String> =
+            plan.process.env.iter().filter_map(|e| e.to_str().ok().map(str::to_string)).collect();
+        let start_hooks: Vec<_> = plan
+            .hooks
+            .start_container
+            .iter()
+            .cloned()
+            .map(|mut h| {
+                if h.env.is_empty() {
+                    h.env = process_env.clone();
+                }
+                h
+            })
+            .collect();
+        hooks::run_all("startContainer", &start_hooks, &state).map_err(|e| Failure::After(1, e.to_string()))?;
     }
     let e = exec_confined(&plan.process, confined);
     Err(after(e))

@@ -2,7 +2,7 @@
 //! shim) gives `--log FILE --log-format json` and reads the last
 //! `"level":"error"` line of that file for the message it shows the user,
 //! so an error goes there as `{"level":"error","msg":...,"time":...}`, and
-//! also to stderr, as runc does. Nothing else is ever printed: stdout and
+//! also to stderr, in runc's form (see `error`). Nothing else is ever printed: stdout and
 //! stderr may be the container's own pipes (go-runc hands them to `create`).
 
 use super::LogFormat;
@@ -53,10 +53,15 @@ fn append(level: &str, msg: &str) {
     }
 }
 
-/// An error: the log, and stderr (`husk: msg`).
+/// An error: the log, and stderr as runc writes it: with `--log FILE` the
+/// bare message, without one the log line itself
+/// (`time="..." level=error msg="..."`, or the JSON line with
+/// `--log-format json`), which tools scan for "level=error".
 pub fn error(msg: &str) {
     append("error", msg);
-    let _ = writeln!(std::io::stderr(), "husk: {msg}");
+    let to_file = SINK.get().is_some_and(|s| s.path.is_some());
+    let text = if to_file { format!("{msg}\n") } else { line(format(), "error", msg) };
+    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 /// A warning: the log only.

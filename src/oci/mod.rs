@@ -69,8 +69,17 @@ const VALUED_GLOBALS: &[&str] = &["--root", "--log", "--log-format", "--rootless
 const ALWAYS_RUNTIME_VERBS: &[&str] = &["spec", "features"];
 /// Verbs both CLIs have; a runc-only flag after them picks the runtime.
 const SHARED_VERBS: &[&str] = &["create", "run", "exec"];
-const RUNTIME_ONLY_FLAGS: &[&str] =
-    &["--bundle", "-b", "--pid-file", "--console-socket", "--process", "--no-pivot", "--preserve-fds", "--detach"];
+const RUNTIME_ONLY_FLAGS: &[&str] = &[
+    "--bundle",
+    "-b",
+    "--pid-file",
+    "--console-socket",
+    "--process",
+    "--no-pivot",
+    "--preserve-fds",
+    "--detach",
+    "--ignore-paused",
+];
 
 /// Whether argv (with argv[0]) is a runc-style invocation. The rule keeps
 /// husk's own verbs for people and runc's for engines:
@@ -183,6 +192,18 @@ pub enum OciCommand {
     Spec(SpecArgs),
     /// Print the runtime-spec features document (JSON).
     Features,
+    /// Refused: husk has no CRIU integration (an error, not a usage error).
+    Checkpoint(UnsupportedArgs),
+    /// Refused: husk has no CRIU integration (an error, not a usage error).
+    Restore(UnsupportedArgs),
+}
+
+/// The arguments of a verb husk answers with a runtime error whatever they
+/// are (runc's `checkpoint`/`restore` flags are many; none is read).
+#[derive(Args, Debug, Clone)]
+pub struct UnsupportedArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -290,6 +311,9 @@ pub struct ExecArgs {
     pub no_new_privs: bool,
     #[arg(long, default_value_t = 0)]
     pub preserve_fds: u32,
+    /// Exec even when the container is paused (the process starts frozen).
+    #[arg(long)]
+    pub ignore_paused: bool,
     #[arg(long)]
     pub process_label: Option<String>,
     #[arg(long)]
@@ -406,6 +430,9 @@ fn run(cli: OciCli) -> Result<i32, OciError> {
         OciCommand::Resume(a) => pause::resume(&store, &a.id).map(|()| 0),
         OciCommand::Ps(a) => ps::ps(&store, &a).map(|()| 0),
         OciCommand::Update(a) => update::update(&store, &a).map(|()| 0),
+        OciCommand::Checkpoint(_) | OciCommand::Restore(_) => Err(OciError::Refused(
+            "checkpoint and restore are not supported by husk (it has no CRIU integration)".into(),
+        )),
         OciCommand::Spec(_) | OciCommand::Features => unreachable!("answered above"),
     }
 }

@@ -70,6 +70,17 @@ fn ensure_in_root(root: &OwnedFd, dest: &str, file: bool) -> Result<OwnedFd, Err
 /// cgroup directories (controller -> host dir) for `cgroup` mounts.
 pub fn prepare_root(plan: &Plan, cgroup_dirs: &[(String, PathBuf)], in_userns: bool) -> Result<(), MountFail> {
     mount(NONE, "/", NONE, MsFlags::from_bits_truncate(plan.rootfs_propagation), NONE).at(Step::RootfsPropagation)?;
+    // With rootfsPropagation rshared (Kubernetes' Bidirectional volumes)
+    // the mount holding the rootfs is a peer of the host's: the rootfs bind
+    // and every mount under it would appear in the host's namespace too
+    // (and stay there when create fails), and pivot_root refuses a new root
+    // whose parent is shared (EINVAL). runc makes that one mount private,
+    // not recursively: volume binds keep their source's peer group, so
+    // what the container mounts under an rshared volume still reaches the
+    // host.
+    let parent = mount_point_of(&plan.rootfs);
+    mount(NONE, parent.as_path(), NONE, MsFlags::MS_PRIVATE, NONE)
+        .map_err(|e| MountFail(StepError::new(Step::RootfsPropagation, e), parent.display().to_string()))?;
     // pivot_root needs the new root to be a mount point.
     mount(Some(&plan.rootfs), &plan.rootfs, NONE, MsFlags::MS_BIND | MsFlags::MS_REC, NONE).at(Step::AssembleRoot)?;
     let root = open(&plan.rootfs, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
@@ -79,6 +90,39 @@ pub fn prepare_root(plan: &Plan, cgroup_dirs: &[(String, PathBuf)], in_userns: b
     }
     make_devices(&root, plan, in_userns)?;
     Ok(())
+}
+
+/// The mount point of the mount holding `path` (canonical): the longest
+/// mount point in /proc/self/mountinfo that contains it, the last listed
+/// (the one on top) when several share it. "/" when none is found.
+fn mount_point_of(path: &Path) -> PathBuf {
+    let info = crate::files::read_text("/proc/self/mountinfo").unwrap_or_default();
+    let mut best = PathBuf::from("/");
+    for line in info.lines() {
+        let Some(mp) = line.split(' ').nth(4) else { continue };
+        let mp = PathBuf::from(unescape_mountinfo(mp));
+        if path.starts_with(&mp) && mp.as_os_str().len() >= best.as_os_str().len() {
+            best = mp;
+        }
+    }
+    best
+}
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo (octal).
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn mount_one(root: &OwnedFd, m: &MountPlan, cgroup_dirs: &[(String, PathBuf)], in_userns: bool) -> R<()> {
@@ -142,6 +186,10 @@ fn mount_one(root: &OwnedFd, m: &MountPlan, cgroup_dirs: &[(String, PathBuf)], i
             let fresh = ensure_in_root(root, &m.destination, false).at(step)?;
             set_attrs(&fresh, m.flags, false).at(step)?;
         }
+    }
+    if m.recursive_attrs != (0, 0) {
+        let fresh = ensure_in_root(root, &m.destination, is_file_bind).at(step)?;
+        mount_setattr(fresh.as_fd(), true, m.recursive_attrs.0, m.recursive_attrs.1).at(step)?;
     }
     if m.propagation != 0 {
         let fresh = ensure_in_root(root, &m.destination, is_file_bind).at(step)?;
@@ -264,14 +312,22 @@ fn make_devices(root: &OwnedFd, plan: &Plan, in_userns: bool) -> R<()> {
 }
 
 /// pivot_root into the rootfs; the old root is detached.
-pub fn pivot(rootfs: &Path) -> R<()> {
-    nix::unistd::chdir(rootfs).at(Step::PivotRoot)?;
-    nix::unistd::pivot_root(".", ".").at(Step::PivotRoot)?;
-    // The old root is now stacked under the new one at "/": detach it
-    // (after making it a slave, so the detach does not reach the host).
+pub fn pivot(rootfs: &Path) -> Result<(), MountFail> {
+    let named = |e| MountFail(StepError::new(Step::PivotRoot, e), rootfs.display().to_string());
+    let old_root = open("/", OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).map_err(named)?;
+    nix::unistd::chdir(rootfs).map_err(named)?;
+    nix::unistd::pivot_root(".", ".").map_err(named)?;
+    // The old root is now stacked on the new one at "/": detach it (after
+    // making it a slave, so the detach does not reach the host). "." must
+    // be the old root's mount, not the new root's (the cwd after
+    // pivot_root is not promised): an rslave of the new root would cut
+    // every rshared volume off from the host.
+    nix::unistd::fchdir(&old_root).at(Step::PivotRoot)?;
+    drop(old_root);
     mount(NONE, ".", NONE, MsFlags::MS_SLAVE | MsFlags::MS_REC, NONE).at(Step::PivotRoot)?;
     umount2(".", MntFlags::MNT_DETACH).at(Step::PivotRoot)?;
-    nix::unistd::chdir("/").at(Step::PivotRoot)
+    nix::unistd::chdir("/").at(Step::PivotRoot)?;
+    Ok(())
 }
 
 /// After pivot_root (paths now resolve inside the container only):

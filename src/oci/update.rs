@@ -132,11 +132,14 @@ pub fn update(store: &Store, a: &UpdateArgs) -> Result<(), OciError> {
     let doc = document(a)?;
     let raw: RawResources = serde_json::from_value(doc)
         .map_err(|e| OciError::Refused(format!("--resources: not a LinuxResources object: {e}")))?;
-    let resources = super::config::resources(raw)?;
+    let mut resources = super::config::resources(raw)?;
+    // containerd's CRI sends the spec's device rules with every
+    // UpdateContainerResources (crictl update, in-place resize); runc
+    // 1.1's update takes none of them and applies the rest. Refusing
+    // would break every such update; the rules stay what create set.
     if !resources.devices.is_empty() {
-        return Err(OciError::Refused(
-            "update: device rules cannot change on a running container (runc neither); recreate it".into(),
-        ));
+        super::log::debug("update: device rules are not changed on a running container (as runc); ignored");
+        resources.devices.clear();
     }
     let _lock = store.lock(&a.id)?;
     let record = store.load(&a.id)?;

@@ -36,8 +36,9 @@ fn isolation_relevant_fields_husk_cannot_honour_are_refused() {
         ("/linux/resources", serde_json::json!({"network": {"classID": 1}}), "network"),
         (
             "/linux/seccomp",
-            serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/x"}),
-            "listenerPath",
+            serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/x",
+                "syscalls": [{"names": ["read"], "action": "SCMP_ACT_NOTIFY"}]}),
+            "SCMP_ACT_NOTIFY",
         ),
         ("/hostname", serde_json::json!("h"), "hostname"),
         ("/linux/personality", serde_json::json!({"domain": "LINUX32"}), "personality"),
@@ -100,4 +101,27 @@ fn device_rules_become_v1_lines() {
     .unwrap();
     let lines: Vec<String> = r.devices.iter().map(|d| d.v1_line()).collect();
     assert_eq!(lines[..3], ["a", "c 1:3 rwm", "c 136:* rwm"]);
+}
+
+#[test]
+fn recursive_options_become_mount_setattr_bits_and_the_last_wins() {
+    let m = RawMount {
+        destination: "/v".into(),
+        kind: Some("bind".into()),
+        source: Some("/h".into()),
+        options: vec![
+            "rbind".into(),
+            "rnosuid".into(),
+            "rnoatime".into(),
+            "rsuid".into(),
+            "rrelatime".into(),
+            "rnodev".into(),
+        ],
+        ..Default::default()
+    };
+    let p = mount_plan(&m, Path::new("/b"), 0).unwrap();
+    // nodev set; nosuid cleared (rsuid came last); atime field replaced by relatime (0).
+    assert_eq!(p.recursive_attrs, (0x04, 0x02 | 0x70));
+    let bad = RawMount { options: vec!["rsync".into()], ..m };
+    assert!(mount_plan(&bad, Path::new("/b"), 0).is_err(), "no mount_setattr bit for sync: refused");
 }
