@@ -18,7 +18,8 @@ const VALUED_GLOBALS: &[&str] = &["--root", "--state-dir"];
 /// `oci::invoked_as_runtime`). When husk grows a verb of the same name, it
 /// leaves this list and is husk's: `pause` and `resume` did (runc's need
 /// `--log` or `husk oci`, which engines pass).
-pub const RUNC_ONLY_VERBS: &[&str] = &["start", "state", "kill", "delete", "list", "ps", "update", "events"];
+pub const RUNC_ONLY_VERBS: &[&str] =
+    &["start", "state", "kill", "delete", "list", "ps", "update", "events", "checkpoint", "restore"];
 
 fn words(args: &[OsString]) -> Vec<String> {
     args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
