@@ -5,8 +5,9 @@
 //! the sandbox's cgroup).
 mod imagekit;
 use imagekit::*;
+use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, connect, recv, send, socket};
 use serde_json::Value;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,23 +27,42 @@ fn closed(schema: &Value) -> Value {
     }
 }
 
+/// A raw client of the sandbox's supervisor holding a freeze, as a reader
+/// (`husk commit`) does: the sandbox stays frozen until `thaw` or until
+/// this connection closes.
+struct Freezer(OwnedFd);
+
+impl Freezer {
+    fn hold(live: &Live, id: &str) -> Freezer {
+        let f = Freezer(socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap());
+        let addr = UnixAddr::new(&live.state.join("sandboxes").join(id).join("sock")).unwrap();
+        connect(f.0.as_raw_fd(), &addr).unwrap();
+        let answer = f.ask(br#"{"op":"freeze","for_ms":600000}"#);
+        assert_eq!(answer["ok"], true, "the freeze was refused: {answer}");
+        f
+    }
+
+    fn ask(&self, request: &[u8]) -> Value {
+        send(self.0.as_raw_fd(), request, MsgFlags::empty()).unwrap();
+        let mut buf = vec![0u8; 65536];
+        let n = recv(self.0.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
+        serde_json::from_slice(&buf[..n]).unwrap()
+    }
+
+    fn thaw(self) {
+        let answer = self.ask(br#"{"op":"thaw"}"#);
+        assert_eq!(answer["ok"], true, "the freeze was not held all along: {answer}");
+    }
+}
+
 #[test]
 fn exec_timeout_bounds_its_wait_on_a_frozen_sandbox() {
-    use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, connect, recv, send, socket};
     let t = TempDir::new("exec-frozen");
     let live = Live::new(&t, busybox_data_store(&t));
     let src = live.create(&["--image", "bb", "--ttl", "5m"]);
-
     // A reader holding the freeze for 10 minutes, as a stopped `husk
-    // commit` would: its answer says the sandbox is frozen.
-    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
-    let addr = UnixAddr::new(&live.state.join("sandboxes").join(&src).join("sock")).unwrap();
-    connect(sock.as_raw_fd(), &addr).unwrap();
-    send(sock.as_raw_fd(), br#"{"op":"freeze","for_ms":600000}"#, MsgFlags::empty()).unwrap();
-    let mut buf = vec![0u8; 65536];
-    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
-    let answer: Value = serde_json::from_slice(&buf[..n]).unwrap();
-    assert_eq!(answer["ok"], true, "the freeze was refused: {answer}");
+    // commit` would.
+    let sock = Freezer::hold(&live, &src);
 
     let out_file = t.join("exec.out");
     let mut exec = Command::new(husk_bin())
@@ -86,11 +106,7 @@ fn exec_timeout_bounds_its_wait_on_a_frozen_sandbox() {
     assert!(errors.is_empty(), "the verdict breaks docs/verdict.schema.json: {errors:?}\n{v}");
 
     // The reader is done: the sandbox thaws and takes execs again.
-    send(sock.as_raw_fd(), br#"{"op":"thaw"}"#, MsgFlags::empty()).unwrap();
-    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
-    let answer: Value = serde_json::from_slice(&buf[..n]).unwrap();
-    assert_eq!(answer["ok"], true, "the freeze was held all along: {answer}");
-    drop(sock);
+    sock.thaw();
     assert_eq!(live.sh(&src, "echo ran"), "ran\n");
 }
 
@@ -100,17 +116,10 @@ fn exec_timeout_bounds_its_wait_on_a_frozen_sandbox() {
 /// mean the freeze's minutes plus 5 s).
 #[test]
 fn exec_waiting_on_a_freeze_keeps_its_own_deadline() {
-    use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, connect, recv, send, socket};
     let t = TempDir::new("exec-frozen-deadline");
     let live = Live::new(&t, busybox_data_store(&t));
     let src = live.create(&["--image", "bb", "--ttl", "5m"]);
-    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
-    let addr = UnixAddr::new(&live.state.join("sandboxes").join(&src).join("sock")).unwrap();
-    connect(sock.as_raw_fd(), &addr).unwrap();
-    send(sock.as_raw_fd(), br#"{"op":"freeze","for_ms":600000}"#, MsgFlags::empty()).unwrap();
-    let mut buf = vec![0u8; 65536];
-    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
-    assert_eq!(serde_json::from_slice::<Value>(&buf[..n]).unwrap()["ok"], true);
+    let sock = Freezer::hold(&live, &src);
 
     // Queued behind the freeze for about 5 s of its 6 s (less the time
     // husk exec takes to reach the queue), then a command of 5 s: it cannot
@@ -127,10 +136,7 @@ fn exec_waiting_on_a_freeze_keeps_its_own_deadline() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(5));
-    send(sock.as_raw_fd(), br#"{"op":"thaw"}"#, MsgFlags::empty()).unwrap();
-    let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
-    assert_eq!(serde_json::from_slice::<Value>(&buf[..n]).unwrap()["ok"], true);
-    drop(sock);
+    sock.thaw();
     let status = exec.wait_with_output().unwrap().status;
     let text = std::fs::read_to_string(&out_file).unwrap();
     let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
