@@ -69,6 +69,29 @@ fn replace(path: &Path, data: &[u8], durability: Durability) -> std::io::Result<
     })
 }
 
+/// A field of /proc/*/mountinfo as the kernel wrote it, unescaped: the
+/// kernel escapes space, tab, newline and backslash as `\ooo` (octal).
+/// One reader for the cgroup probe, OCI mode and snapshots.
+pub fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+        {
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

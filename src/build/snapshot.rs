@@ -88,22 +88,12 @@ pub struct SnapshotReport {
 /// Mount points of a mountinfo text (the root excluded), as absolute
 /// paths (mountinfo escapes space, tab, newline and backslash in octal).
 pub fn mount_points(mountinfo: &str) -> BTreeSet<String> {
-    let unescape = |s: &str| {
-        let b = s.as_bytes();
-        let mut out = Vec::with_capacity(b.len());
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-                out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-                i += 4;
-            } else {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    mountinfo.lines().filter_map(|l| l.split(' ').nth(4)).map(unescape).filter(|p| p != "/").collect()
+    mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(crate::files::unescape_mountinfo)
+        .filter(|p| p != "/")
+        .collect()
 }
 
 /// Writes the changes of the root at `root` (a sandbox's merged root)

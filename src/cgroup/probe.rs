@@ -187,32 +187,11 @@ fn parse_mountinfo_line(line: &str) -> Option<MountLine> {
         return None;
     }
     Some(MountLine {
-        root: unescape(pre[3]),
-        mount_point: PathBuf::from(unescape(pre[4])),
+        root: crate::files::unescape_mountinfo(pre[3]),
+        mount_point: PathBuf::from(crate::files::unescape_mountinfo(pre[4])),
         fstype: post[0].to_string(),
         super_opts: post[2].to_string(),
     })
-}
-
-/// mountinfo escapes space, tab, newline and backslash as \ooo.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
-        {
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `/proc/self/cgroup` lines `ID:CONTROLLERS:PATH` -> (controllers, path);

@@ -100,29 +100,12 @@ fn mount_point_of(path: &Path) -> PathBuf {
     let mut best = PathBuf::from("/");
     for line in info.lines() {
         let Some(mp) = line.split(' ').nth(4) else { continue };
-        let mp = PathBuf::from(unescape_mountinfo(mp));
+        let mp = PathBuf::from(crate::files::unescape_mountinfo(mp));
         if path.starts_with(&mp) && mp.as_os_str().len() >= best.as_os_str().len() {
             best = mp;
         }
     }
     best
-}
-
-/// mountinfo escapes space, tab, newline and backslash as \ooo (octal).
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn mount_one(root: &OwnedFd, m: &MountPlan, cgroup_dirs: &[(String, PathBuf)], in_userns: bool) -> R<()> {
