@@ -683,16 +683,12 @@ const PROPAGATION: &[(&str, libc::c_ulong)] = &[
 ];
 
 /// The MOUNT_ATTR_* bits (see mount_setattr(2)) of the recursive options.
-const ATTR_RDONLY: u64 = 0x01;
-const ATTR_NOSUID: u64 = 0x02;
-const ATTR_NODEV: u64 = 0x04;
-const ATTR_NOEXEC: u64 = 0x08;
-const ATTR_ATIME_MASK: u64 = 0x70;
-const ATTR_RELATIME: u64 = 0x00;
-const ATTR_NOATIME: u64 = 0x10;
-const ATTR_STRICTATIME: u64 = 0x20;
-const ATTR_NODIRATIME: u64 = 0x80;
-const ATTR_NOSYMFOLLOW: u64 = 0x0020_0000;
+use crate::sys::mount::{
+    MOUNT_ATTR_ATIME_MASK as ATTR_ATIME_MASK, MOUNT_ATTR_NOATIME as ATTR_NOATIME, MOUNT_ATTR_NODEV as ATTR_NODEV,
+    MOUNT_ATTR_NODIRATIME as ATTR_NODIRATIME, MOUNT_ATTR_NOEXEC as ATTR_NOEXEC, MOUNT_ATTR_NOSUID as ATTR_NOSUID,
+    MOUNT_ATTR_NOSYMFOLLOW as ATTR_NOSYMFOLLOW, MOUNT_ATTR_RDONLY as ATTR_RDONLY, MOUNT_ATTR_RELATIME as ATTR_RELATIME,
+    MOUNT_ATTR_STRICTATIME as ATTR_STRICTATIME,
+};
 
 /// Recursive mount options as runc 1.1 names them: (option, set, clear).
 /// The atime ones replace the whole atime field (the kernel refuses an

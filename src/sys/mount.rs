@@ -17,6 +17,13 @@ pub const MOUNT_ATTR_RDONLY: u64 = 0x01;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x02;
 pub const MOUNT_ATTR_NODEV: u64 = 0x04;
 pub const MOUNT_ATTR_NOEXEC: u64 = 0x08;
+/// The atime field of the attributes: one of RELATIME, NOATIME, STRICTATIME.
+pub const MOUNT_ATTR_ATIME_MASK: u64 = 0x70;
+pub const MOUNT_ATTR_RELATIME: u64 = 0x00;
+pub const MOUNT_ATTR_NOATIME: u64 = 0x10;
+pub const MOUNT_ATTR_STRICTATIME: u64 = 0x20;
+pub const MOUNT_ATTR_NODIRATIME: u64 = 0x80;
+pub const MOUNT_ATTR_NOSYMFOLLOW: u64 = 0x0020_0000;
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 const FSOPEN_CLOEXEC: u32 = 1;
