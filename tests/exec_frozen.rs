@@ -5,9 +5,7 @@
 //! the sandbox's cgroup).
 mod imagekit;
 use imagekit::*;
-use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, connect, recv, send, socket};
 use serde_json::Value;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,34 +22,6 @@ fn closed(schema: &Value) -> Value {
         }
         Value::Array(a) => Value::Array(a.iter().map(closed).collect()),
         other => other.clone(),
-    }
-}
-
-/// A raw client of the sandbox's supervisor holding a freeze, as a reader
-/// (`husk commit`) does: the sandbox stays frozen until `thaw` or until
-/// this connection closes.
-struct Freezer(OwnedFd);
-
-impl Freezer {
-    fn hold(live: &Live, id: &str) -> Freezer {
-        let f = Freezer(socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap());
-        let addr = UnixAddr::new(&live.state.join("sandboxes").join(id).join("sock")).unwrap();
-        connect(f.0.as_raw_fd(), &addr).unwrap();
-        let answer = f.ask(br#"{"op":"freeze","for_ms":600000}"#);
-        assert_eq!(answer["ok"], true, "the freeze was refused: {answer}");
-        f
-    }
-
-    fn ask(&self, request: &[u8]) -> Value {
-        send(self.0.as_raw_fd(), request, MsgFlags::empty()).unwrap();
-        let mut buf = vec![0u8; 65536];
-        let n = recv(self.0.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
-        serde_json::from_slice(&buf[..n]).unwrap()
-    }
-
-    fn thaw(self) {
-        let answer = self.ask(br#"{"op":"thaw"}"#);
-        assert_eq!(answer["ok"], true, "the freeze was not held all along: {answer}");
     }
 }
 

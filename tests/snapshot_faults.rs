@@ -254,18 +254,12 @@ fn snapshot_images_nobody_needs_are_collected() {
 /// goes with the connection instead of keeping the sandbox frozen.
 #[test]
 fn reader_gone_before_the_freeze_answer_leaves_nothing_frozen() {
-    use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, connect, send, socket};
-    use std::os::fd::AsRawFd;
     let t = TempDir::new("freeze-hangup");
     let live = Live::new(&t, busybox_data_store(&t));
     let src = live.create(&["--image", "bb", "--ttl", "5m"]);
     let file = freeze_file(&live, &src);
     for round in 0..5 {
-        let sock = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
-        let addr = UnixAddr::new(&live.state.join("sandboxes").join(&src).join("sock")).unwrap();
-        connect(sock.as_raw_fd(), &addr).unwrap();
-        send(sock.as_raw_fd(), br#"{"op":"freeze","for_ms":600000}"#, MsgFlags::empty()).unwrap();
-        drop(sock);
+        drop(Freezer::ask(&live, &src));
         // The supervisor answers its connections in turn: once inspect
         // (a status request) is answered, the freeze request was handled.
         live.ok(&["inspect", &src]);

@@ -510,3 +510,49 @@ pub fn read_tar(tar: &[u8]) -> Vec<Member> {
     }
     out
 }
+
+/// A raw client of a sandbox's supervisor asking for a freeze, as a reader
+/// (`husk commit`, `husk fork`) does: the sandbox stays frozen until
+/// `thaw` or until this connection closes.
+pub struct Freezer(std::os::fd::OwnedFd);
+
+impl Freezer {
+    /// Connects and asks for a 10-minute freeze without reading the answer
+    /// (a reader killed while the freeze settles).
+    pub fn ask(live: &Live, id: &str) -> Freezer {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
+        use std::os::fd::AsRawFd;
+        let f = Freezer(socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap());
+        let addr = UnixAddr::new(&live.state.join("sandboxes").join(id).join("sock")).unwrap();
+        connect(f.0.as_raw_fd(), &addr).unwrap();
+        f.send(br#"{"op":"freeze","for_ms":600000}"#);
+        f
+    }
+
+    /// Holds the freeze: the supervisor said yes.
+    pub fn hold(live: &Live, id: &str) -> Freezer {
+        let f = Freezer::ask(live, id);
+        let answer = f.answer();
+        assert_eq!(answer["ok"], true, "the freeze was refused: {answer}");
+        f
+    }
+
+    /// Lets it go: the supervisor says the freeze was held until now.
+    pub fn thaw(self) {
+        self.send(br#"{"op":"thaw"}"#);
+        let answer = self.answer();
+        assert_eq!(answer["ok"], true, "the freeze was not held all along: {answer}");
+    }
+
+    fn send(&self, request: &[u8]) {
+        use std::os::fd::AsRawFd;
+        nix::sys::socket::send(self.0.as_raw_fd(), request, nix::sys::socket::MsgFlags::empty()).unwrap();
+    }
+
+    fn answer(&self) -> serde_json::Value {
+        use std::os::fd::AsRawFd;
+        let mut buf = vec![0u8; 65536];
+        let n = nix::sys::socket::recv(self.0.as_raw_fd(), &mut buf, nix::sys::socket::MsgFlags::empty()).unwrap();
+        serde_json::from_slice(&buf[..n]).unwrap()
+    }
+}
