@@ -7,13 +7,13 @@
 //! once (the layer tar and its unpacked copy in the store), however many
 //! sandboxes share it, and nothing of the image below.
 
-use super::sandbox::{Meta, create_spec, destroy, store_of, summary};
 use crate::build::commit::{CommitError, Committed, commit};
 use crate::cli::CreateArgs;
 use crate::cli::images::ForkArgs;
 use crate::image::Store as Images;
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
+use crate::sandbox::lifecycle::{Meta, create_spec, destroy, store_of, summary};
 use crate::sandbox::registry::live_record;
 use crate::sandbox::state::{self, Record};
 use crate::sandbox::{SandboxError, supervisor::Handover};

@@ -1,11 +1,11 @@
 //! `husk pause | resume`: freeze a live sandbox (processes and memory
 //! stay, no CPU) until resumed (src/sandbox/pause.rs, docs/sandboxes.md).
 
-use super::sandbox::store_of;
 use crate::cli::{PauseArgs, ResumeArgs};
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
+use crate::sandbox::lifecycle::store_of;
 use crate::sandbox::proto::Reply;
 use crate::sandbox::state::now_ms;
 use serde_json::json;

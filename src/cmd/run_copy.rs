@@ -66,12 +66,12 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         Ok(r) => r,
         Err(e) => return report(&Outcome::setup_failed(e.report()), "", "none", None, &p),
     };
-    let store = match super::sandbox::store_of(paths) {
+    let store = match crate::sandbox::lifecycle::store_of(paths) {
         Ok(s) => s,
         Err(e) => return report(&Outcome::setup_failed(e.report()), &rec.id, "none", None, &p),
     };
     let (mut outcome, copies) = steps(&store, &rec, &args, &p, t_start);
-    if let Err(e) = super::sandbox::destroy(&store, &rec.id, true)
+    if let Err(e) = crate::sandbox::lifecycle::destroy(&store, &rec.id, true)
         && outcome.error.is_none()
     {
         outcome = with_failure(outcome, e.report());

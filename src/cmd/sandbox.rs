@@ -2,27 +2,19 @@
 //! (src/sandbox/, docs/sandboxes.md).
 
 use crate::cli::{CreateArgs, ExecArgs, InspectArgs, LsArgs, ProcessArgs, RenewArgs, RmArgs};
-use crate::host::HostFacts;
 use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome};
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
 use crate::sandbox::exec::ExecRequest;
+use crate::sandbox::lifecycle::{
+    Meta, NotReady, create_spec, destroy, hide_env_values, ready_check, store_of, summary,
+};
 use crate::sandbox::proto::{Client, Request};
-use crate::sandbox::state::{self, Record, Store, now_ms};
-use crate::sandbox::supervisor::{CreateRequest, HoldInputs};
+use crate::sandbox::state::{self, Record, now_ms};
 use crate::spec::Spec;
 use crate::step::Phase;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::time::Duration;
-
-/// How long `rm` waits for a supervisor to finish the removal.
-const RM_PATIENCE: Duration = Duration::from_secs(15);
-
-pub(crate) fn store_of(paths: &Result<Paths, PathsError>) -> Result<Store, SandboxError> {
-    let paths = paths.as_ref().map_err(|e| SandboxError::State(e.to_string()))?;
-    Store::open(&paths.state)
-}
 
 /// Prints an error (and, with --json, its verdict-shaped form); 125.
 fn fail(e: &SandboxError, json: bool) -> i32 {
@@ -158,126 +150,6 @@ pub(crate) fn create_inner(
     create_spec(spec, meta, paths)
 }
 
-/// What a sandbox gets besides its spec.
-pub(crate) struct Meta {
-    pub name: Option<String>,
-    pub labels: BTreeMap<String, String>,
-    pub ttl: Duration,
-    pub max_lifetime: Option<Duration>,
-    pub concurrent: bool,
-    /// `--ready-cmd`: the sandbox stays CREATING until the check passes.
-    pub ready_check: bool,
-    /// `--secret-env/--secret-file`: not in the spec (state.json holds
-    /// it); the supervisor keeps them in memory.
-    pub secrets: Vec<crate::redact::Secret>,
-}
-
-/// Starts a sandbox for a complete spec (create's, or a fork's: its
-/// source's spec on the snapshot image).
-pub(crate) fn create_spec(
-    spec: Spec,
-    meta: Meta,
-    paths: &Result<Paths, PathsError>,
-) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
-    let store = store_of(paths)?;
-    // The same choice as `husk run`.
-    let state = store.state_dir();
-    let mut host = HostFacts::probe();
-    if let Ok(p) = paths {
-        host.store_root = p.root.clone();
-    }
-    let selected = crate::backend::select_in(&spec, &host, || Ok(state)).map_err(|e| SandboxError::Setup(e.into()))?;
-    let _ = crate::sandbox::gc::sweep(&store);
-    let (root, lease) = crate::image::root::root_input(&spec, &host, paths)
-        .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Root, e)))?;
-    let inputs = HoldInputs::of(&root);
-    let plan = crate::backend::plan_for(selected.backend.as_ref(), spec, &host, root, crate::plan::InitRole::Hold)
-        .map_err(|e| SandboxError::Setup(e.report))?;
-    let req = CreateRequest {
-        name: meta.name,
-        labels: meta.labels,
-        ttl: meta.ttl,
-        max_lifetime: meta.max_lifetime,
-        concurrent: meta.concurrent,
-        backend: selected.backend,
-        runtime_choice: selected.note,
-        ready_check: meta.ready_check,
-        secrets: meta.secrets,
-    };
-    crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
-}
-
-/// How `--ready-cmd` failed: the check's own verdict when it ran.
-struct NotReady {
-    error: ErrorReport,
-    verdict: Option<serde_json::Value>,
-}
-
-/// Bytes of the check's output kept (head and tail) for its verdict.
-const READY_OUTPUT: u64 = 64 << 10;
-
-/// Runs `--ready-cmd` in the CREATING sandbox (`sh -c CMD`, stdin empty,
-/// output captured, killed at `timeout`); on success, promotes the sandbox
-/// to READY and returns a summary of the check for create's record.
-fn ready_check(
-    paths: &Result<Paths, PathsError>,
-    rec: &Record,
-    handover: &crate::sandbox::supervisor::Handover,
-    cmd: &str,
-    timeout: Duration,
-) -> Result<serde_json::Value, Box<NotReady>> {
-    let early = |e: SandboxError| {
-        let r = e.report();
-        let error = ErrorReport::new(Phase::ReadyCheck, format!("the readiness check could not run: {}", r.message))
-            .with_errno(r.errno)
-            .with_hint(r.hint);
-        Box::new(NotReady { error, verdict: None })
-    };
-    let store = store_of(paths).map_err(early)?;
-    // The check reads no input: husk create's stdin may be a terminal.
-    let null = std::fs::File::open("/dev/null")
-        .map_err(|e| early(SandboxError::State(format!("opening /dev/null for the check's stdin: {e}"))))?;
-    crate::sys::fd::dup_onto(std::os::fd::AsRawFd::as_raw_fd(&null), 0)
-        .map_err(|e| early(SandboxError::State(format!("/dev/null as the check's stdin: {e}"))))?;
-    let req = ExecRequest {
-        target: rec.id.clone(),
-        wait: false,
-        ready_check: true,
-        exec: crate::spec::ExecSpec {
-            argv: vec!["/bin/sh".into(), "-c".into(), cmd.into()],
-            env: Vec::new(),
-            user: None,
-            workdir: None,
-            timeout: Some(timeout),
-            kill_grace: None,
-            capture: Some(READY_OUTPUT),
-            tty: false,
-        },
-    };
-    let r = crate::sandbox::exec::exec(&store, &req, crate::spawn::now_ns()).map_err(early)?;
-    let o = &r.outcome;
-    let mut verdict = crate::outcome::Verdict::new(&r.exec_id, r.backend, o, Some(&r.isolation), true);
-    verdict.extra = r.extra.clone();
-    let verdict = serde_json::to_value(&verdict).unwrap_or_default();
-    let passed = o.termination == crate::outcome::Termination::Exited && o.status == Some(0);
-    if !passed {
-        let how = match (o.termination, o.status) {
-            (crate::outcome::Termination::Exited, Some(c)) => format!("exited {c}"),
-            (crate::outcome::Termination::WallTimeout, _) => format!("did not end within --ready-timeout {timeout:?}"),
-            (crate::outcome::Termination::SetupFailed, _) => {
-                format!("could not run: {}", o.error.as_ref().map(|e| e.message.as_str()).unwrap_or("setup failed"))
-            }
-            (t, _) => format!("ended: {}", serde_json::to_value(t).unwrap_or_default().as_str().unwrap_or("?")),
-        };
-        let error = ErrorReport::new(Phase::ReadyCheck, format!("the readiness check `{cmd}` {how}")).with_hint(Some(
-            "the sandbox was destroyed; the check's verdict (with its output) is in ready_check".into(),
-        ));
-        return Err(Box::new(NotReady { error, verdict: Some(verdict) }));
-    }
-    handover.promote().map_err(early)?;
-    Ok(json!({"exit_code": 0, "duration_ms": o.duration_ms}))
-}
-
 /// Reports a failed readiness check: the sandbox is gone (or, if removing
 /// it failed too, says so); 125.
 fn not_ready(n: NotReady, id: &str, removed: Result<(), SandboxError>, json: bool) -> i32 {
@@ -390,37 +262,6 @@ fn read_code(path: &std::path::Path) -> Result<Vec<u8>, SandboxError> {
     Ok(code)
 }
 
-/// The record without the bulky parts (root's passwd/group, spec), plus
-/// what is live about it.
-pub fn summary(rec: &Record) -> serde_json::Value {
-    let now = now_ms();
-    json!({
-        "id": rec.id,
-        "name": rec.name,
-        "labels": rec.labels,
-        "state": rec.state,
-        "backend": rec.backend,
-        "created_ms": rec.created_ms,
-        "ttl_ms": rec.ttl_ms,
-        "expires_ms": rec.expires_ms,
-        "lifetime_ends_ms": rec.lifetime_ends_ms,
-        "lease_remaining_ms": rec.expires_ms.saturating_sub(now),
-        "concurrent": rec.concurrent,
-        "execs": rec.execs,
-        "active_execs": rec.active_execs,
-        "supervisor_pid": rec.supervisor.map(|p| p.pid),
-        "init_pid": rec.init.map(|p| p.pid),
-        "namespaces": rec.namespaces,
-        "cgroup": rec.cgroup.as_ref().map(|t| t.dirs.iter().map(|d| d.path.display().to_string()).collect::<Vec<_>>()),
-        "root": rec.isolation.rootfs,
-        "workdir": rec.workdir,
-        // The --publish ports as bound (HOSTPORT 0: the one picked), which
-        // docs/api.md and docs/network.md promise in the create record.
-        "published": rec.published,
-        "error": rec.error,
-    })
-}
-
 fn human_ms(ms: u64) -> String {
     let s = ms / 1000;
     match s {
@@ -510,92 +351,6 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
             0
         }
         Err(e) => fail(&e, true),
-    }
-}
-
-/// Environment values (`create --env API_KEY=...`, the image's) become
-/// `HIDDEN_VALUE`: `inspect` output lands in logs and CI transcripts. The
-/// names stay, so the record still says what is set.
-fn hide_env_values(record: &mut serde_json::Value) {
-    for part in ["spec", "image"] {
-        for pair in record[part]["env"].as_array_mut().into_iter().flatten() {
-            match pair {
-                serde_json::Value::Array(kv) if kv.len() == 2 => kv[1] = json!(HIDDEN_VALUE),
-                serde_json::Value::String(s) => {
-                    if let Some((k, _)) = s.split_once('=') {
-                        *s = format!("{k}={HIDDEN_VALUE}");
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-/// What `inspect` shows instead of an environment value.
-pub const HIDDEN_VALUE: &str = "<hidden: husk inspect --show-env>";
-
-/// Destroys one sandbox and waits until nothing of it remains.
-pub fn destroy(store: &Store, id: &str, force: bool) -> Result<(), SandboxError> {
-    let dir = store.dir(id);
-    if let Some(r) = crate::sandbox::gc::sweep_one(store, id) {
-        return r.map(|_| ()).map_err(SandboxError::State);
-    }
-    let rec = store.read(id)?;
-    let sup = rec.supervisor;
-    // Not asked (no answer): the supervisor may be ending the sandbox on
-    // its own right now (its init died); wait for it all the same.
-    let _asked = Client::connect(&dir, sup).and_then(|c| c.call(&Request::Destroy)).is_ok();
-    let gone = wait_gone(store, id, sup, RM_PATIENCE);
-    if gone {
-        return Ok(());
-    }
-    if !force {
-        return Err(SandboxError::Supervisor(format!(
-            "the supervisor of sandbox {id} (pid {}) did not finish removing it within {}s; `husk rm --force {id}` kills it",
-            sup.map(|p| p.pid).unwrap_or(0),
-            RM_PATIENCE.as_secs()
-        )));
-    }
-    if let Some(p) = sup
-        && let Some(fd) = p.pidfd()
-    {
-        use std::os::fd::AsFd;
-        let _ = crate::sys::process::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
-    }
-    if wait_gone(store, id, sup, Duration::from_secs(5)) {
-        return Ok(());
-    }
-    Err(SandboxError::Supervisor(format!("sandbox {id} could not be removed; `husk gc` retries")))
-}
-
-/// A sandbox whose supervisor was asked to end it by someone else (a
-/// pool's retire): true once it is gone, as `destroy` waits.
-pub fn wait_removed(store: &Store, id: &str, sup: Option<state::ProcRef>) -> bool {
-    wait_gone(store, id, sup, RM_PATIENCE)
-}
-
-/// Waits for the supervisor to exit, then sweeps whatever it did not get
-/// to (it may have been killed halfway). True when the sandbox is gone.
-fn wait_gone(store: &Store, id: &str, sup: Option<state::ProcRef>, limit: Duration) -> bool {
-    use std::os::fd::AsFd;
-    if let Some(fd) = sup.and_then(|p| p.pidfd()) {
-        let mut pfd = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
-        let ms = limit.as_millis().min(u16::MAX as u128) as u16;
-        let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(ms));
-    }
-    let end = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        if !store.dir(id).exists() {
-            return true;
-        }
-        if let Some(r) = crate::sandbox::gc::sweep_one(store, id) {
-            return r.is_ok();
-        }
-        if std::time::Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -349,7 +349,7 @@ fn destroy_ours(ctx: &Ctx) {
     let want = vec![(SERVE_LABEL.to_string(), ctx.address.clone())];
     for rec in crate::sandbox::registry::records(store) {
         if crate::sandbox::state::matches(&rec, &want) {
-            match super::sandbox::destroy(store, &rec.id, true) {
+            match crate::sandbox::lifecycle::destroy(store, &rec.id, true) {
                 Ok(()) => crate::errln!("husk serve: removed sandbox {}", rec.id),
                 Err(e) => crate::errln!("husk serve: removing sandbox {}: {e}", rec.id),
             }

@@ -9,6 +9,7 @@
 //! - `proto`: the supervisor's socket protocol
 //! - `registry`: lookup and liveness (asks the record, then the supervisor)
 //! - `supervisor`: creation and the supervisor's life
+//! - `lifecycle`: create for a spec, readiness check, summary, destroy, wait
 //! - `exec`: `husk exec` (planned here, run by the sandbox's backend)
 //! - `held`: the plan and seccomp filter of a process started in a sandbox
 //! - `gc`: what dead supervisors left behind
@@ -26,6 +27,7 @@ pub mod exec;
 pub mod files;
 pub mod gc;
 pub mod held;
+pub mod lifecycle;
 pub mod pause;
 pub mod pool;
 pub mod proto;

@@ -33,7 +33,7 @@ pub fn claim(ctx: &Ctx, req: ClaimArgs) -> Result<Reply, ApiError> {
                 // supervisor's answer (what serve adds is the connection).
                 let claim_ms = started.elapsed().as_secs_f64() * 1e3;
                 pools.notify(&Note::Claimed { pool: req.pool.clone(), id: id.clone() });
-                let mut v = with_api_state(super::super::sandbox::summary(&rec));
+                let mut v = with_api_state(crate::sandbox::lifecycle::summary(&rec));
                 v["pooled"] = json!(true);
                 v["claim_ms"] = json!(claim_ms);
                 return Ok(Reply::Json(201, v));

@@ -374,7 +374,7 @@ impl Pools {
                     // may be answering right now, and that sandbox is its
                     // caller's.
                     if retire(store, &rec.id, pool) == Retired::Ending {
-                        let _ = super::super::sandbox::wait_removed(store, &rec.id, rec.supervisor);
+                        let _ = crate::sandbox::lifecycle::wait_removed(store, &rec.id, rec.supervisor);
                     }
                     if let Some(p) = found {
                         p.cleaned += 1;
@@ -608,7 +608,7 @@ impl Pools {
             }
         }
         for (id, sup) in &ending {
-            if super::super::sandbox::wait_removed(store, id, *sup) {
+            if crate::sandbox::lifecycle::wait_removed(store, id, *sup) {
                 done.removed += 1;
             } else {
                 crate::errln!("husk serve: pool member {id} was not removed; `husk gc` retries");
