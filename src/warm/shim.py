@@ -25,6 +25,8 @@ MODE, LANG = sys.argv[1], sys.argv[2]
 MODULES = sys.argv[3:]
 
 REC = struct.Struct("=Ii8Q")
+# fork() attempts (5 ms apart) while a fork bomb's zombies free their pids.
+FORK_TRIES = 400
 RELEASE, EXITED, SIGNALED, JOINED, INTERRUPTED = 1, 4, 5, 9, 14
 
 
@@ -358,7 +360,22 @@ def zygote():
         return s
 
     def fork_call(fds):
-        pid = os.fork()
+        # Right after a call that ran into the pids limit (a fork bomb),
+        # its killed processes still hold their pids as zombies until this
+        # loop reaps them (orphans come to the zygote): reap and retry for
+        # a while rather than give the next call up at once ("ended the
+        # call before it started").
+        tries = FORK_TRIES
+        while True:
+            try:
+                pid = os.fork()
+                break
+            except BlockingIOError:
+                tries -= 1
+                if tries <= 0:
+                    raise
+                reap()
+                select.select([], [], [], 0.005)
         if pid == 0:
             only_child(fresh_child, fds)
         try:
