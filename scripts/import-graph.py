@@ -19,8 +19,8 @@ Circles among siblings and across facilities are counted.
 No cmd/ file imports another subcommand's (cmd/mod.rs routes between them;
 a subcommand's own folder, cmd/serve/, is one room).
 
-Layers, top down: cmd/ (leaves nothing imports), build/ (it runs sandboxes for RUN steps), sandbox/, backend/, and
-everything else below. An arrow from a lower layer to a higher one is an
+Layers, top down: cmd/ (leaves nothing imports), mcp/ (a front door on the sandbox library), build/ (it runs
+sandboxes for RUN steps), sandbox/, backend/, and everything else below. An arrow from a lower layer to a higher one is an
 arrow up. main.rs and lib.rs only declare and dispatch, and are not nodes.
 
 An optional scripts/import-graph.allow lists arrows a reshaping is still
@@ -36,7 +36,7 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SRC = os.path.join(ROOT, "src")
 ALLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "import-graph.allow")
-LAYERS = ["cmd", "build", "sandbox", "backend"]  # top down; the rest is below
+LAYERS = ["cmd", "mcp", "build", "sandbox", "backend"]  # top down; the rest is below
 
 
 def strip(text):

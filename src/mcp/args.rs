@@ -12,6 +12,10 @@ pub enum ToolError {
     BadArgs(String),
     #[error(transparent)]
     Run(#[from] RunError),
+    #[error(transparent)]
+    Stdin(#[from] super::stdin::StdinError),
+    #[error("the verdict as JSON: {0}")]
+    Verdict(serde_json::Error),
 }
 
 pub(crate) fn os(v: &[&str]) -> Vec<OsString> {

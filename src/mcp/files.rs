@@ -1,10 +1,12 @@
-//! The file tools (write_file, read_file, list_files): `husk cp` in a
-//! child process, so a file goes through the sandbox's copier (every path
-//! resolved within its root, written as its user, bounded), never through
-//! a shell inside the sandbox.
+//! The file tools (write_file, read_file, list_files): the sandbox
+//! library's copier (`sandbox::files`, as `husk cp` and serve's files
+//! endpoints use it), so a file goes through the sandbox's copier (every
+//! path resolved within its root, written as its user, bounded), never
+//! through a shell inside the sandbox.
 
-use super::args::{ToolError, os, required, str_arg};
+use super::args::{ToolError, required, str_arg};
 use super::tools::{Reply, Tools};
+use crate::sandbox::files::{Files, FilesError};
 use serde_json::{Value, json};
 
 /// The most a read_file reads (the reply shows at most the server's
@@ -12,33 +14,29 @@ use serde_json::{Value, json};
 const MAX_READ: u64 = 256 << 20;
 
 impl Tools {
-    /// `husk cp ARGS`: its stdout, or the error reply naming `what` and
-    /// `path` with husk's words (a sandbox husk says is gone is forgotten).
-    fn cp(
+    /// One copy in sandbox `id` (`files` with the copy's bounds), or the
+    /// error reply naming `what` and `path` with husk's words (a sandbox
+    /// husk says is gone is forgotten).
+    fn copy<T>(
         &mut self,
         id: &str,
-        args: &[&str],
-        stdin: Option<&[u8]>,
+        max_bytes: Option<u64>,
         what: &str,
         path: &str,
-    ) -> Result<Result<Vec<u8>, Reply>, ToolError> {
-        let mut a = os(&["cp"]);
-        a.extend(os(args));
-        let ran = self.runner.run(&a, stdin)?;
-        if ran.code == Some(0) {
-            return Ok(Ok(ran.stdout));
+        call: impl FnOnce(&crate::sandbox::state::Store, &Files) -> Result<T, FilesError>,
+    ) -> Result<T, Reply> {
+        let mut f = Files { target: id.to_string(), ..Files::default() };
+        if let Some(m) = max_bytes {
+            f.limits.max_bytes = m;
         }
-        let said: Vec<&str> = ran
-            .stderr
-            .lines()
-            .map(|l| l.trim_start_matches("husk: ").trim_start_matches("cp: "))
-            .filter(|l| !l.is_empty())
-            .collect();
-        let text = said.join("; ");
-        if ["no sandbox", " expired at ", " was removed at "].iter().any(|w| text.contains(w)) {
-            self.sandboxes.remove(id);
-        }
-        Ok(Err(Reply::err(format!("{what} {path} failed: {text}"))))
+        let done = self.store().map_err(FilesError::Sandbox).and_then(|s| call(&s, &f));
+        done.map_err(|e| {
+            if let FilesError::Sandbox(s) = &e {
+                self.forget_if_gone(id, s);
+            }
+            let hint = e.hint().map(|h| format!("; hint: {h}")).unwrap_or_default();
+            Reply::err(format!("{what} {path} failed: {e}{hint}"))
+        })
     }
 
     pub(super) fn write_file(&mut self, args: &Value) -> Result<Reply, ToolError> {
@@ -62,15 +60,12 @@ impl Tools {
                 .filter(|v| m.len() <= 4 && *v <= 0o7777)
                 .ok_or_else(|| ToolError::BadArgs(format!("mode {m:?}: give octal permissions like 644 or 755")))?,
         };
-        let Some((dir, name)) = crate::copy::split_path(path) else {
+        if crate::copy::split_path(path).is_none() {
             return Err(ToolError::BadArgs(format!("path {path:?}: name a file")));
-        };
-        // One file as a tar stream, unpacked into its directory by the copier.
-        let mut tar = Vec::with_capacity(data.len() + 2048);
-        crate::copy::single_file(&mut tar, name.as_bytes(), &mut &data[..], data.len() as u64, mode)
-            .map_err(|e| ToolError::BadArgs(format!("path {path:?}: {e}")))?;
-        let target = format!("{id}:{dir}");
-        Ok(match self.cp(&id, &["-", &target], Some(&tar), "writing", path)? {
+        }
+        let size = data.len() as u64;
+        let put = |s: &_, f: &_| crate::sandbox::files::put_file(s, f, path, &mut &data[..], size, mode);
+        Ok(match self.copy(&id, None, "writing", path, put) {
             Ok(_) => {
                 Reply::ok(format!("wrote {} bytes to {path}", data.len()), json!({"path": path, "bytes": data.len()}))
             }
@@ -81,15 +76,10 @@ impl Tools {
     pub(super) fn read_file(&mut self, args: &Value) -> Result<Reply, ToolError> {
         let id = self.sandbox(args)?.to_string();
         let path = required(args, "path")?;
-        let source = format!("{id}:{path}");
-        let max = format!("--max-bytes={MAX_READ}");
-        let tar = match self.cp(&id, &[&source, "-", &max], None, "reading", path)? {
-            Ok(t) => t,
-            Err(r) => return Ok(r),
-        };
         let mut data = Vec::new();
-        if let Err(e) = crate::copy::file_of(&mut &tar[..], &mut data, path) {
-            return Ok(Reply::err(format!("reading {path} failed: {e}")));
+        let get = |s: &_, f: &_| crate::sandbox::files::get_file(s, f, path, &mut data);
+        if let Err(r) = self.copy(&id, Some(MAX_READ), "reading", path, get) {
+            return Ok(r);
         }
         let mut cap = crate::capture::Capture::new(self.config.output_limit);
         cap.push(&data);
@@ -112,13 +102,10 @@ impl Tools {
     pub(super) fn list_files(&mut self, args: &Value) -> Result<Reply, ToolError> {
         let id = self.sandbox(args)?.to_string();
         let path = str_arg(args, "path")?.unwrap_or(".");
-        let source = format!("{id}:{path}");
-        let out = match self.cp(&id, &["--list", &source], None, "listing", path)? {
-            Ok(o) => o,
+        let listed = match self.copy(&id, None, "listing", path, |s, f| crate::sandbox::files::list(s, f, path)) {
+            Ok(l) => l,
             Err(r) => return Ok(r),
         };
-        let listed: Vec<crate::copy::list::Entry> = serde_json::from_slice(&out)
-            .map_err(|e| ToolError::BadArgs(format!("husk cp --list printed no listing: {e}")))?;
         let mut text = String::new();
         let entries: Vec<Value> = listed
             .iter()

@@ -13,11 +13,13 @@
 //! tools run `husk cp` (files.rs), so files go through the sandbox's copier.
 
 pub mod args;
+pub mod calls;
 pub mod files;
 pub mod operator;
 pub mod output;
 pub mod rpc;
 pub mod runner;
+pub mod stdin;
 pub mod summary;
 pub mod tools;
 
@@ -114,7 +116,7 @@ fn handle(tools: &mut Tools, id: &Value, method: &str, params: &Value) -> Value 
             let reply = match tools.call(name, &args) {
                 Ok(r) => r,
                 Err(ToolError::BadArgs(m)) => tools::Reply { structured: json!({"error": m}), text: m, is_error: true },
-                Err(e @ ToolError::Run(_)) => {
+                Err(e) => {
                     let m = format!("husk failed: {e}");
                     tools::Reply { structured: json!({"error": m}), text: m, is_error: true }
                 }

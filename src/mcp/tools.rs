@@ -7,6 +7,7 @@ use super::operator::Operator;
 use super::output;
 use super::runner::Runner;
 use super::summary;
+use crate::paths::{Paths, PathsError};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -136,11 +137,13 @@ pub fn list() -> Value {
     ])
 }
 
-/// The server's state: its config, how it runs husk, and the sandboxes it
-/// made (the only ones its tools act on).
+/// The server's state: its config, where its sandboxes live, and the
+/// sandboxes it made (the only ones its tools act on).
 pub struct Tools {
     pub config: Config,
     pub runner: Runner,
+    /// `--root` / `--state-dir` as `husk mcp` was given them, resolved.
+    pub paths: Result<Paths, PathsError>,
     pub sandboxes: BTreeSet<String>,
 }
 
@@ -154,13 +157,13 @@ impl Tools {
             "read_file" => self.read_file(args),
             "list_files" => self.list_files(args),
             "destroy_sandbox" => self.destroy(args),
-            "pause_sandbox" => self.pause(args, "pause"),
-            "resume_sandbox" => self.pause(args, "resume"),
+            "pause_sandbox" => self.pause(args, true),
+            "resume_sandbox" => self.pause(args, false),
             _ => Err(ToolError::BadArgs(format!("no tool {name:?}"))),
         }
     }
 
-    fn timeout(&self, args: &Value) -> Result<String, ToolError> {
+    pub(super) fn timeout(&self, args: &Value) -> Result<Duration, ToolError> {
         let t = match str_arg(args, "timeout")? {
             None => self.config.timeout,
             Some(s) => crate::units::parse_duration(s).map_err(|e| ToolError::BadArgs(format!("timeout: {e}")))?,
@@ -171,7 +174,7 @@ impl Tools {
                 self.config.max_timeout.as_secs()
             )));
         }
-        Ok(format!("{}ms", t.as_millis()))
+        Ok(t)
     }
 
     /// Root, limits and network of a new sandbox: the operator's, limits
@@ -224,21 +227,6 @@ impl Tools {
         Reply { text: summary::summarize(&verdict), structured, is_error: failed }
     }
 
-    fn exec_in(
-        &mut self,
-        id: &str,
-        timeout: &str,
-        limit: u64,
-        argv: &[&str],
-        stdin: Option<&[u8]>,
-    ) -> Result<Value, ToolError> {
-        let mut a = os(&["exec", "--json", "--timeout", timeout, "--output-limit"]);
-        a.push(limit.to_string().into());
-        a.extend(os(&[id, "--"]));
-        a.extend(os(argv));
-        Ok(self.runner.run(&a, stdin)?.json("exec")?)
-    }
-
     fn run_code(&mut self, args: &Value) -> Result<Reply, ToolError> {
         let code = required(args, "code")?;
         if args.get("sandbox_id").is_some_and(|v| !v.is_null()) {
@@ -250,7 +238,7 @@ impl Tools {
             "sh" => &["sh", "-s"],
             other => return Err(ToolError::BadArgs(format!("language {other:?}: use python, bash or sh"))),
         };
-        let timeout = self.timeout(args)?;
+        let timeout = format!("{}ms", self.timeout(args)?.as_millis());
         let mut a = os(&["run", "--json", "--timeout", &timeout, "--output-limit"]);
         a.push(self.config.output_limit.to_string().into());
         self.root_args(args, &mut a)?;
@@ -259,29 +247,6 @@ impl Tools {
         // Code on stdin: argv is bounded and shown by ps.
         let verdict = self.runner.run(&a, Some(code.as_bytes()))?.json("run")?;
         Ok(self.verdict_reply(verdict, None))
-    }
-
-    /// run_code with a sandbox_id: `husk exec --code -`, which hands the
-    /// code to the sandbox's warm interpreter or session, or runs it in a
-    /// fresh interpreter there (docs/warm.md).
-    fn run_code_in(&mut self, args: &Value, code: &str) -> Result<Reply, ToolError> {
-        let id = self.sandbox(args)?.to_string();
-        if Operator::asks(args) {
-            return Err(ToolError::BadArgs(
-                "memory, cpus and pids go with a new sandbox; one from create_sandbox keeps its own".into(),
-            ));
-        }
-        let timeout = self.timeout(args)?;
-        let mut a = os(&["exec", "--json", "--code=-", "--timeout", &timeout, "--output-limit"]);
-        a.push(self.config.output_limit.to_string().into());
-        match str_arg(args, "language")? {
-            None => {}
-            Some(l @ ("python" | "bash" | "sh")) => a.push(format!("--language={l}").into()),
-            Some(other) => return Err(ToolError::BadArgs(format!("language {other:?}: use python, bash or sh"))),
-        }
-        a.push(id.clone().into());
-        let verdict = self.runner.run(&a, Some(code.as_bytes()))?.json("exec")?;
-        Ok(self.verdict_reply(verdict, Some(&id)))
     }
 
     fn create(&mut self, args: &Value) -> Result<Reply, ToolError> {
@@ -340,55 +305,5 @@ impl Tools {
             ),
             json!({"sandbox_id": id, "workdir": workdir}),
         ))
-    }
-
-    fn exec(&mut self, args: &Value) -> Result<Reply, ToolError> {
-        let id = self.sandbox(args)?.to_string();
-        let command = required(args, "command")?;
-        let stdin = str_arg(args, "stdin")?.map(str::as_bytes);
-        let timeout = self.timeout(args)?;
-        let v = self.exec_in(&id, &timeout, self.config.output_limit, &["sh", "-c", command], stdin)?;
-        Ok(self.verdict_reply(v, Some(&id)))
-    }
-
-    fn destroy(&mut self, args: &Value) -> Result<Reply, ToolError> {
-        let id = self.sandbox(args)?.to_string();
-        let ran = self.runner.run(&os(&["rm", &id]), None)?;
-        self.sandboxes.remove(&id);
-        if ran.code != Some(0) {
-            return Ok(Reply::err(format!("destroying {id}: {}", ran.stderr)));
-        }
-        Ok(Reply::ok(format!("sandbox {id} destroyed"), json!({"sandbox_id": id, "destroyed": true})))
-    }
-
-    /// `husk pause|resume ID` (`verb`).
-    fn pause(&mut self, args: &Value, verb: &str) -> Result<Reply, ToolError> {
-        let id = self.sandbox(args)?.to_string();
-        let ran = self.runner.run(&os(&[verb, &id]), None)?;
-        if ran.code != Some(0) {
-            return Ok(Reply::err(format!("{verb} of {id}: {}", ran.stderr.trim())));
-        }
-        let paused = verb == "pause";
-        let text = if paused {
-            format!(
-                "sandbox {id} paused: processes and memory kept, no CPU; exec calls are refused until resume_sandbox"
-            )
-        } else {
-            format!("sandbox {id} resumed")
-        };
-        Ok(Reply::ok(text, json!({"sandbox_id": id, "paused": paused})))
-    }
-
-    /// Removes every sandbox this session made (the client went away).
-    pub fn destroy_all(&mut self) {
-        if self.sandboxes.is_empty() {
-            return;
-        }
-        let mut a = os(&["rm"]);
-        a.extend(self.sandboxes.iter().map(OsString::from));
-        if let Err(e) = self.runner.run(&a, None) {
-            crate::errln!("husk mcp: removing the session's sandboxes: {e}");
-        }
-        self.sandboxes.clear();
     }
 }

@@ -1,0 +1,159 @@
+//! The tools that act on a sandbox of the session (exec, run_code with a
+//! sandbox_id, pause, resume, destroy): one call of the sandbox library
+//! each (`sandbox::exec`, `sandbox::pause`, `sandbox::lifecycle`), in this
+//! process, answered as `husk exec --json` / `husk rm` answer.
+//!
+//! In-process is safe here because the server is one thread and runs one
+//! call at a time (mod.rs): the exec's join and the command are forked
+//! from it (`SingleThreaded` holds), and only fd 0 is shared with the
+//! command, which stdin.rs swaps for the call's own input.
+
+use super::args::{ToolError, required, str_arg};
+use super::operator::Operator;
+use super::stdin::CommandStdin;
+use super::tools::{Reply, Tools};
+use crate::outcome::{Outcome, Verdict};
+use crate::sandbox::SandboxError;
+use crate::sandbox::exec::{ExecRequest, ExecResult};
+use crate::sandbox::state::Store;
+use crate::spec::ExecSpec;
+use serde_json::{Value, json};
+
+/// What an exec runs: a command with its stdin, or code for the sandbox's
+/// interpreter.
+enum Run<'a> {
+    Command { argv: Vec<String>, stdin: Option<&'a [u8]> },
+    Code { code: &'a [u8], language: Option<&'a str> },
+}
+
+impl Tools {
+    pub(super) fn store(&self) -> Result<Store, SandboxError> {
+        crate::sandbox::lifecycle::store_of(&self.paths)
+    }
+
+    /// One exec in sandbox `id`: its verdict as `husk exec --json` prints
+    /// it (a failure to start is a verdict too, `setup_failed`).
+    fn exec_verdict(&mut self, id: &str, args: &Value, run: Run) -> Result<Value, ToolError> {
+        let t_start = crate::spawn::now_ns();
+        let exec = ExecSpec {
+            timeout: Some(self.timeout(args)?),
+            capture: Some(self.config.output_limit),
+            ..ExecSpec::default()
+        };
+        let mut req = ExecRequest { target: id.to_string(), wait: false, exec, ready_check: false };
+        let result = match run {
+            Run::Command { argv, stdin } => {
+                req.exec.argv = argv;
+                let _stdin = CommandStdin::give(stdin)?;
+                self.store().and_then(|s| crate::sandbox::exec::exec_to(&s, &req, t_start, None))
+            }
+            Run::Code { code, language } => {
+                // A cold sandbox's interpreter reads the code from fd 0
+                // (exec_code puts it there); the guard gives fd 0 back.
+                let _stdin = CommandStdin::give(None)?;
+                self.store().and_then(|s| crate::sandbox::exec::exec_code(&s, &req, code, language, t_start, None))
+            }
+        };
+        verdict_value(&result)
+    }
+
+    pub(super) fn exec(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let command = required(args, "command")?;
+        let stdin = str_arg(args, "stdin")?.map(str::as_bytes);
+        let argv = ["sh", "-c", command].map(String::from).to_vec();
+        let v = self.exec_verdict(&id, args, Run::Command { argv, stdin })?;
+        Ok(self.verdict_reply(v, Some(&id)))
+    }
+
+    /// run_code with a sandbox_id: the code goes to the sandbox's warm
+    /// interpreter or session, or to a fresh interpreter there
+    /// (`sandbox::exec::exec_code`, docs/warm.md).
+    pub(super) fn run_code_in(&mut self, args: &Value, code: &str) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        if Operator::asks(args) {
+            return Err(ToolError::BadArgs(
+                "memory, cpus and pids go with a new sandbox; one from create_sandbox keeps its own".into(),
+            ));
+        }
+        let language = match str_arg(args, "language")? {
+            None => None,
+            Some(l @ ("python" | "bash" | "sh")) => Some(l),
+            Some(other) => return Err(ToolError::BadArgs(format!("language {other:?}: use python, bash or sh"))),
+        };
+        let v = self.exec_verdict(&id, args, Run::Code { code: code.as_bytes(), language })?;
+        Ok(self.verdict_reply(v, Some(&id)))
+    }
+
+    pub(super) fn destroy(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let done = self.destroy_one(&id);
+        self.sandboxes.remove(&id);
+        if let Err(e) = done {
+            return Ok(Reply::err(format!("destroying {id}: {e}")));
+        }
+        Ok(Reply::ok(format!("sandbox {id} destroyed"), json!({"sandbox_id": id, "destroyed": true})))
+    }
+
+    /// `husk rm ID`: found as rm finds it, removed without --force.
+    fn destroy_one(&self, id: &str) -> Result<(), SandboxError> {
+        let store = self.store()?;
+        let id = crate::sandbox::registry::resolve(&store, id)?;
+        crate::sandbox::lifecycle::destroy(&store, &id, false)
+    }
+
+    /// pause_sandbox (`paused`) and resume_sandbox.
+    pub(super) fn pause(&mut self, args: &Value, paused: bool) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let done = self.store().and_then(|s| match paused {
+            true => crate::sandbox::pause::pause(&s, &id, false),
+            false => crate::sandbox::pause::resume(&s, &id),
+        });
+        let verb = if paused { "pause" } else { "resume" };
+        if let Err(e) = done {
+            self.forget_if_gone(&id, &e);
+            return Ok(Reply::err(format!("{verb} of {id}: {e}")));
+        }
+        let text = if paused {
+            format!(
+                "sandbox {id} paused: processes and memory kept, no CPU; exec calls are refused until resume_sandbox"
+            )
+        } else {
+            format!("sandbox {id} resumed")
+        };
+        Ok(Reply::ok(text, json!({"sandbox_id": id, "paused": paused})))
+    }
+
+    /// A sandbox husk says is gone (its lease ran out, say) is forgotten.
+    pub(super) fn forget_if_gone(&mut self, id: &str, e: &SandboxError) {
+        if matches!(e, SandboxError::Unknown { .. } | SandboxError::Ended { .. } | SandboxError::Gone { .. }) {
+            self.sandboxes.remove(id);
+        }
+    }
+
+    /// Removes every sandbox this session made (the client went away).
+    pub fn destroy_all(&mut self) {
+        for id in std::mem::take(&mut self.sandboxes) {
+            if let Err(e) = self.destroy_one(&id) {
+                crate::errln!("husk mcp: removing the session's sandbox {id}: {e}");
+            }
+        }
+    }
+}
+
+/// An exec's result as its `--json` verdict (`cli::report` prints the
+/// same `Verdict`).
+fn verdict_value(r: &Result<ExecResult, SandboxError>) -> Result<Value, ToolError> {
+    let v = match r {
+        Ok(r) => {
+            let mut v = Verdict::new(&r.exec_id, r.backend, &r.outcome, Some(&r.isolation), true);
+            v.extra = r.extra.clone();
+            serde_json::to_value(&v)
+        }
+        Err(e) => {
+            let o = Outcome::setup_failed(e.report());
+            serde_json::to_value(Verdict::new("", "native", &o, None, true))
+        }
+    };
+    v.map_err(ToolError::Verdict)
+}
