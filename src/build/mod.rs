@@ -25,6 +25,7 @@ pub mod copy;
 pub mod diff;
 pub mod dockerfile;
 pub mod exec;
+pub mod fork;
 pub mod export;
 pub mod ignore;
 pub mod layer;

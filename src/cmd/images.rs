@@ -1,7 +1,8 @@
-//! `husk image export`, `husk push`, `husk commit`, `husk fork`: images
+//! `husk image export`, `husk push`, `husk commit`: images
 //! out of the store and out of live sandboxes (docs/build.md).
 
 use crate::build::export::{Format, export as run_export};
+use crate::build::fork::{CommitRequest, commit_report};
 use crate::cli::images::{CommitArgs, ExportFormat, ImageExportArgs, PushArgs};
 use crate::host::HostFacts;
 use crate::image::registry::ClientOptions;
@@ -80,18 +81,8 @@ pub fn push(a: PushArgs, paths: &Result<Paths, PathsError>) -> i32 {
 }
 
 pub fn commit(a: CommitArgs, paths: &Result<Paths, PathsError>) -> i32 {
-    let paths = match paths {
-        Ok(p) => p,
-        Err(e) => return fail(a.json, e),
-    };
-    let opened = Store::open(&paths.root)
-        .map_err(|e| e.to_string())
-        .and_then(|s| crate::sandbox::state::Store::open(&paths.state).map(|b| (s, b)).map_err(|e| e.to_string()));
-    let (store, sandboxes) = match opened {
-        Ok(p) => p,
-        Err(e) => return fail(a.json, &e),
-    };
-    match crate::build::commit::commit(&store, &sandboxes, &a.sandbox, &a.name, "commit") {
+    let req = CommitRequest { sandbox: a.sandbox, name: a.name };
+    match crate::build::fork::commit(paths, &req) {
         Ok(r) => {
             if a.json {
                 crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());
@@ -109,6 +100,12 @@ pub fn commit(a: CommitArgs, paths: &Result<Paths, PathsError>) -> i32 {
             }
             0
         }
-        Err(e) => fail(a.json, &e),
+        Err(e) => {
+            if a.json {
+                crate::cli::report::json_failure(commit_report(&e), Default::default(), false);
+            }
+            crate::errln!("husk: {e}");
+            EXIT_HUSK_FAILED
+        }
     }
 }

@@ -32,6 +32,7 @@ pub mod pause;
 pub mod pool;
 pub mod proto;
 pub mod registry;
+pub mod snapshot_images;
 pub mod state;
 pub mod supervisor;
 pub mod tombstone;
