@@ -25,6 +25,7 @@
 pub mod events;
 pub mod exec;
 pub mod files;
+pub mod copy;
 pub mod gc;
 pub mod held;
 pub mod lifecycle;
