@@ -16,7 +16,8 @@ types through `super::`) are not counted: a facility's mod.rs is its facade
 and wiring, and a child leaning on it is one room, not a circle between rooms.
 Circles among siblings and across facilities are counted.
 
-Layers, top down: cmd/ (leaves nothing imports), build/ (it runs sandboxes for RUN steps), sandbox/, backend/, and
+Layers, top down: cmd/ (leaves nothing imports), mcp/ (its tools call the sandbox library), build/ (it runs
+sandboxes for RUN steps), sandbox/, backend/, and
 everything else below. An arrow from a lower layer to a higher one is an
 arrow up. main.rs and lib.rs only declare and dispatch, and are not nodes.
 
@@ -33,7 +34,7 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SRC = os.path.join(ROOT, "src")
 ALLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "import-graph.allow")
-LAYERS = ["cmd", "build", "sandbox", "backend"]  # top down; the rest is below
+LAYERS = ["cmd", "mcp", "build", "sandbox", "backend"]  # top down; the rest is below
 
 
 def strip(text):

@@ -46,7 +46,8 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> i32 {
         max_sandboxes: args.max_sandboxes,
         pools: args.pool,
     };
-    let mut tools = Tools { config, runner: Runner { exe, globals: pass }, sandboxes: Default::default() };
+    let paths = crate::paths::Paths::from_cli(globals.root.as_deref(), globals.state_dir.as_deref());
+    let mut tools = Tools { config, runner: Runner { exe, globals: pass }, sandboxes: Default::default(), paths };
     let mut input = std::io::stdin().lock();
     let mut output = std::io::stdout().lock();
     match crate::mcp::serve(&mut tools, &mut input, &mut output) {

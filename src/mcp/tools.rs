@@ -133,6 +133,24 @@ pub fn list() -> Value {
             "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
             "outputSchema": output::destroyed(),
         },
+        {
+            "name": "fork_sandbox",
+            "description": "Start new sandboxes from a sandbox's current files (not its processes): each fork has the source's limits, network, user, env and working directory, and its own copy of the files. Returns their sandbox_ids; destroy each with destroy_sandbox when done.",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id,
+                "count": {"type": "integer", "minimum": 1, "default": 1, "description": "How many forks (within the server's sandbox limit)"},
+            }, "required": ["sandbox_id"]},
+            "outputSchema": output::forked(),
+        },
+        {
+            "name": "commit_sandbox",
+            "description": "Store a sandbox's current files as an image named mcp/NAME[:TAG] (the sandbox keeps running).",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id,
+                "tag": {"type": "string", "description": "NAME[:TAG] of the image, stored as mcp/NAME[:TAG]"},
+            }, "required": ["sandbox_id", "tag"]},
+            "outputSchema": output::committed(),
+        },
     ])
 }
 
@@ -142,6 +160,8 @@ pub struct Tools {
     pub config: Config,
     pub runner: Runner,
     pub sandboxes: BTreeSet<String>,
+    /// Store and state dir, for the tools that call the library (ops.rs).
+    pub paths: Result<crate::paths::Paths, crate::paths::PathsError>,
 }
 
 impl Tools {
@@ -156,6 +176,8 @@ impl Tools {
             "destroy_sandbox" => self.destroy(args),
             "pause_sandbox" => self.pause(args, "pause"),
             "resume_sandbox" => self.pause(args, "resume"),
+            "fork_sandbox" => self.fork_sandbox(args),
+            "commit_sandbox" => self.commit_sandbox(args),
             _ => Err(ToolError::BadArgs(format!("no tool {name:?}"))),
         }
     }
