@@ -56,7 +56,10 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
         let _ = self.child.wait();
     }
 }
@@ -90,7 +93,12 @@ impl Mcp {
     fn rpc(&mut self, method: &str, params: Value) -> Value {
         let id = self.next;
         self.next += 1;
-        writeln!(self.input.as_mut().unwrap(), "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        writeln!(
+            self.input.as_mut().unwrap(),
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
         let mut line = String::new();
         self.output.read_line(&mut line).unwrap();
         let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{method}: {e}: {line:?}"));
@@ -135,7 +143,8 @@ fn fork_commit_through_cli_serve_and_mcp_agree() {
     // Fork: the same answer's shape, forks that start from the source.
     let (ok, cli) = cli_json(&live, &["fork", "--json", &src, "--count", "2"]);
     assert!(ok, "{cli}");
-    let (status, api) = serve.post(&format!("/v1/sandboxes/{src}/fork"), &json!({"count": 2, "labels": {"via": "api"}}));
+    let (status, api) =
+        serve.post(&format!("/v1/sandboxes/{src}/fork"), &json!({"count": 2, "labels": {"via": "api"}}));
     assert_eq!(status, 201, "{api}");
     let ids = |v: &Value| -> Vec<String> {
         v["sandboxes"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect()

@@ -30,7 +30,10 @@ impl Tools {
         let id = self.sandbox(args)?.to_string();
         let count = match &args["count"] {
             Value::Null => 1,
-            v => v.as_u64().filter(|n| *n >= 1).ok_or_else(|| ToolError::BadArgs("count must be an integer of at least 1".into()))?,
+            v => v
+                .as_u64()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| ToolError::BadArgs("count must be an integer of at least 1".into()))?,
         };
         let room = self.config.max_sandboxes.saturating_sub(self.sandboxes.len()) as u64;
         if count > room {
@@ -40,12 +43,8 @@ impl Tools {
                 self.sandboxes.len()
             )));
         }
-        let req = ForkRequest {
-            source: id.clone(),
-            count: count as u32,
-            labels: Vec::new(),
-            ttl: Some(self.config.ttl),
-        };
+        let req =
+            ForkRequest { source: id.clone(), count: count as u32, labels: Vec::new(), ttl: Some(self.config.ttl) };
         let forked = match fork(&self.paths, &req) {
             Ok(f) => f,
             Err(e) => {
@@ -63,7 +62,11 @@ impl Tools {
         forked.handover.confirm();
         let snapshot = forked.snapshot.name.clone();
         Ok(Reply::ok(
-            format!("forked {id} into {} (snapshot {snapshot}, {} bytes changed)", ids.join(", "), forked.snapshot.changes.bytes),
+            format!(
+                "forked {id} into {} (snapshot {snapshot}, {} bytes changed)",
+                ids.join(", "),
+                forked.snapshot.changes.bytes
+            ),
             json!({"sandbox_ids": ids, "snapshot": snapshot}),
         ))
     }

@@ -96,7 +96,8 @@ pub struct RanWithCopies {
 /// stays unconfirmed): if the caller is killed, the supervisor sees the
 /// hang-up and destroys it; otherwise it is destroyed here before return.
 pub fn run_with_copies(paths: &Result<Paths, PathsError>, req: RunWithCopies) -> RanWithCopies {
-    let failed = |e: ErrorReport| RanWithCopies { outcome: Outcome::setup_failed(e), sandbox: None, copies: Vec::new() };
+    let failed =
+        |e: ErrorReport| RanWithCopies { outcome: Outcome::setup_failed(e), sandbox: None, copies: Vec::new() };
     if let Err(e) = before_create(&req) {
         return failed(e);
     }
@@ -108,7 +109,11 @@ pub fn run_with_copies(paths: &Result<Paths, PathsError>, req: RunWithCopies) ->
     let store = match store_of(paths) {
         Ok(s) => s,
         Err(e) => {
-            return RanWithCopies { outcome: Outcome::setup_failed(e.report()), sandbox: Some(rec), copies: Vec::new() };
+            return RanWithCopies {
+                outcome: Outcome::setup_failed(e.report()),
+                sandbox: Some(rec),
+                copies: Vec::new(),
+            };
         }
     };
     let files = Files { target: rec.id.clone(), user: exec.user.clone(), wait: false, limits: Default::default() };
@@ -170,7 +175,8 @@ impl Steps<'_> {
             }
         }
         let copy_in_ms = ms_since(t0);
-        let req = crate::sandbox::exec::ExecRequest { target: self.rec.id.clone(), wait: false, ready_check: false, exec };
+        let req =
+            crate::sandbox::exec::ExecRequest { target: self.rec.id.clone(), wait: false, ready_check: false, exec };
         let mut outcome = match crate::sandbox::exec::exec_to(self.store, &req, t_start, tap) {
             Ok(r) => r.outcome,
             Err(e) => return (Outcome::setup_failed(e.report()), copies),

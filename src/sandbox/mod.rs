@@ -22,10 +22,10 @@
 //!
 //! See docs/sandboxes.md.
 
+pub mod copy;
 pub mod events;
 pub mod exec;
 pub mod files;
-pub mod copy;
 pub mod gc;
 pub mod held;
 pub mod lifecycle;

@@ -171,7 +171,8 @@ fn send(out: &mut std::fs::File, v: &Value) -> std::io::Result<()> {
 /// length, not to end of file: the forks' supervisors hold the pipe's
 /// write end too.
 fn read_answer(mut r: std::fs::File) -> Result<Value, ApiError> {
-    let lost = |e: std::io::Error| ApiError::new(500, "serve", format!("the fork's process ended without an answer: {e}"));
+    let lost =
+        |e: std::io::Error| ApiError::new(500, "serve", format!("the fork's process ended without an answer: {e}"));
     let mut len = [0u8; 8];
     r.read_exact(&mut len).map_err(lost)?;
     let n = u64::from_le_bytes(len) as usize;
