@@ -6,12 +6,11 @@
 
 use crate::cli::RunArgs;
 use crate::cli::report::{check_verdict_file, report, report_with};
-use crate::cli::{ProcessArgs, SandboxArgs};
+use crate::cli::{CreateArgs, ProcessArgs};
 use crate::outcome::{ErrorReport, Outcome};
 use crate::paths::{Paths, PathsError};
+use crate::sandbox::CreateOptions;
 use crate::sandbox::copy::{HostCopy, RunWithCopies, run_with_copies};
-use crate::sandbox::lifecycle::Meta;
-use crate::spec::Spec;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,8 +29,8 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
     if let Err(e) = check_verdict_file(&mut p) {
         return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);
     }
-    let (spec, meta) = match sandbox_of(&args.sandbox, &p) {
-        Ok(x) => x,
+    let create = match create_options(&args, &p) {
+        Ok(o) => o,
         Err(e) => return report(&Outcome::setup_failed(e), "", "none", None, &p),
     };
     let tap = match crate::cli::report::stream_tap(&p) {
@@ -39,8 +38,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         Err(e) => return report(&Outcome::setup_failed(e), "", "none", None, &p),
     };
     let req = RunWithCopies {
-        spec,
-        meta,
+        create,
         copy_in: args.copy_in.iter().map(|c| HostCopy { host: c.host.clone(), path: c.path.clone() }).collect(),
         copy_out: args.copy_out.iter().map(|c| HostCopy { host: c.host.clone(), path: c.path.clone() }).collect(),
         exec: crate::spec::ExecSpec {
@@ -68,36 +66,31 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
 
 /// The run's sandbox: its own flags as create takes them (env, user and
 /// secrets; the command's timeout and output bounds belong to the exec).
-fn sandbox_of(a: &SandboxArgs, p: &ProcessArgs) -> Result<(Spec, Meta), ErrorReport> {
-    let mut spec = Spec::new(Vec::new());
-    crate::cli::spec::apply_sandbox_args(&mut spec, a).map_err(ErrorReport::from)?;
-    let sandbox_process = ProcessArgs {
-        timeout: None,
-        kill_grace: None,
-        json: false,
-        json_stream: false,
-        verdict_file: None,
-        output_limit: crate::spec::DEFAULT_OUTPUT_LIMIT,
+fn create_options(args: &RunArgs, p: &ProcessArgs) -> Result<CreateOptions, ErrorReport> {
+    let create = CreateArgs {
+        sandbox: args.sandbox.clone(),
         env: p.env.clone(),
         env_file: p.env_file.clone(),
         user: p.user.clone(),
-        tty: false,
-        secrets: Default::default(),
-    };
-    crate::cli::spec::apply_process_args(&mut spec, &sandbox_process).map_err(ErrorReport::from)?;
-    crate::redact::set_host(p.secrets.redact);
-    let secrets = p.secrets.resolve().map_err(|e| ErrorReport::from(crate::cli::spec::ArgsError::from(e)))?;
-    crate::redact::add(secrets.clone());
-    let meta = Meta {
-        name: None,
-        labels: BTreeMap::from([(LABEL.0.to_string(), LABEL.1.to_string())]),
         ttl: RUN_LEASE,
         max_lifetime: None,
+        name: None,
+        label: Vec::new(),
         concurrent: false,
-        ready_check: false,
-        secrets,
+        warm: None,
+        session: None,
+        ready_cmd: None,
+        secrets: p.secrets.clone(),
+        ready_timeout: Duration::from_secs(60),
+        json: false,
+        pool: None,
+        server: None,
+        pool_fallback: false,
+        from_snapshot: None,
     };
-    Ok((spec, meta))
+    let mut opts = crate::cli::spec::create_options(&create).map_err(ErrorReport::from)?;
+    opts.labels.insert(LABEL.0.into(), LABEL.1.into());
+    Ok(opts)
 }
 
 /// Which of `husk run`'s paths: with copies the run is a live sandbox's.

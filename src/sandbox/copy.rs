@@ -7,7 +7,7 @@
 
 use super::SandboxError;
 use super::files::{self, Files, FilesError};
-use super::lifecycle::{Meta, create_spec, destroy, store_of};
+use super::lifecycle::{destroy, store_of};
 use super::state::{Record, Store};
 use crate::copy::pack::Packer;
 use crate::copy::tarw::TarWriter;
@@ -15,7 +15,8 @@ use crate::copy::unpack::{Resolve, Shape, Unpacker, open_target};
 use crate::copy::{CopyError, Report, split_source};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::paths::{Paths, PathsError};
-use crate::spec::{ExecSpec, RuntimeChoice, Spec};
+use crate::request::CreateOptions;
+use crate::spec::{ExecSpec, RuntimeChoice};
 use crate::step::Phase;
 use nix::fcntl::AT_FDCWD;
 use std::os::fd::AsFd;
@@ -62,9 +63,8 @@ pub struct HostCopy {
 /// A command in a fresh sandbox with files copied in before it starts and
 /// out after it ends.
 pub struct RunWithCopies<'a> {
-    /// The sandbox (the run's own flags on create's path).
-    pub spec: Spec,
-    pub meta: Meta,
+    /// The sandbox (the run's own flags, created as `husk create` makes one).
+    pub create: CreateOptions,
     pub copy_in: Vec<HostCopy>,
     pub copy_out: Vec<HostCopy>,
     /// The command, run as an exec in the sandbox.
@@ -101,11 +101,12 @@ pub fn run_with_copies(paths: &Result<Paths, PathsError>, req: RunWithCopies) ->
     if let Err(e) = before_create(&req) {
         return failed(e);
     }
-    let RunWithCopies { spec, meta, copy_in, copy_out, exec, t_start, tap } = req;
-    let (rec, handover) = match create_spec(spec, meta, paths) {
-        Ok(r) => r,
+    let RunWithCopies { create, copy_in, copy_out, exec, t_start, tap } = req;
+    let created = match crate::sandbox::create(&create, paths) {
+        Ok(c) => c,
         Err(e) => return failed(e.report()),
     };
+    let rec = created.record.clone();
     let store = match store_of(paths) {
         Ok(s) => s,
         Err(e) => {
@@ -124,14 +125,15 @@ pub fn run_with_copies(paths: &Result<Paths, PathsError>, req: RunWithCopies) ->
     {
         outcome = with_failure(outcome, e.report());
     }
-    drop(handover);
+    // Never confirmed: only this call knew the sandbox.
+    drop(created);
     RanWithCopies { outcome, sandbox: Some(rec), copies }
 }
 
 /// What can be refused before a sandbox is made: a runtime that cannot
 /// copy, a host source that is not there.
 fn before_create(req: &RunWithCopies) -> Result<(), ErrorReport> {
-    if req.spec.runtime == RuntimeChoice::Runsc {
+    if req.create.sandbox.runtime == RuntimeChoice::Runsc {
         return Err(unsupported(crate::backend::CopyStartError::Gvisor));
     }
     for c in &req.copy_in {
