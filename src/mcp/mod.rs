@@ -9,13 +9,16 @@
 //! four methods over newline-delimited JSON; and husk's process model is
 //! synchronous (the forks of `run`/`exec` want a single-threaded process).
 //! Sandboxes are made by husk's own subcommands in child processes
-//! (runner.rs), so this server never forks a sandbox itself; the file
-//! tools run `husk cp` (files.rs), so files go through the sandbox's copier.
+//! (runner.rs); the file tools run `husk cp` (files.rs), so files go
+//! through the sandbox's copier. fork_sandbox and commit_sandbox call the
+//! library in this process (ops.rs): a fork's supervisors are forked from
+//! here, which is single-threaded, and detach from its stdio.
 
 pub mod args;
 pub mod calls;
 pub mod files;
 pub mod operator;
+pub mod ops;
 pub mod output;
 pub mod rpc;
 pub mod runner;
