@@ -506,7 +506,6 @@ fn warm_refuses_what_it_cannot_do() {
         &["--warm", "bash"][..],
         &["--warm", "python:os;x"],
         &["--session", "ruby"],
-        &["--session", "python", "--concurrent"],
     ] {
         let mut a = vec!["create"];
         a.extend_from_slice(bad);

@@ -128,11 +128,6 @@ pub(crate) fn create_inner(
         (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),
         (None, None) => None,
     };
-    if spec.warm.as_ref().is_some_and(|w| w.mode == crate::spec::WarmMode::Session) && args.concurrent {
-        return Err(usage(
-            "--session runs one call at a time: drop --concurrent, or use --warm for fresh parallel calls".into(),
-        ));
-    }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
     crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
     crate::redact::set_host(args.secrets.redact);

@@ -17,7 +17,8 @@ const MAX_READ: u64 = 256 << 20;
 
 /// `st PATH`: one line `TYPE|SIZE|MODE|PERMS|OWNER|GROUP|MTIME`, then the
 /// link's target for a symlink; exit 2 when nothing is there.
-const STAT: &str = r#"st() { [ -e "$1" ] || [ -L "$1" ] || exit 2; stat -c '%F|%s|%a|%A|%U|%G|%Y' -- "$1" || exit 1; if [ -L "$1" ]; then readlink -- "$1"; fi; }"#;
+const STAT: &str = r#"st() { [ -e "$1" ] || [ -L "$1" ] || exit 2; stat -c '%F|%s|%a|%A|%U|%G|%Y' -- "$1" || exit 1; if [ -L "$1" ]; then readlink -- "$1"; fi; }
+"#;
 
 fn files_for(id: &str, user: Option<String>) -> Files {
     Files {
