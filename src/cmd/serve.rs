@@ -312,7 +312,10 @@ impl Gated {
             None => Err(HttpError::HeadTooLarge(self.limits.max_head)),
         };
         match head {
-            Ok(head) => check_token(token, &head).or_else(refuse),
+            Ok(head) => check_token(token, &head).or_else(|e| match e2b::refusal(&head, &e) {
+                Some(body) => Err((e.status, body)),
+                None => refuse(e),
+            }),
             Err(e) => refuse(ApiError::new(e.status().unwrap_or(400), "request", e.to_string())),
         }
     }

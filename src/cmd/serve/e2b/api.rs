@@ -48,6 +48,11 @@ pub fn unsupported(what: &str) -> ApiError {
         .hint("docs/e2b.md lists what works")
 }
 
+/// `unsupported`, answered.
+pub fn refuse(what: &str) -> Reply {
+    as_e2b(unsupported(what))
+}
+
 /// An ApiError as E2B's error body.
 fn as_e2b(e: ApiError) -> Reply {
     let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();

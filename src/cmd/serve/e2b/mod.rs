@@ -59,7 +59,7 @@ pub fn route(head: &Head, body: &[u8], ctx: &Ctx, conn: &mut Conn, t_start: u64)
         ("DELETE", ["sandboxes", id]) => api::kill(ctx, id),
         ("POST", ["sandboxes", id, "timeout"]) => api::set_timeout(ctx, id, body),
         ("POST", ["v2", "sandboxes", id, "connect"]) => api::connect(ctx, id, body),
-        (_, ["sandboxes", _, what, ..] | ["v2", "sandboxes", _, what, ..]) => Err(api::unsupported(what)),
+        (_, ["sandboxes", _, what, ..] | ["v2", "sandboxes", _, what, ..]) => Ok(api::refuse(what)),
         (_, ["health"]) => Ok(Reply::Raw(204, "text/plain", Vec::new())),
         ("GET" | "POST", ["files"]) => fs::files(ctx, head, body),
         ("POST", [svc, method]) if svc.starts_with("process.") => process::rpc(ctx, head, method, body, conn, t_start),
@@ -88,4 +88,18 @@ fn user_of(name: Option<&str>) -> Option<String> {
         Some("") | Some("user") | None => None,
         Some(other) => Some(other.to_string()),
     }
+}
+
+/// A refusal (a wrong or missing token) in E2B's error shape, `{code,
+/// message}`, for a request from an E2B SDK (it names a sandbox or carries
+/// E2B's key header), which reads only that shape.
+pub fn refusal(head: &Head, e: &ApiError) -> Option<Vec<u8>> {
+    let from_e2b = ["x-api-key", "e2b-sandbox-id", "x-access-token"].iter().any(|h| head.header(h).is_some());
+    from_e2b.then(|| {
+        let hint = e.hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
+        let mut b = serde_json::to_vec(&serde_json::json!({"code": e.status, "message": format!("{}{hint}", e.message)}))
+            .unwrap_or_default();
+        b.push(b'\n');
+        b
+    })
 }
