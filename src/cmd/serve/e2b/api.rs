@@ -141,7 +141,8 @@ fn created(ctx: &Ctx, id: &str, template: &str) -> Value {
 /// One of ours (made through these routes), live.
 fn ours(ctx: &Ctx, what: &str) -> Result<Record, ApiError> {
     let id = super::super::lookup(ctx, what)?;
-    let rec = crate::sandbox::registry::current(super::super::store(ctx)?, &id).map_err(|e| ApiError::of_sandbox(&e))?;
+    let rec =
+        crate::sandbox::registry::current(super::super::store(ctx)?, &id).map_err(|e| ApiError::of_sandbox(&e))?;
     if rec.labels.get(E2B_LABEL).map(String::as_str) != Some("1") {
         return Err(ApiError::new(404, "lookup", format!("sandbox {what} was not made through the E2B API")));
     }

@@ -218,7 +218,10 @@ pub fn contexts(ctx: &Ctx, head: &Head, rest: &[&str], body: &[u8]) -> Result<Re
             let _ = getrandom(&mut rnd);
             let cwd = b.cwd.clone().unwrap_or_default();
             let id = format!("{tag}-{}-{}", hex::encode(rnd), hex::encode(cwd.as_bytes()));
-            Ok(Reply::Json(200, json!({"id": id, "language": tag, "cwd": if cwd.is_empty() { "/".into() } else { cwd }})))
+            Ok(Reply::Json(
+                200,
+                json!({"id": id, "language": tag, "cwd": if cwd.is_empty() { "/".into() } else { cwd }}),
+            ))
         }
         ("GET", []) => Ok(Reply::Json(200, json!([]))),
         ("DELETE", [_]) => Ok(Reply::Raw(204, "text/plain", Vec::new())),

@@ -97,7 +97,8 @@ pub fn request(head: &Head, body: &[u8]) -> Result<Value, RpcError> {
     if msg.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
-    serde_json::from_slice(msg).map_err(|e| RpcError::new(Code::InvalidArgument, format!("the request is not JSON: {e}")))
+    serde_json::from_slice(msg)
+        .map_err(|e| RpcError::new(Code::InvalidArgument, format!("the request is not JSON: {e}")))
 }
 
 use crate::serve::http::Head;

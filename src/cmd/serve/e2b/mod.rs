@@ -97,8 +97,9 @@ pub fn refusal(head: &Head, e: &ApiError) -> Option<Vec<u8>> {
     let from_e2b = ["x-api-key", "e2b-sandbox-id", "x-access-token"].iter().any(|h| head.header(h).is_some());
     from_e2b.then(|| {
         let hint = e.hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
-        let mut b = serde_json::to_vec(&serde_json::json!({"code": e.status, "message": format!("{}{hint}", e.message)}))
-            .unwrap_or_default();
+        let mut b =
+            serde_json::to_vec(&serde_json::json!({"code": e.status, "message": format!("{}{hint}", e.message)}))
+                .unwrap_or_default();
         b.push(b'\n');
         b
     })

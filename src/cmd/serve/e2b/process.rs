@@ -22,13 +22,13 @@
 
 use super::super::{ApiError, Conn, Ctx, Reply};
 use super::connect::{self, Code, RpcError, Stream};
+use super::run::Relay;
 use crate::procref::ProcRef;
 use crate::serve::http::Head;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use super::run::Relay;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -139,7 +139,8 @@ fn start(ctx: &Ctx, head: &Head, id: &str, req: &Value, conn: &mut Conn, t: u64)
     let watcher = super::super::cancel::Watcher::start(stream.conn());
     let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| RpcError::new(Code::Internal, format!("pipe: {e}")))?;
-    let (relay, tx) = Relay::start(stream_fd(&stream), rx, tx, data_event).map_err(|e| RpcError::new(Code::Internal, e))?;
+    let (relay, tx) =
+        Relay::start(stream_fd(&stream), rx, tx, data_event).map_err(|e| RpcError::new(Code::Internal, e))?;
     let tap = crate::stream::Tap::new(tx);
     let ran = crate::sandbox::exec::exec_to(store, &exec, t, Some(&tap));
     tap.flush();
@@ -172,14 +173,20 @@ fn stream_fd(s: &Stream<'_>) -> OwnedFd {
 fn end_event(o: &crate::outcome::Outcome) -> Value {
     use crate::outcome::Termination;
     match (o.termination, o.status, o.signal) {
-        (Termination::Exited, Some(code), _) => json!({"exitCode": code, "exited": true, "status": format!("exit status {code}")}),
+        (Termination::Exited, Some(code), _) => {
+            json!({"exitCode": code, "exited": true, "status": format!("exit status {code}")})
+        }
         (Termination::SetupFailed, _, _) => {
             let msg = o.error.as_ref().map(|e| e.message.clone()).unwrap_or_else(|| "the command did not start".into());
             let code = if msg.contains("not found") { 127 } else { 125 };
             json!({"exitCode": code, "exited": true, "status": format!("exit status {code}"), "error": msg})
         }
-        (Termination::WallTimeout, _, _) => json!({"exitCode": 124, "exited": false, "status": "signal: killed", "error": "timed out"}),
-        (Termination::OomKilled, _, _) => json!({"exitCode": -1, "exited": false, "status": "signal: killed", "error": "killed at the memory limit"}),
+        (Termination::WallTimeout, _, _) => {
+            json!({"exitCode": 124, "exited": false, "status": "signal: killed", "error": "timed out"})
+        }
+        (Termination::OomKilled, _, _) => {
+            json!({"exitCode": -1, "exited": false, "status": "signal: killed", "error": "killed at the memory limit"})
+        }
         (_, _, Some(sig)) => {
             let name = nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_lowercase()).unwrap_or_default();
             let word = if sig == 9 { "killed".to_string() } else { name.trim_start_matches("sig").to_string() };

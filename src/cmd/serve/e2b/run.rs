@@ -24,7 +24,12 @@ pub fn stdin_null() -> Result<(), ApiError> {
 /// The request for `argv` in sandbox `id`: queued behind others rather than
 /// refused (the SDK has no "busy" answer to give its caller).
 pub fn request(id: &str, argv: Vec<String>) -> ExecRequest {
-    ExecRequest { target: id.to_string(), wait: true, exec: ExecSpec { argv, ..Default::default() }, ready_check: false }
+    ExecRequest {
+        target: id.to_string(),
+        wait: true,
+        exec: ExecSpec { argv, ..Default::default() },
+        ready_check: false,
+    }
 }
 
 /// `sh -c SCRIPT sh ARGS...` in the sandbox, output captured: the exit
@@ -78,8 +83,7 @@ pub struct Relay {
 
 impl Relay {
     pub fn start(out: OwnedFd, rx: OwnedFd, tx: OwnedFd, event: Event) -> Result<(Relay, OwnedFd), String> {
-        let one = crate::sys::process::SingleThreaded::check()
-            .map_err(|e| format!("relay: {e}"))?;
+        let one = crate::sys::process::SingleThreaded::check().map_err(|e| format!("relay: {e}"))?;
         match crate::sys::process::fork(&one).map_err(|e| format!("fork: {e}"))? {
             crate::sys::process::Forked::Child(_) => {
                 // Only the tap writes: the relay reads to the end.
@@ -114,4 +118,3 @@ fn relay(out: OwnedFd, rx: OwnedFd, event: Event) {
         let _ = out.write_all(&event(which, &bytes));
     }
 }
-
