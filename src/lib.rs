@@ -31,6 +31,7 @@ pub mod plan;
 pub mod print;
 pub mod procref;
 pub mod redact;
+pub mod request;
 pub mod rootfs;
 pub mod sandbox;
 pub mod seccomp;

@@ -1,310 +1,137 @@
-//! The command line as a `Spec`: the flags `run`, `create` and `exec` share,
-//! checked and turned into what the library takes (`Plan::build` then
-//! validates the whole against the host).
+//! The command line as typed requests (`request::SandboxOptions`,
+//! `ProcessOptions`, `CreateOptions`, `ExecOptions`): clap's structs in,
+//! the library's requests out. Every check and message is the request's
+//! (`request::lower`), shared with `husk serve` and MCP.
 
-use super::{ProcessArgs, RuntimeArg, SandboxArgs, ValueError};
-use crate::cgroup::limits::{self, LimitValueError};
-use crate::spec::{Access, BindSpec, LimitSpec, NetworkMode, OutputSpec, RootSpec, RuntimeChoice, Spec, TmpfsSpec};
-use nix::errno::Errno;
-use std::path::PathBuf;
+use super::{CreateArgs, ExecArgs, ProcessArgs, RuntimeArg, SandboxArgs};
+use crate::request::{CreateOptions, ExecOptions, ProcessOptions, SandboxOptions};
+use crate::spec::{LimitSpec, NetworkMode, RuntimeChoice};
 
-/// A flag (or a combination of flags) husk refuses, before anything runs.
-#[derive(Debug, thiserror::Error)]
-pub enum ArgsError {
-    #[error("--writable needs --image or --rootfs (host mode is always read-only)")]
-    WritableHost,
-    #[error("invalid --bind {spec:?}: mode {mode:?} must be ro or rw")]
-    BindMode { spec: String, mode: String },
-    #[error("invalid --bind {0:?}: expected SRC:DST[:ro|rw], e.g. ./data:/data:rw")]
-    BindShape(String),
-    #[error("invalid --bind {0:?}: SRC and DST must be non-empty")]
-    BindEmpty(String),
-    #[error("--bind source {path:?}: {source}; give an existing host path")]
-    BindSource { path: String, source: std::io::Error },
-    #[error("--tmpfs {spec:?}: {source}")]
-    Tmpfs { spec: String, source: ValueError },
-    #[error(transparent)]
-    Plan(#[from] crate::plan::PlanError),
-    #[error(transparent)]
-    Secret(#[from] super::secret::SecretError),
-    #[error(transparent)]
-    IdRange(#[from] crate::userns::IdMapError),
-    #[error(transparent)]
-    IdRangeRefused(#[from] crate::idrange::RangeRefused),
-    #[error(transparent)]
-    Seccomp(#[from] crate::seccomp::UnknownProfile),
-    #[error("{flag}: {source}")]
-    Limit { flag: &'static str, source: LimitValueError },
-    #[error("{0} needs a cgroup, but --no-cgroup (or HUSK_NO_CGROUP) turns cgroups off; drop one of them")]
-    LimitWithoutCgroup(&'static str),
-    #[error("{0} applies to --runtime runsc or auto only; this run uses --runtime native")]
-    RunscFlag(&'static str),
-    #[error(transparent)]
-    Egress(#[from] crate::net::EgressError),
-    #[error(transparent)]
-    Publish(#[from] crate::net::publish::PublishError),
-    #[error(
-        "--publish with --network host: the sandbox already uses the host's network, so its servers are reachable directly; use --network none (or allow=) to publish"
-    )]
-    PublishHost,
-    #[error(transparent)]
-    EnvFile(#[from] crate::userfile::UserFileError),
-    #[error("--env-file {} line {line}: expected KEY=VALUE, got {text:?}", path.display())]
-    EnvLine { path: PathBuf, line: usize, text: String },
-    #[error(
-        "-t/--tty with --json-stream: a terminal's output has no stdout/stderr streams to send as events; use -t with --json (the terminal's output is the verdict's stdout) or --json-stream without -t"
-    )]
-    TtyJsonStream,
-    #[error(
-        "invalid environment variable name {0:?} (--env or --env-file): names must be non-empty and hold no control characters"
-    )]
-    EnvName(String),
-    #[error(transparent)]
-    Platform(#[from] crate::image::pull::BadPlatform),
-    #[error(transparent)]
-    Mirror(#[from] crate::image::registry::mirror::MirrorError),
-}
+pub use crate::request::lower::{ArgsError, ENV_FILE_LIMIT, parse_bind, parse_tmpfs};
 
-/// Refused flags, as the verdict reports them (step `arguments`).
-impl From<ArgsError> for crate::outcome::ErrorReport {
-    fn from(e: ArgsError) -> Self {
-        crate::outcome::ErrorReport::new(crate::step::Phase::Arguments, e.to_string()).with_errno(e.errno())
-    }
-}
-
-impl ArgsError {
-    /// The kernel's errno, when a host path could not be read.
-    pub fn errno(&self) -> Option<Errno> {
-        match self {
-            ArgsError::BindSource { source, .. } => crate::step::io_errno(source),
-            ArgsError::EnvFile(crate::userfile::UserFileError::Io { source, .. }) => crate::step::io_errno(source),
-            _ => None,
+impl From<RuntimeArg> for RuntimeChoice {
+    fn from(r: RuntimeArg) -> Self {
+        match r {
+            RuntimeArg::Native => RuntimeChoice::Native,
+            RuntimeArg::Runsc => RuntimeChoice::Runsc,
+            RuntimeArg::Auto => RuntimeChoice::Auto,
         }
     }
 }
 
-/// Turns the sandbox-shaping flags into the spec (shared with `create`).
-pub fn apply_sandbox_args(spec: &mut Spec, a: &SandboxArgs) -> Result<(), ArgsError> {
-    spec.root = match (&a.rootfs, &a.image) {
-        (Some(dir), _) => RootSpec::Rootfs(dir.clone()),
-        (None, Some(r)) => RootSpec::Image(r.clone()),
-        (None, None) => RootSpec::Host,
-    };
-    spec.pull = a.pull.into();
-    // Checked here so a bad value fails before anything runs, even
-    // without --image (then they are unused).
-    if let Some(p) = &a.platform {
-        crate::image::pull::parse_platform(p)?;
-    }
-    for m in &a.registry.registry_mirror {
-        crate::image::registry::mirror::parse_flag(m)?;
-    }
-    spec.registry = crate::spec::RegistrySpec {
+pub fn sandbox_options(a: &SandboxArgs) -> SandboxOptions {
+    SandboxOptions {
+        image: a.image.clone(),
+        rootfs: a.rootfs.clone(),
+        pull: a.pull.into(),
         platform: a.platform.clone(),
-        insecure: a.registry.insecure_registry.clone(),
-        ca_files: a.registry.registry_ca.clone(),
-        mirrors: a.registry.registry_mirror.clone(),
-    };
-    if a.writable && spec.root == RootSpec::Host {
-        return Err(ArgsError::WritableHost);
-    }
-    spec.writable = a.writable;
-    spec.workdir = a.workdir.clone();
-    spec.workdir_size = a.workdir_size;
-    spec.tmp_size = a.tmp_size;
-    spec.binds = a.bind.iter().map(|b| parse_bind(b)).collect::<Result<_, _>>()?;
-    spec.tmpfs = a.tmpfs.iter().map(|t| parse_tmpfs(t)).collect::<Result<_, _>>()?;
-    (spec.network, spec.egress) = network_args(a)?;
-    spec.publish = a.publish.iter().map(|p| crate::net::publish::PublishSpec::parse(p)).collect::<Result<_, _>>()?;
-    if !spec.publish.is_empty() && spec.network == NetworkMode::Host {
-        return Err(ArgsError::PublishHost);
-    }
-    spec.hostname = a.hostname.clone();
-    spec.cap_add = a.cap_add.clone();
-    spec.rlimits = a.rlimit.iter().map(|r| crate::plan::parse_rlimit(r)).collect::<Result<_, _>>()?;
-    spec.id_range = a.id_range.as_deref().map(crate::userns::parse_range).transpose()?;
-    if let Some(r) = spec.id_range {
-        crate::idrange::check_unless_forced(r, a.id_range_force)?;
-    }
-    spec.seccomp = crate::seccomp::parse_arg(&a.seccomp)?;
-    spec.seccomp_report = a.seccomp_report;
-    spec.runtime = match a.runtime {
-        RuntimeArg::Native => RuntimeChoice::Native,
-        RuntimeArg::Runsc => RuntimeChoice::Runsc,
-        RuntimeArg::Auto => RuntimeChoice::Auto,
-    };
-    spec.limits = limit_spec(a)?;
-    if spec.runtime == RuntimeChoice::Native {
-        let runsc_flag = [("--runsc-platform", a.runsc_platform.is_some()), ("--runsc-path", a.runsc_path.is_some())];
-        if let Some((flag, _)) = runsc_flag.iter().find(|(_, given)| *given) {
-            return Err(ArgsError::RunscFlag(flag));
-        }
-    }
-    spec.runsc = crate::spec::RunscSpec { path: a.runsc_path.clone(), platform: a.runsc_platform.clone() };
-    Ok(())
-}
-
-/// `--network`, `--allow-host`, `--add-host`, `--egress-bytes`: the
-/// namespace mode and, for an allowlist, the proxy's spec (rules checked
-/// here, so a typo fails before anything is made).
-pub fn network_args(a: &SandboxArgs) -> Result<(NetworkMode, Option<crate::net::EgressSpec>), ArgsError> {
-    use crate::net::EgressError;
-    let mut mode: Option<&str> = None;
-    let mut rules: Vec<String> = Vec::new();
-    for n in &a.network {
-        match n.as_str() {
-            "none" | "host" => {
-                if mode.is_some_and(|m| m != n) {
-                    return Err(EgressError::Mode(a.network.join(" --network ")).into());
-                }
-                mode = Some(n);
-            }
-            other => match other.strip_prefix("allow=") {
-                Some(list) => {
-                    rules.extend(list.split(',').filter(|r| !r.trim().is_empty()).map(|r| r.trim().to_string()))
-                }
-                None => return Err(EgressError::Mode(other.to_string()).into()),
-            },
-        }
-    }
-    rules.extend(a.allow_host.iter().cloned());
-    let allow = !rules.is_empty() || a.network.iter().any(|n| n.starts_with("allow="));
-    if !allow {
-        if !a.add_host.is_empty() || a.egress_bytes.is_some() {
-            return Err(EgressError::NeedsAllow.into());
-        }
-        return Ok((if mode == Some("host") { NetworkMode::Host } else { NetworkMode::None }, None));
-    }
-    if let Some(m) = mode {
-        return Err(EgressError::Mixed(m.to_string()).into());
-    }
-    if rules.is_empty() {
-        return Err(EgressError::Mode("allow=".into()).into());
-    }
-    let add_hosts = a.add_host.iter().map(|h| crate::net::parse_add_host(h)).collect::<Result<Vec<_>, _>>()?;
-    let spec = crate::net::EgressSpec { rules, add_hosts, egress_bytes: a.egress_bytes };
-    spec.validate().map_err(crate::net::EgressError::from)?;
-    Ok((NetworkMode::None, Some(spec)))
-}
-
-/// Largest `--env-file` husk reads: far above what execve takes (128 KiB
-/// per variable, a few MiB in all), so only a wrong file hits it.
-pub const ENV_FILE_LIMIT: u64 = 1 << 20;
-
-/// Applies per-command flags (shared with `exec`).
-/// `--secret-env` / `--secret-file` of run and exec: the values join the
-/// command's environment (after the sandbox's, before --env) and, before
-/// any output is captured, the values to hide (`redact`); `--redact` too.
-/// The spec holds them in memory only: run and exec write no spec down.
-/// (create keeps its secrets out of its spec, which state.json holds.)
-pub fn apply_secrets(spec: &mut Spec, a: &super::secret::SecretArgs) -> Result<(), ArgsError> {
-    crate::redact::set_host(a.redact);
-    let secrets = a.resolve()?;
-    spec.env.extend(super::secret::env_pairs(&secrets));
-    crate::redact::add(secrets);
-    Ok(())
-}
-
-pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsError> {
-    spec.timeout = p.timeout;
-    spec.kill_grace = p.kill_grace;
-    spec.output =
-        if p.json || p.json_stream { OutputSpec::Capture { limit: p.output_limit } } else { OutputSpec::Passthrough };
-    spec.user = p.user.clone();
-    if p.tty && p.json_stream {
-        return Err(ArgsError::TtyJsonStream);
-    }
-    spec.tty = p.tty;
-    apply_secrets(spec, &p.secrets)?;
-    for f in &p.env_file {
-        let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT)?;
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (k, v) = line.split_once('=').ok_or_else(|| ArgsError::EnvLine {
-                path: f.clone(),
-                line: n + 1,
-                text: line.to_string(),
-            })?;
-            spec.env.push((k.trim().to_string(), v.to_string()));
-        }
-    }
-    for e in &p.env {
-        match e.split_once('=') {
-            Some((k, v)) => spec.env.push((k.to_string(), v.to_string())),
-            // Docker's rule: `--env NAME` copies NAME when husk has it and
-            // leaves it unset (not empty) when husk does not.
-            None => {
-                if let Ok(v) = std::env::var(e) {
-                    spec.env.push((e.clone(), v));
-                }
-            }
-        }
-    }
-    // A control character in a name (a tab from a sloppy env file, an escape
-    // sequence) is never what was meant, and some shells and tools in the
-    // sandbox would skip or mangle the variable.
-    if let Some((k, _)) = spec.env.iter().find(|(k, _)| k.is_empty() || k.chars().any(char::is_control)) {
-        return Err(ArgsError::EnvName(k.clone()));
-    }
-    Ok(())
-}
-
-pub fn parse_bind(s: &str) -> Result<BindSpec, ArgsError> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let (src, dst, access) = match parts.as_slice() {
-        [src, dst] => (*src, *dst, Access::ReadOnly),
-        [src, dst, "ro"] => (*src, *dst, Access::ReadOnly),
-        [src, dst, "rw"] => (*src, *dst, Access::ReadWrite),
-        [_, _, mode] => {
-            return Err(ArgsError::BindMode { spec: s.into(), mode: mode.to_string() });
-        }
-        _ => {
-            return Err(ArgsError::BindShape(s.into()));
-        }
-    };
-    if src.is_empty() || dst.is_empty() {
-        return Err(ArgsError::BindEmpty(s.into()));
-    }
-    let source = std::fs::canonicalize(src).map_err(|source| ArgsError::BindSource { path: src.into(), source })?;
-    Ok(BindSpec { source, target: dst.to_string(), access })
-}
-
-pub fn parse_tmpfs(s: &str) -> Result<TmpfsSpec, ArgsError> {
-    let (dst, size) = match s.split_once(':') {
-        Some((d, z)) => (d, super::tmpfs_size(z).map_err(|source| ArgsError::Tmpfs { spec: s.into(), source })?),
-        None => (s, crate::spec::DEFAULT_TMP_SIZE),
-    };
-    Ok(TmpfsSpec { target: dst.to_string(), size })
-}
-
-/// The `--memory`, `--memory-swap`, `--cpus`, `--pids`, `--no-cgroup` and
-/// `--cgroup-parent` flags as a `LimitSpec` (defaults are applied later,
-/// by `Limits::resolve`).
-pub fn limit_spec(a: &SandboxArgs) -> Result<LimitSpec, ArgsError> {
-    let opt = |v: &Option<String>, flag: &'static str, f: fn(&str) -> Result<u64, LimitValueError>| {
-        v.as_deref().map(|s| f(s).map_err(|source| ArgsError::Limit { flag, source })).transpose()
-    };
-    if a.no_cgroup {
-        let given = [
-            ("--memory", a.memory.is_some()),
-            ("--memory-swap", a.memory_swap.is_some()),
-            ("--cpus", a.cpus.is_some()),
-            ("--pids", a.pids.is_some()),
-            ("--cgroup-parent", a.cgroup_parent.is_some()),
-        ];
-        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
-            return Err(ArgsError::LimitWithoutCgroup(flag));
-        }
-    }
-    Ok(LimitSpec {
-        memory: opt(&a.memory, "--memory", limits::parse_memory)?,
-        memory_swap: opt(&a.memory_swap, "--memory-swap", limits::parse_memory)?,
-        cpus_milli: opt(&a.cpus, "--cpus", limits::parse_cpus)?,
-        pids: opt(&a.pids, "--pids", limits::parse_pids)?,
+        insecure_registries: a.registry.insecure_registry.clone(),
+        registry_ca: a.registry.registry_ca.clone(),
+        registry_mirrors: a.registry.registry_mirror.clone(),
+        writable: a.writable,
+        workdir: a.workdir.clone(),
+        workdir_size: Some(a.workdir_size),
+        tmp_size: Some(a.tmp_size),
+        binds: a.bind.clone(),
+        tmpfs: a.tmpfs.clone(),
+        network: a.network.clone(),
+        allow_hosts: a.allow_host.clone(),
+        add_hosts: a.add_host.clone(),
+        egress_bytes: a.egress_bytes,
+        publish: a.publish.clone(),
+        hostname: Some(a.hostname.clone()),
+        cap_add: a.cap_add.clone(),
+        rlimits: a.rlimit.clone(),
+        id_range: a.id_range.clone(),
+        id_range_force: a.id_range_force,
+        runtime: a.runtime.into(),
+        seccomp: Some(a.seccomp.clone()),
+        seccomp_report: a.seccomp_report,
+        memory: a.memory.clone(),
+        memory_swap: a.memory_swap.clone(),
+        cpus: a.cpus.clone(),
+        pids: a.pids.clone(),
         no_cgroup: a.no_cgroup,
         cgroup_parent: a.cgroup_parent.clone(),
+        runsc_path: a.runsc_path.clone(),
+        runsc_platform: a.runsc_platform.clone(),
+    }
+}
+
+/// The per-command flags; the secrets are read here (husk's environment,
+/// the files), in the caller's process.
+pub fn process_options(p: &ProcessArgs) -> Result<ProcessOptions, ArgsError> {
+    Ok(ProcessOptions {
+        env: p.env.clone(),
+        env_files: p.env_file.clone(),
+        user: p.user.clone(),
+        timeout: p.timeout,
+        kill_grace: p.kill_grace,
+        capture: (p.json || p.json_stream).then_some(p.output_limit),
+        stream: p.json_stream,
+        tty: p.tty,
+        secrets: p.secrets.resolve()?,
+        redact_host: p.secrets.redact,
     })
+}
+
+/// `husk create`'s flags (`--pool` and `--from-snapshot` are the CLI's own
+/// routes, not part of the request). `labels` is left empty: `--label` is
+/// parsed by the library's rule (`sandbox::state::parse_label`) in cmd/.
+pub fn create_options(a: &CreateArgs) -> Result<CreateOptions, ArgsError> {
+    Ok(CreateOptions {
+        sandbox: sandbox_options(&a.sandbox),
+        process: ProcessOptions {
+            env: a.env.clone(),
+            env_files: a.env_file.clone(),
+            user: a.user.clone(),
+            secrets: a.secrets.resolve()?,
+            redact_host: a.secrets.redact,
+            ..ProcessOptions::default()
+        },
+        ttl: a.ttl,
+        max_lifetime: a.max_lifetime,
+        name: a.name.clone(),
+        labels: Default::default(),
+        concurrent: a.concurrent,
+        warm: a.warm.clone(),
+        session: a.session.clone(),
+        ready_cmd: a.ready_cmd.clone(),
+        ready_timeout: a.ready_timeout,
+    })
+}
+
+/// `husk exec`'s flags; `--code FILE|-` is read by the caller (cmd/).
+pub fn exec_options(a: &ExecArgs) -> Result<ExecOptions, ArgsError> {
+    Ok(ExecOptions {
+        sandbox: a.sandbox.clone(),
+        argv: a.command.clone(),
+        code: None,
+        language: a.language.clone(),
+        process: process_options(&a.process)?,
+        workdir: a.workdir.clone(),
+        wait: a.wait,
+    })
+}
+
+/// `--memory`.. `--cgroup-parent` as a `LimitSpec` (the request's check).
+pub fn limit_spec(a: &SandboxArgs) -> Result<LimitSpec, ArgsError> {
+    crate::request::lower::limits(&sandbox_options(a))
+}
+
+/// `--network`, `--allow-host`, `--add-host`, `--egress-bytes` (the
+/// request's check).
+pub fn network_args(a: &SandboxArgs) -> Result<(NetworkMode, Option<crate::net::EgressSpec>), ArgsError> {
+    crate::request::lower::network(&sandbox_options(a))
+}
+
+/// The sandbox flags' defaults as `husk create` has them, with husk's
+/// environment applied (HUSK_NO_CGROUP, HUSK_ID_RANGE, HUSK_INSECURE_REGISTRY,
+/// ...): what `husk serve` starts every request from, so a request that
+/// names no option gets what the CLI would give it on the same host.
+pub fn sandbox_defaults() -> Result<SandboxOptions, clap::Error> {
+    use clap::{Args, FromArgMatches};
+    let cmd = SandboxArgs::augment_args(clap::Command::new("husk")).no_binary_name(true);
+    let m = cmd.try_get_matches_from(Vec::<String>::new())?;
+    Ok(sandbox_options(&SandboxArgs::from_arg_matches(&m)?))
 }

@@ -63,8 +63,49 @@ fn own_flags_given(args: &CreateArgs) -> bool {
     )
 }
 
+/// `create --pool`: the claimed sandbox printed as a cold create prints
+/// its own; `None` when there is no serve or no such pool and
+/// `--pool-fallback` asks for a cold create (said on stderr; the caller,
+/// cmd/mod.rs, makes it).
+pub fn create_from_pool(args: &CreateArgs, paths: &Result<Paths, PathsError>) -> Option<i32> {
+    match claim(args, paths) {
+        Ok(v) => {
+            if args.json {
+                crate::outln!("{v}");
+            } else {
+                crate::outln!("{}", v["id"].as_str().unwrap_or(""));
+            }
+            // As a cold create: a sandbox whose id reached nobody goes.
+            if !crate::print::stdout_ok()
+                && let Some(id) = v["id"].as_str()
+            {
+                use crate::sandbox::lifecycle::{destroy, store_of};
+                let _ = store_of(paths).and_then(|s| destroy(&s, id, true));
+            }
+            Some(0)
+        }
+        Err(Failed::NoPool(e)) if args.pool_fallback => {
+            crate::errln!("husk: {e}; creating the sandbox cold (--pool-fallback)");
+            None
+        }
+        Err(Failed::NoPool(e) | Failed::Error(e)) => Some(fail(&e, args.json)),
+    }
+}
+
+/// Prints an error (and, with --json, its verdict-shaped form); 125.
+fn fail(e: &SandboxError, json: bool) -> i32 {
+    if json {
+        crate::cli::report::json_failure(e.report(), std::collections::BTreeMap::new(), false);
+    }
+    crate::errln!("husk: {e}");
+    if let Some(h) = e.hint() {
+        crate::errln!("husk: hint: {h}");
+    }
+    crate::outcome::EXIT_HUSK_FAILED
+}
+
 /// How a claim ended when it did not: a reason to fall back or an error.
-pub enum Failed {
+enum Failed {
     /// No serve, or no such pool: --pool-fallback creates cold.
     NoPool(SandboxError),
     Error(SandboxError),
@@ -72,7 +113,7 @@ pub enum Failed {
 
 /// The claimed sandbox's record, as the CLI prints it (states in lower
 /// case, as `husk create` prints them).
-pub fn claim(args: &CreateArgs, paths: &Result<Paths, PathsError>) -> Result<Value, Failed> {
+fn claim(args: &CreateArgs, paths: &Result<Paths, PathsError>) -> Result<Value, Failed> {
     let pool = args.pool.as_deref().unwrap_or_default();
     if !args.pool_fallback && own_flags_given(args) {
         return Err(Failed::Error(SandboxError::Usage(format!(

@@ -27,6 +27,8 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
     // Resolved once; only commands that touch the store or state fail on it.
     let paths = Paths::from_cli(cli.globals.root.as_deref(), cli.globals.state_dir.as_deref());
     match cli.command {
+        // The CLI's own routes (no cmd/ file calls another: they meet here).
+        Command::Run(args) if run_copy::wants_copies(&args) => run_copy::run(*args, &paths, t_start),
         Command::Run(args) => run::run(*args, &paths, cli.globals.state_dir.as_deref(), t_start),
         Command::Seccomp(args) => seccomp::seccomp(args),
         Command::Doctor(args) => doctor::doctor(args),
@@ -39,6 +41,10 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Login(args) => pull::login_cmd(args, &paths),
         Command::Logout(args) => pull::logout_cmd(args, &paths),
         Command::Create(args) if args.from_snapshot.is_some() => fork::create_from_snapshot(*args, &paths),
+        Command::Create(args) if args.pool.is_some() => match claim::create_from_pool(&args, &paths) {
+            Some(code) => code,
+            None => sandbox::create_cold(*args, &paths),
+        },
         Command::Create(args) => sandbox::create(*args, &paths),
         Command::Fork(args) => fork::fork(args, &paths),
         Command::Exec(args) => sandbox::exec(*args, &paths, t_start),

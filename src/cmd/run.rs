@@ -1,65 +1,49 @@
 //! `husk run`: one command in a fresh sandbox.
 
-use crate::backend::{self, RunIo};
+use crate::backend::RunIo;
 use crate::cli::RunArgs;
 use crate::cli::report::{check_verdict_file, report};
-use crate::cli::spec::{apply_process_args, apply_sandbox_args};
-use crate::host::HostFacts;
 use crate::image::store::{Check, Lease};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::paths::{Paths, PathsError};
 use crate::plan::InitRole;
-use crate::spec::{OutputSpec, Spec};
-use crate::step::Phase;
+use crate::sandbox::prepare::{Prepared, host_for, prepare};
 use std::path::Path;
 
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
-    if super::run_copy::wants_copies(&args) {
-        return super::run_copy::run(args, paths, t_start);
-    }
     let mut p = args.process.clone();
     if let Err(e) = check_verdict_file(&mut p) {
         return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);
     }
     let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", None, &p);
-    let mut spec = Spec::new(args.command.clone());
-    if let Err(e) =
-        apply_sandbox_args(&mut spec, &args.sandbox).and_then(|_| apply_process_args(&mut spec, &args.process))
-    {
-        return fail(e.into());
-    }
-    let mut host = HostFacts::probe();
-    // One store for everything (images, compiled seccomp profiles).
-    if let Ok(p) = paths {
-        host.store_root = p.root.clone();
-    }
-    let (root, _lease) = match crate::image::root::root_input(&spec, &host, paths) {
-        Ok(r) => r,
-        Err(e) => return fail(ErrorReport::new(Phase::Root, e)),
-    };
-    let selected = match backend::select(&spec, &host, state_dir) {
-        Ok(b) => b,
+    let sandbox = crate::cli::spec::sandbox_options(&args.sandbox);
+    let lowered = crate::cli::spec::process_options(&args.process)
+        .and_then(|process| crate::request::lower::run_spec(args.command.clone(), &sandbox, &process));
+    let spec = match lowered {
+        Ok(s) => s,
         Err(e) => return fail(e.into()),
     };
-    let backend = selected.backend;
     let capture = match spec.output {
-        OutputSpec::Capture { limit } => Some(limit),
-        OutputSpec::Passthrough => None,
+        crate::spec::OutputSpec::Capture { limit } => Some(limit),
+        crate::spec::OutputSpec::Passthrough => None,
     };
-    let plan = match backend::plan_for(backend.as_ref(), spec, &host, root, InitRole::Run) {
+    // The one pipeline of run and create (sandbox/prepare.rs).
+    let host = host_for(paths);
+    let state = || crate::backend::runsc::config::state_dir(state_dir);
+    let Prepared { backend, note, plan, lease, .. } = match prepare(spec, &host, paths, state, InitRole::Run) {
         Ok(p) => p,
         Err(e) => return report(&Outcome::setup_failed(e.report), "", e.runtime, None, &p),
     };
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
-    isolation.runtime_choice = selected.note;
+    isolation.runtime_choice = note;
     let tap = match crate::cli::report::stream_tap(&p) {
         Ok(t) => t,
         Err(e) => return report(&Outcome::setup_failed(e), &id, backend.name(), None, &p),
     };
     let mut outcome = backend.run(plan, RunIo { capture, tap: tap.as_ref(), t_start });
     crate::cli::report::stream_done(tap);
-    if let Some(lease) = &_lease {
+    if let Some(lease) = &lease {
         blame_damaged_layer(&mut outcome, lease);
     }
     report(&outcome, &id, backend.name(), Some(&isolation), &p)

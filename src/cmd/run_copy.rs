@@ -62,10 +62,18 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         pool_fallback: false,
         from_snapshot: None,
     };
-    let (rec, handover) = match super::sandbox::create_inner(create, paths) {
-        Ok(r) => r,
+    let mut opts = match crate::cli::spec::create_options(&create) {
+        Ok(o) => o,
+        Err(e) => return report(&Outcome::setup_failed(e.into()), "", "none", None, &p),
+    };
+    if let Some((k, v)) = LABEL.split_once('=') {
+        opts.labels.insert(k.into(), v.into());
+    }
+    let handover = match crate::sandbox::create(&opts, paths) {
+        Ok(c) => c,
         Err(e) => return report(&Outcome::setup_failed(e.report()), "", "none", None, &p),
     };
+    let rec = handover.record.clone();
     let store = match crate::sandbox::lifecycle::store_of(paths) {
         Ok(s) => s,
         Err(e) => return report(&Outcome::setup_failed(e.report()), &rec.id, "none", None, &p),

@@ -1,17 +1,12 @@
 //! `husk create | exec | ls | inspect | rm | renew`: sandboxes that live
 //! (src/sandbox/, docs/sandboxes.md).
 
-use crate::cli::{CreateArgs, ExecArgs, InspectArgs, LsArgs, ProcessArgs, RenewArgs, RmArgs};
+use crate::cli::{CreateArgs, ExecArgs, InspectArgs, LsArgs, RenewArgs, RmArgs};
 use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome};
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
-use crate::sandbox::exec::ExecRequest;
-use crate::sandbox::lifecycle::{
-    Meta, NotReady, create_spec, destroy, hide_env_values, ready_check, store_of, summary,
-};
-use crate::sandbox::proto::{Client, Request};
-use crate::sandbox::state::{self, Record, now_ms};
-use crate::spec::Spec;
+use crate::sandbox::lifecycle::{CreateError, NotReady, Targets, store_of, summary};
+use crate::sandbox::state::{self, now_ms};
 use crate::step::Phase;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -29,120 +24,47 @@ fn fail(e: &SandboxError, json: bool) -> i32 {
 }
 
 pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
-    if args.pool.is_some() {
-        return create_from_pool(args, paths);
-    }
     let json = args.json;
-    let check = args.ready_cmd.clone().map(|cmd| (cmd, args.ready_timeout));
-    match create_inner(args, paths) {
-        Ok((mut rec, handover)) => {
-            let mut out = summary(&rec);
-            if let Some((cmd, timeout)) = check {
-                match ready_check(paths, &rec, &handover, &cmd, timeout) {
-                    Ok(ran) => {
-                        rec.state = state::State::Ready;
-                        out = summary(&rec);
-                        out["ready_check"] = ran;
-                    }
-                    Err(failed) => {
-                        handover.not_ready();
-                        let removed = store_of(paths).and_then(|s| destroy(&s, &rec.id, true));
-                        return not_ready(*failed, &rec.id, removed, json);
-                    }
-                }
-            }
-            if json {
-                crate::outln!("{out}");
-            } else {
-                crate::outln!("{}", rec.id);
-            }
-            if crate::print::stdout_ok() {
-                handover.confirm();
-            } else {
-                drop(handover);
-                // Nobody learned the id: the sandbox would idle, unreachable,
-                // until its lease ran out.
-                let removed = store_of(paths).and_then(|s| destroy(&s, &rec.id, true));
-                if let Err(e) = removed {
-                    crate::errln!(
-                        "husk: the id of sandbox {} could not be printed, and removing it failed: {e}",
-                        rec.id
-                    );
-                }
-            }
-            0
-        }
-        Err(e) => fail(&e, json),
+    let opts = match options_of(&args) {
+        Ok(o) => o,
+        Err(e) => return fail(&e, json),
+    };
+    let created = match crate::sandbox::create(&opts, paths) {
+        Ok(c) => c,
+        Err(CreateError::NotReady { id, check, removed }) => return not_ready(*check, &id, removed, json),
+        Err(CreateError::Failed(e)) => return fail(&e, json),
+    };
+    if json {
+        crate::outln!("{}", created.summary());
+    } else {
+        crate::outln!("{}", created.record.id);
     }
+    if crate::print::stdout_ok() {
+        created.confirm();
+    } else {
+        // Nobody learned the id.
+        let id = created.record.id.clone();
+        if let Err(e) = store_of(paths).and_then(|s| created.abandon(&s)) {
+            crate::errln!("husk: the id of sandbox {id} could not be printed, and removing it failed: {e}");
+        }
+    }
+    0
 }
 
-/// `create --pool`: claimed through husk serve (cmd/claim.rs), or cold
-/// with --pool-fallback when there is no serve or no such pool.
-fn create_from_pool(mut args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
-    use super::claim::Failed;
-    match super::claim::claim(&args, paths) {
-        Ok(v) => {
-            if args.json {
-                crate::outln!("{v}");
-            } else {
-                crate::outln!("{}", v["id"].as_str().unwrap_or(""));
-            }
-            // As a cold create: a sandbox whose id reached nobody goes.
-            if !crate::print::stdout_ok()
-                && let Some(id) = v["id"].as_str()
-            {
-                let _ = store_of(paths).and_then(|s| destroy(&s, id, true));
-            }
-            0
-        }
-        Err(Failed::NoPool(e)) if args.pool_fallback => {
-            crate::errln!("husk: {e}; creating the sandbox cold (--pool-fallback)");
-            args.pool = None;
-            create(args, paths)
-        }
-        Err(Failed::NoPool(e) | Failed::Error(e)) => fail(&e, args.json),
-    }
-}
-
-pub(crate) fn create_inner(
-    args: CreateArgs,
-    paths: &Result<Paths, PathsError>,
-) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
-    let usage = SandboxError::Usage;
-    if args.ttl.is_zero() {
-        return Err(usage("--ttl must be longer than 0 (e.g. 30s, 10m, 2h)".into()));
-    }
-    let mut labels = BTreeMap::new();
+/// `husk create`'s request: the flags, and `--label` by the library's rule.
+fn options_of(args: &CreateArgs) -> Result<crate::sandbox::CreateOptions, SandboxError> {
+    let mut o = crate::cli::spec::create_options(args).map_err(|e| SandboxError::Setup(e.into()))?;
     for l in &args.label {
         let (k, v) = state::parse_label(l)?;
-        labels.insert(k, v);
+        o.labels.insert(k, v);
     }
-    if let Some(n) = &args.name {
-        state::check_name(n)?;
-    }
-    let mut spec = Spec::new(Vec::new());
-    let args_err = |e: crate::cli::spec::ArgsError| SandboxError::Setup(e.into());
-    crate::cli::spec::apply_sandbox_args(&mut spec, &args.sandbox).map_err(args_err)?;
-    spec.warm = match (&args.warm, &args.session) {
-        (Some(w), _) => Some(crate::spec::WarmSpec::parse_warm(w).map_err(usage)?),
-        (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),
-        (None, None) => None,
-    };
-    let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
-    crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
-    crate::redact::set_host(args.secrets.redact);
-    let secrets = args.secrets.resolve().map_err(|e| args_err(e.into()))?;
-    crate::redact::add(secrets.clone());
-    let meta = Meta {
-        name: args.name,
-        labels,
-        ttl: args.ttl,
-        max_lifetime: args.max_lifetime,
-        concurrent: args.concurrent,
-        ready_check: args.ready_cmd.is_some(),
-        secrets,
-    };
-    create_spec(spec, meta, paths)
+    Ok(o)
+}
+
+/// `create --pool` fell back to a cold create (`--pool-fallback`).
+pub fn create_cold(mut args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    args.pool = None;
+    create(args, paths)
 }
 
 /// Reports a failed readiness check: the sandbox is gone (or, if removing
@@ -171,22 +93,6 @@ fn not_ready(n: NotReady, id: &str, removed: Result<(), SandboxError>, json: boo
     EXIT_HUSK_FAILED
 }
 
-fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Option<String>) -> ProcessArgs {
-    ProcessArgs {
-        timeout: None,
-        kill_grace: None,
-        json: false,
-        json_stream: false,
-        verdict_file: None,
-        output_limit: crate::spec::DEFAULT_OUTPUT_LIMIT,
-        env,
-        env_file,
-        user,
-        tty: false,
-        secrets: Default::default(),
-    }
-}
-
 pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
     if let Err(e) = crate::cli::report::check_verdict_file(&mut p) {
@@ -197,25 +103,16 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         let o = Outcome::setup_failed(e.report());
         crate::cli::report::report(&o, "", "native", None, &p)
     };
-    let mut spec = Spec::new(Vec::new());
-    if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process) {
-        return early(SandboxError::Setup(e.into()));
-    }
-    let req = ExecRequest {
-        target: args.sandbox.clone(),
-        wait: args.wait,
-        ready_check: false,
-        exec: crate::spec::ExecSpec {
-            argv: args.command.clone(),
-            env: spec.env,
-            user: args.process.user.clone(),
-            workdir: args.workdir.clone(),
-            timeout: args.process.timeout,
-            kill_grace: args.process.kill_grace,
-            capture: (args.process.json || args.process.json_stream).then_some(args.process.output_limit),
-            tty: args.process.tty,
-        },
+    let mut opts = match crate::cli::spec::exec_options(&args) {
+        Ok(o) => o,
+        Err(e) => return early(SandboxError::Setup(e.into())),
     };
+    if let Some(path) = &args.code {
+        match read_code(path) {
+            Ok(code) => opts.code = Some(code),
+            Err(e) => return early(e),
+        }
+    }
     let store = match store_of(paths) {
         Ok(s) => s,
         Err(e) => return early(e),
@@ -224,12 +121,7 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         Ok(t) => t,
         Err(e) => return early(SandboxError::Setup(e)),
     };
-    let result = match &args.code {
-        Some(path) => read_code(path).and_then(|code| {
-            crate::sandbox::exec::exec_code(&store, &req, &code, args.language.as_deref(), t_start, tap.as_ref())
-        }),
-        None => crate::sandbox::exec::exec_to(&store, &req, t_start, tap.as_ref()),
-    };
+    let result = crate::sandbox::exec_with(&store, &opts, t_start, tap.as_ref());
     crate::cli::report::stream_done(tap);
     match result {
         Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, Some(&r.isolation), &p, &r.extra),
@@ -274,8 +166,7 @@ pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let run = || -> Result<(), SandboxError> {
         let want = labels_of(&args.label)?;
         let store = store_of(paths)?;
-        let recs: Vec<Record> =
-            crate::sandbox::registry::records(&store).into_iter().filter(|r| state::matches(r, &want)).collect();
+        let recs = crate::sandbox::list(&store, &want);
         // Two tools on one host keep apart by state directory: say which
         // one this listing is of (stderr: stdout stays the table / array).
         // Said after the listing and only when it was delivered: a reader
@@ -324,21 +215,7 @@ pub fn ls(args: LsArgs, paths: &Result<Paths, PathsError>) -> i32 {
 
 pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let run = || -> Result<serde_json::Value, SandboxError> {
-        let store = store_of(paths)?;
-        let id = crate::sandbox::registry::resolve(&store, &args.sandbox)?;
-        let rec = crate::sandbox::registry::current(&store, &id)?;
-        // Its record would still say "ready": the sandbox died with its
-        // supervisor.
-        if !state::supervised(&store.dir(&id)) {
-            return Err(crate::sandbox::registry::swept(&store, id));
-        }
-        let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
-        if !args.show_env {
-            hide_env_values(&mut v);
-        }
-        v["supervisor_alive"] = json!(state::supervised(&store.dir(&id)));
-        v["lease_remaining_ms"] = json!(rec.expires_ms.saturating_sub(now_ms()));
-        Ok(v)
+        crate::sandbox::inspect(&store_of(paths)?, &args.sandbox, args.show_env)
     };
     match run() {
         Ok(v) => {
@@ -352,38 +229,9 @@ pub fn inspect(args: InspectArgs, paths: &Result<Paths, PathsError>) -> i32 {
 pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
     let run = || -> Result<(Vec<String>, Vec<String>, std::path::PathBuf), SandboxError> {
         let store = store_of(paths)?;
-        let want = labels_of(&args.label)?;
-        if args.sandboxes.is_empty() && want.is_empty() && !args.all {
-            return Err(SandboxError::Usage(
-                "say which sandboxes: husk rm ID|NAME..., --label KEY=VALUE, or --all".into(),
-            ));
-        }
-        let mut ids = Vec::new();
-        let mut errors = Vec::new();
-        for t in &args.sandboxes {
-            match crate::sandbox::registry::resolve(&store, t) {
-                Ok(id) => ids.push(id),
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        if args.all || !want.is_empty() {
-            ids.extend(
-                crate::sandbox::registry::records(&store)
-                    .into_iter()
-                    .filter(|r| state::matches(r, &want))
-                    .map(|r| r.id),
-            );
-        }
-        ids.sort();
-        ids.dedup();
-        let mut removed = Vec::new();
-        for id in ids {
-            match destroy(&store, &id, args.force) {
-                Ok(()) => removed.push(id),
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        Ok((removed, errors, store.state_dir()))
+        let targets = Targets { sandboxes: args.sandboxes.clone(), labels: labels_of(&args.label)?, all: args.all };
+        let r = crate::sandbox::remove(&store, &targets, args.force)?;
+        Ok((r.removed, r.errors, store.state_dir()))
     };
     match run() {
         Ok((removed, errors, state_dir)) => {
@@ -421,29 +269,12 @@ pub fn rm(args: RmArgs, paths: &Result<Paths, PathsError>) -> i32 {
 }
 
 pub fn renew(args: RenewArgs, paths: &Result<Paths, PathsError>) -> i32 {
-    let run = || -> Result<(String, crate::sandbox::proto::Reply), SandboxError> {
-        if args.ttl.is_some_and(|t| t.is_zero()) {
-            return Err(SandboxError::Usage("--ttl must be longer than 0".into()));
-        }
-        let store = store_of(paths)?;
-        let rec = crate::sandbox::registry::live_record(&store, &args.sandbox)?;
-        let c = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
-        let (reply, _) = c.call(&Request::Renew { ttl_ms: args.ttl.map(|t| t.as_millis() as u64) })?;
-        if !reply.ok {
-            return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "renew refused".into())));
-        }
-        Ok((rec.id, reply))
-    };
-    match run() {
-        Ok((id, r)) => {
-            let left = r.expires_ms.saturating_sub(now_ms());
+    match store_of(paths).and_then(|s| crate::sandbox::renew(&s, &args.sandbox, args.ttl)) {
+        Ok(r) => {
             if args.json {
-                crate::outln!(
-                    "{}",
-                    json!({"id": id, "expires_ms": r.expires_ms, "ttl_ms": r.ttl_ms, "lease_remaining_ms": left})
-                );
+                crate::outln!("{}", json!(r));
             } else {
-                crate::outln!("{id} expires in {}", human_ms(left));
+                crate::outln!("{} expires in {}", r.id, human_ms(r.lease_remaining_ms));
             }
             0
         }

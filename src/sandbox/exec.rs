@@ -42,6 +42,57 @@ pub struct ExecResult {
     pub extra: BTreeMap<&'static str, serde_json::Value>,
 }
 
+impl ExecResult {
+    /// The verdict (`--json`'s when `output`; the command's captured
+    /// output left out otherwise, as `--verdict-file` writes it).
+    pub fn verdict(&self, output: bool) -> crate::outcome::Verdict<'_> {
+        let mut v =
+            crate::outcome::Verdict::new(&self.exec_id, self.backend, &self.outcome, Some(&self.isolation), output);
+        v.extra = self.extra.clone();
+        v
+    }
+}
+
+/// `husk exec` for a typed request (a command, or code): the request is
+/// lowered as `run`'s per-command options are (`request::lower`), then run
+/// by `exec_to` or `exec_code`. The command's stdin is this process's fd 0;
+/// `tap` streams its captured output as it happens. `Err` only when
+/// nothing was started.
+pub fn exec_with(
+    store: &Store,
+    o: &crate::request::ExecOptions,
+    t_start: u64,
+    tap: Option<&crate::stream::Tap>,
+) -> Result<ExecResult, SandboxError> {
+    if o.code.is_some() && !o.argv.is_empty() {
+        return Err(SandboxError::Usage("give a command or code, not both".into()));
+    }
+    if o.language.is_some() && o.code.is_none() {
+        return Err(SandboxError::Usage("--language goes with --code, not with a command".into()));
+    }
+    let mut spec = crate::spec::Spec::new(Vec::new());
+    crate::request::lower::apply_process(&mut spec, &o.process).map_err(|e| SandboxError::Setup(e.into()))?;
+    let req = ExecRequest {
+        target: o.sandbox.clone(),
+        wait: o.wait,
+        ready_check: false,
+        exec: ExecSpec {
+            argv: o.argv.clone(),
+            env: spec.env,
+            user: o.process.user.clone(),
+            workdir: o.workdir.clone(),
+            timeout: o.process.timeout,
+            kill_grace: o.process.kill_grace,
+            capture: o.process.capture,
+            tty: o.process.tty,
+        },
+    };
+    match &o.code {
+        Some(code) => exec_code(store, &req, code, o.language.as_deref(), t_start, tap),
+        None => exec_to(store, &req, t_start, tap),
+    }
+}
+
 fn seccomp_of(rec: &Record, store: &Store) -> Result<Option<crate::seccomp::Program>, SandboxError> {
     super::held::seccomp_in(rec, &store.dir(&rec.id))
 }

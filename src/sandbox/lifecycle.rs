@@ -2,14 +2,13 @@
 //! its readiness check, summarise, destroy and wait. Every door (the CLI,
 //! `husk serve`, `husk mcp`, fork, pools) calls these; none prints.
 
-use crate::host::HostFacts;
 use crate::outcome::ErrorReport;
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
 use crate::sandbox::exec::ExecRequest;
 use crate::sandbox::proto::{Client, Request};
 use crate::sandbox::state::{self, Record, Store, now_ms};
-use crate::sandbox::supervisor::{CreateRequest, HoldInputs};
+use crate::sandbox::supervisor::CreateRequest;
 use crate::spec::Spec;
 use crate::step::Phase;
 use serde_json::json;
@@ -46,27 +45,20 @@ pub fn create_spec(
     paths: &Result<Paths, PathsError>,
 ) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
     let store = store_of(paths)?;
-    // The same choice as `husk run`.
-    let state = store.state_dir();
-    let mut host = HostFacts::probe();
-    if let Ok(p) = paths {
-        host.store_root = p.root.clone();
-    }
-    let selected = crate::backend::select_in(&spec, &host, || Ok(state)).map_err(|e| SandboxError::Setup(e.into()))?;
     let _ = crate::sandbox::gc::sweep(&store);
-    let (root, lease) = crate::image::root::root_input(&spec, &host, paths)
-        .map_err(|e| SandboxError::Setup(ErrorReport::new(Phase::Root, e)))?;
-    let inputs = HoldInputs::of(&root);
-    let plan = crate::backend::plan_for(selected.backend.as_ref(), spec, &host, root, crate::plan::InitRole::Hold)
+    let state = store.state_dir();
+    let host = super::prepare::host_for(paths);
+    let p = super::prepare::prepare(spec, &host, paths, || Ok(state), crate::plan::InitRole::Hold)
         .map_err(|e| SandboxError::Setup(e.report))?;
+    let crate::sandbox::prepare::Prepared { backend, note, plan, lease, inputs } = p;
     let req = CreateRequest {
         name: meta.name,
         labels: meta.labels,
         ttl: meta.ttl,
         max_lifetime: meta.max_lifetime,
         concurrent: meta.concurrent,
-        backend: selected.backend,
-        runtime_choice: selected.note,
+        backend,
+        runtime_choice: note,
         ready_check: meta.ready_check,
         secrets: meta.secrets,
     };
@@ -259,4 +251,232 @@ fn wait_gone(store: &Store, id: &str, sup: Option<state::ProcRef>, limit: Durati
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A sandbox `create` made (READY, its readiness check passed): the caller
+/// hands its id over (prints it, answers it), then `confirm`s; until then,
+/// and if the caller dies first, its supervisor tears it down (nobody could
+/// reach it).
+pub struct Created {
+    pub record: Record,
+    /// The readiness check's summary (`--ready-cmd`), for the record.
+    pub ready_check: Option<serde_json::Value>,
+    handover: crate::sandbox::supervisor::Handover,
+}
+
+impl Created {
+    /// The record as create prints it (`summary`, plus `ready_check`).
+    pub fn summary(&self) -> serde_json::Value {
+        let mut v = summary(&self.record);
+        if let Some(r) = &self.ready_check {
+            v["ready_check"] = r.clone();
+        }
+        v
+    }
+
+    /// The id reached the caller: the sandbox is theirs.
+    pub fn confirm(self) {
+        self.handover.confirm();
+    }
+
+    /// The id reached nobody: the sandbox would idle, unreachable, until
+    /// its lease ran out; it goes now.
+    pub fn abandon(self, store: &Store) -> Result<(), SandboxError> {
+        let id = self.record.id.clone();
+        drop(self.handover);
+        destroy(store, &id, true)
+    }
+}
+
+/// Why `create` made no sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error(transparent)]
+    Failed(#[from] SandboxError),
+    /// The sandbox started and its readiness check failed: it was
+    /// destroyed (or, if that failed too, `removed` says so).
+    #[error("sandbox {id}: {}", .check.error.message)]
+    NotReady { id: String, check: Box<NotReady>, removed: Result<(), SandboxError> },
+}
+
+impl std::fmt::Debug for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotReady").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl CreateError {
+    /// The failure as the verdict's `error` reports it.
+    pub fn report(&self) -> ErrorReport {
+        match self {
+            CreateError::Failed(e) => e.report(),
+            CreateError::NotReady { check, .. } => check.error.clone(),
+        }
+    }
+
+    /// The failure object's keys beyond the verdict's (`sandbox_id`, the
+    /// check's own verdict as `ready_check`).
+    pub fn extra(&self) -> BTreeMap<&'static str, serde_json::Value> {
+        let mut extra = BTreeMap::new();
+        if let CreateError::NotReady { id, check, .. } = self {
+            extra.insert("sandbox_id", json!(id));
+            if let Some(v) = &check.verdict {
+                extra.insert("ready_check", v.clone());
+            }
+        }
+        extra
+    }
+}
+
+/// Names and labels a request may give: the CLI's rules for every door.
+fn check_meta(o: &crate::request::CreateOptions) -> Result<(), SandboxError> {
+    if let Some(n) = &o.name {
+        state::check_name(n)?;
+    }
+    for k in o.labels.keys() {
+        if k.is_empty() || k.contains('=') {
+            return Err(SandboxError::Usage(format!(
+                "invalid --label {k:?}: expected KEY=VALUE (KEY non-empty, without '='), e.g. task=build-42"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `husk create`: lowers the request (`request::lower::create_spec`), starts
+/// the sandbox (`create_spec`) and runs its readiness check. Prints
+/// nothing; the caller hands the id over and confirms (`Created`).
+///
+/// Forks the sandbox's supervisor: the calling process must have one
+/// thread, and the supervisor keeps every fd the caller has open (a server
+/// creates from a child of its own that holds none of its connections).
+pub fn create(o: &crate::request::CreateOptions, paths: &Result<Paths, PathsError>) -> Result<Created, CreateError> {
+    if o.ttl.is_zero() {
+        return Err(SandboxError::Usage("--ttl must be longer than 0 (e.g. 30s, 10m, 2h)".into()).into());
+    }
+    check_meta(o)?;
+    let (spec, secrets) = crate::request::lower::create_spec(o).map_err(|e| match e {
+        crate::request::lower::CreateRefused::Usage(m) => SandboxError::Usage(m),
+        crate::request::lower::CreateRefused::Args(a) => SandboxError::Setup(a.into()),
+    })?;
+    let meta = Meta {
+        name: o.name.clone(),
+        labels: o.labels.clone(),
+        ttl: o.ttl,
+        max_lifetime: o.max_lifetime,
+        concurrent: o.concurrent,
+        ready_check: o.ready_cmd.is_some(),
+        secrets,
+    };
+    let (mut rec, handover) = create_spec(spec, meta, paths)?;
+    let mut ran = None;
+    if let Some(cmd) = &o.ready_cmd {
+        match ready_check(paths, &rec, &handover, cmd, o.ready_timeout) {
+            Ok(v) => {
+                rec.state = state::State::Ready;
+                ran = Some(v);
+            }
+            Err(check) => {
+                handover.not_ready();
+                let removed = store_of(paths).and_then(|s| destroy(&s, &rec.id, true));
+                return Err(CreateError::NotReady { id: rec.id, check, removed });
+            }
+        }
+    }
+    Ok(Created { record: rec, ready_check: ran, handover })
+}
+
+/// `husk ls`: the sandboxes of the store carrying every label of `want`.
+pub fn list(store: &Store, want: &[(String, String)]) -> Vec<Record> {
+    crate::sandbox::registry::records(store).into_iter().filter(|r| state::matches(r, want)).collect()
+}
+
+/// `husk inspect`: a live sandbox's record (environment values hidden
+/// unless `show_env`), with its supervisor's liveness and lease left.
+pub fn inspect(store: &Store, target: &str, show_env: bool) -> Result<serde_json::Value, SandboxError> {
+    let id = crate::sandbox::registry::resolve(store, target)?;
+    let rec = crate::sandbox::registry::current(store, &id)?;
+    // Its record would still say "ready": the sandbox died with its
+    // supervisor.
+    if !state::supervised(&store.dir(&id)) {
+        return Err(crate::sandbox::registry::swept(store, id));
+    }
+    let mut v = serde_json::to_value(&rec).map_err(|e| SandboxError::State(e.to_string()))?;
+    if !show_env {
+        hide_env_values(&mut v);
+    }
+    v["supervisor_alive"] = json!(state::supervised(&store.dir(&id)));
+    v["lease_remaining_ms"] = json!(rec.expires_ms.saturating_sub(now_ms()));
+    Ok(v)
+}
+
+/// Which sandboxes `remove` ends.
+#[derive(Clone, Debug, Default)]
+pub struct Targets {
+    /// Ids, names or unique id prefixes.
+    pub sandboxes: Vec<String>,
+    /// Every sandbox carrying all these labels.
+    pub labels: Vec<(String, String)>,
+    /// Every sandbox.
+    pub all: bool,
+}
+
+/// What `remove` did: the ids removed, and why others were not.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Removed {
+    pub removed: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+/// `husk rm`: destroys each target and waits until nothing of it remains;
+/// a target that cannot be found or removed is an entry in `errors`.
+pub fn remove(store: &Store, t: &Targets, force: bool) -> Result<Removed, SandboxError> {
+    if t.sandboxes.is_empty() && t.labels.is_empty() && !t.all {
+        return Err(SandboxError::Usage("say which sandboxes: husk rm ID|NAME..., --label KEY=VALUE, or --all".into()));
+    }
+    let mut ids = Vec::new();
+    let mut out = Removed::default();
+    for what in &t.sandboxes {
+        match crate::sandbox::registry::resolve(store, what) {
+            Ok(id) => ids.push(id),
+            Err(e) => out.errors.push(e.to_string()),
+        }
+    }
+    if t.all || !t.labels.is_empty() {
+        ids.extend(list(store, &t.labels).into_iter().map(|r| r.id));
+    }
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        match destroy(store, &id, force) {
+            Ok(()) => out.removed.push(id),
+            Err(e) => out.errors.push(e.to_string()),
+        }
+    }
+    Ok(out)
+}
+
+/// A renewed lease.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Renewed {
+    pub id: String,
+    pub expires_ms: u64,
+    pub ttl_ms: u64,
+    pub lease_remaining_ms: u64,
+}
+
+/// `husk renew`: the lease restarts from now, for `ttl` (default: the
+/// sandbox's own).
+pub fn renew(store: &Store, target: &str, ttl: Option<Duration>) -> Result<Renewed, SandboxError> {
+    if ttl.is_some_and(|t| t.is_zero()) {
+        return Err(SandboxError::Usage("--ttl must be longer than 0".into()));
+    }
+    let rec = crate::sandbox::registry::live_record(store, target)?;
+    let c = Client::connect(&store.dir(&rec.id), rec.supervisor)?;
+    let (reply, _) = c.call(&Request::Renew { ttl_ms: ttl.map(|t| t.as_millis() as u64) })?;
+    if !reply.ok {
+        return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "renew refused".into())));
+    }
+    let left = reply.expires_ms.saturating_sub(now_ms());
+    Ok(Renewed { id: rec.id, expires_ms: reply.expires_ms, ttl_ms: reply.ttl_ms, lease_remaining_ms: left })
 }

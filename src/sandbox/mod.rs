@@ -9,7 +9,10 @@
 //! - `proto`: the supervisor's socket protocol
 //! - `registry`: lookup and liveness (asks the record, then the supervisor)
 //! - `supervisor`: creation and the supervisor's life
-//! - `lifecycle`: create for a spec, readiness check, summary, destroy, wait
+//! - `lifecycle`: the API's create, list, inspect, remove, renew (typed
+//!   requests of `crate::request` in, typed results out); create for a
+//!   spec, readiness check, summary, destroy, wait
+//! - `prepare`: the one Spec -> Plan pipeline (backend, root, plan) of run and create
 //! - `exec`: `husk exec` (planned here, run by the sandbox's backend)
 //! - `held`: the plan and seccomp filter of a process started in a sandbox
 //! - `gc`: what dead supervisors left behind
@@ -30,11 +33,16 @@ pub mod held;
 pub mod lifecycle;
 pub mod pause;
 pub mod pool;
+pub mod prepare;
 pub mod proto;
 pub mod registry;
 pub mod state;
 pub mod supervisor;
 pub mod tombstone;
+
+pub use crate::request::{CreateOptions, ExecOptions, ProcessOptions, SandboxOptions};
+pub use exec::{ExecResult, exec_with};
+pub use lifecycle::{CreateError, Created, Removed, Renewed, Targets, create, inspect, list, remove, renew};
 
 use crate::outcome::ErrorReport;
 use crate::step::Phase;

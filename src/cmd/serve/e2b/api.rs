@@ -10,7 +10,6 @@ use crate::serve::http::Head;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::time::Duration;
 
 /// E2B's default sandbox timeout (the SDK sends its own, 300 s).
@@ -109,17 +108,13 @@ fn create_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
     Ok(Reply::Json(201, created(ctx, &id, &req.template_id)))
 }
 
-/// A sandbox made as `POST /v1/sandboxes` makes one (`husk create --json`
-/// as a program of its own: the supervisor must not keep this connection).
+/// A sandbox made as `POST /v1/sandboxes` makes one (`sandbox::create` in
+/// a child: the supervisor must not keep this connection).
 fn create_from(ctx: &Ctx, spec: &Value) -> Result<Value, ApiError> {
     let body = serde_json::to_vec(spec).unwrap_or_default();
     let req: super::super::body::CreateBody = super::super::body::parse(&body)?;
-    let (args, secrets) = req.to_args(&ctx.address)?;
-    let mut argv = ctx.argv(&["create", "--json"]);
-    argv.extend(args.into_iter().map(OsString::from));
-    let (_held, files) = super::super::secret_files(&secrets)?;
-    argv.extend(files);
-    super::super::create_child(argv)
+    let opts = req.to_options(&ctx.address)?;
+    super::super::sandboxes::create_isolated(ctx, &opts)
 }
 
 /// The SDK's `Sandbox` record: the token comes back as the envd and
@@ -241,11 +236,7 @@ struct TimeoutBody {
 
 /// The lease from now, as `husk renew --ttl` sets it.
 fn renew(ctx: &Ctx, rec: &Record, ttl: Duration) -> Result<(), ApiError> {
-    let store = super::super::store(ctx)?;
-    let c = crate::sandbox::proto::Client::connect(&store.dir(&rec.id), rec.supervisor)
-        .map_err(|e| ApiError::of_sandbox(&e))?;
-    c.call(&crate::sandbox::proto::Request::Renew { ttl_ms: Some(ttl.as_millis() as u64) })
-        .map_err(|e| ApiError::of_sandbox(&e))?;
+    crate::sandbox::renew(super::super::store(ctx)?, &rec.id, Some(ttl)).map_err(|e| ApiError::of_sandbox(&e))?;
     Ok(())
 }
 
