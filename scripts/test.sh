@@ -149,9 +149,13 @@ cargo test --workspace --no-fail-fast -- --nocapture 2>&1 | tee "$WORK/root.log"
 # through husk serve, and husk mcp driven by the official MCP Python SDK,
 # against the built binary. Debian's python3 (the venv module is packaged).
 step "python client and MCP (pytest)"
+# tests/python/test_e2b.py: the E2B SDKs, unmodified, from PyPI and npm.
 if /usr/bin/python3 -m venv "$WORK/venv" >"$WORK/venv.log" 2>&1 \
-    && "$WORK/venv/bin/pip" install -q pytest==9.2.0 mcp==2.3.0 ./clients/python >>"$WORK/venv.log" 2>&1; then
-    HUSK_BIN="$WORK/bin/husk" "$WORK/venv/bin/pytest" -q -rs -p no:cacheprovider tests/python 2>&1 \
+    && "$WORK/venv/bin/pip" install -q pytest==9.2.0 mcp==2.3.0 e2b==2.64.0 e2b-code-interpreter==2.11.5 \
+        ./clients/python >>"$WORK/venv.log" 2>&1 \
+    && npm install -s --no-audit --no-fund --prefix "$WORK/e2b-js" e2b@2.51.0 @e2b/code-interpreter@2.8.0 \
+        >>"$WORK/venv.log" 2>&1; then
+    HUSK_E2B_NODE_MODULES="$WORK/e2b-js/node_modules" HUSK_BIN="$WORK/bin/husk" "$WORK/venv/bin/pytest" -q -rs -p no:cacheprovider tests/python 2>&1 \
         | tee "$WORK/python.log"
     [ "${PIPESTATUS[0]}" = 0 ] || fail_step "python client and MCP (pytest tests/python)"
     # pytest's own skips count as skips (CI runs everything).
@@ -160,7 +164,7 @@ if /usr/bin/python3 -m venv "$WORK/venv" >"$WORK/venv.log" 2>&1 \
     fi
 else
     cat "$WORK/venv.log"
-    fail_step "python venv for tests/python (python3 -m venv; pip install pytest==9.2.0 mcp==2.3.0 ./clients/python)"
+    fail_step "python venv for tests/python (python3 -m venv; pip install pytest==9.2.0 mcp==2.3.0 e2b==2.64.0 e2b-code-interpreter==2.11.5 ./clients/python; npm install e2b@2.51.0 @e2b/code-interpreter@2.8.0)"
 fi
 
 # --------------------------------------------------------- docs as written --

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 mod body;
 mod cancel;
 mod claim;
+mod e2b;
 mod files;
 mod isolated;
 mod ops;
@@ -294,7 +295,10 @@ impl Gated {
             None => Err(HttpError::HeadTooLarge(self.limits.max_head)),
         };
         match head {
-            Ok(head) => check_token(token, &head).or_else(refuse),
+            Ok(head) => check_token(token, &head).or_else(|e| match e2b::refusal(&head, &e) {
+                Some(body) => Err((e.status, body)),
+                None => refuse(e),
+            }),
             Err(e) => refuse(ApiError::new(e.status().unwrap_or(400), "request", e.to_string())),
         }
     }
@@ -313,7 +317,13 @@ fn check_peer(conn: &Conn) -> Result<(), ApiError> {
 
 fn check_token(token: &[u8], head: &Head) -> Result<(), ApiError> {
     let presented = head.header("authorization").and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
-    if !listen::token_matches(token, presented.trim().as_bytes()) {
+    // The E2B SDKs send the token as their API key and access tokens
+    // (docs/e2b.md).
+    let e2b = ["x-api-key", "x-access-token", "e2b-traffic-access-token"]
+        .iter()
+        .filter_map(|h| head.header(h))
+        .any(|v| listen::token_matches(token, v.trim().as_bytes()));
+    if !e2b && !listen::token_matches(token, presented.trim().as_bytes()) {
         return Err(ApiError::new(401, "auth", "missing or wrong bearer token")
             .hint("send Authorization: Bearer <the token in husk serve's --token-file>"));
     }
@@ -433,6 +443,9 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
     let path = head.path.trim_end_matches('/');
     let segs: Vec<&str> = path.split('/').skip(1).collect();
     let m = head.method.as_str();
+    if let Some(r) = e2b::route(head, &body, ctx, conn, t_start) {
+        return r;
+    }
     match (m, segs.as_slice()) {
         ("GET", ["v1", "health"]) => Ok(Reply::Json(200, json!({"version": env!("CARGO_PKG_VERSION"), "api": 1}))),
         ("POST", ["v1", "sandboxes"]) => {

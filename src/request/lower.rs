@@ -294,11 +294,8 @@ pub fn create_spec(o: &CreateOptions) -> Result<(Spec, Vec<crate::redact::Secret
         (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),
         (None, None) => None,
     };
-    if spec.warm.as_ref().is_some_and(|w| w.mode == crate::spec::WarmMode::Session) && o.concurrent {
-        return Err(usage(
-            "--session runs one call at a time: drop --concurrent, or use --warm for fresh parallel calls".into(),
-        ));
-    }
+    // A session in a --concurrent sandbox: its calls take turns
+    // (sandbox::exec's session lock), other execs run beside them.
     // The execs' defaults only: their timeout and capture are per exec.
     let defaults = ProcessOptions {
         env: o.process.env.clone(),

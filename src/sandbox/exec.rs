@@ -179,6 +179,12 @@ pub fn exec_code(
         ));
     }
     let dir = store.dir(&rec.id);
+    // One call at a time in a session (one interpreter, one control
+    // socket), even in a --concurrent sandbox, whose other execs run beside.
+    let _turn = match w.mode {
+        crate::spec::WarmMode::Session => Some(session_turn(&dir, &rec.id, req.wait)?),
+        _ => None,
+    };
     let client = Client::connect(&dir, rec.supervisor)?;
     // The interpreter has the secrets already; this registers them for the
     // call's output.
@@ -218,6 +224,29 @@ pub fn exec_code(
     r.extra.extend(crate::warm::take_results(&mut warm));
     r.extra.insert(VERDICT_KEYS[4], warm);
     Ok(r)
+}
+
+/// The session's turn: an exclusive lock on `session.lock` in the
+/// sandbox's directory, waited for (`--wait`) or refused as busy.
+fn session_turn(dir: &Path, id: &str, wait: bool) -> Result<nix::fcntl::Flock<std::fs::File>, SandboxError> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("session.lock");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| SandboxError::State(format!("opening {}: {e}", path.display())))?;
+    let how = if wait { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
+    match Flock::lock(f, how) {
+        Ok(l) => Ok(l),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(SandboxError::Busy { id: id.to_string() }),
+        Err((_, e)) => Err(SandboxError::State(format!("locking {}: {e}", path.display()))),
+    }
 }
 
 /// `--code` in a sandbox without a warm interpreter: the interpreter reads

@@ -1,0 +1,120 @@
+//! Running something in a sandbox for an E2B request, through the library
+//! (`sandbox::exec`), from this connection's process.
+
+use super::super::{ApiError, Ctx};
+use crate::outcome::{Outcome, Termination};
+use crate::sandbox::exec::{ExecRequest, ExecResult};
+use crate::spec::ExecSpec;
+use base64::Engine;
+use serde_json::Value;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// Output kept of a helper command (stat, mkdir): small by nature.
+const HELPER_CAPTURE: u64 = 1 << 20;
+
+/// The exec's stdin is this process's fd 0 (as `husk exec`'s is the
+/// terminal's): point it at `/dev/null` unless the caller gives one.
+pub fn stdin_null() -> Result<(), ApiError> {
+    let null = std::fs::File::open("/dev/null").map_err(|e| ApiError::new(500, "serve", format!("/dev/null: {e}")))?;
+    crate::sys::fd::dup_onto(null.as_raw_fd(), 0).map_err(|e| ApiError::new(500, "serve", format!("dup2: {e}")))
+}
+
+/// The request for `argv` in sandbox `id`: queued behind others rather than
+/// refused (the SDK has no "busy" answer to give its caller).
+pub fn request(id: &str, argv: Vec<String>) -> ExecRequest {
+    ExecRequest {
+        target: id.to_string(),
+        wait: true,
+        exec: ExecSpec { argv, ..Default::default() },
+        ready_check: false,
+    }
+}
+
+/// `sh -c SCRIPT sh ARGS...` in the sandbox, output captured: the exit
+/// status and stdout/stderr text.
+pub struct Ran {
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn sh(ctx: &Ctx, id: &str, user: Option<String>, script: &str, args: &[&str]) -> Result<Ran, ApiError> {
+    let mut argv = vec!["sh".to_string(), "-c".into(), script.into(), "sh".into()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let mut req = request(id, argv);
+    req.exec.user = user;
+    req.exec.capture = Some(HELPER_CAPTURE);
+    stdin_null()?;
+    let r = exec(ctx, &req)?;
+    let o = r.outcome;
+    if o.termination == Termination::SetupFailed {
+        return Err(setup_failed(&o));
+    }
+    let text = |c: Option<crate::capture::Captured>| c.map(|c| c.text).unwrap_or_default();
+    Ok(Ran { status: o.status, stdout: text(o.stdout), stderr: text(o.stderr) })
+}
+
+pub fn exec(ctx: &Ctx, req: &ExecRequest) -> Result<ExecResult, ApiError> {
+    let store = super::super::store(ctx)?;
+    crate::sandbox::exec::exec(store, req, crate::spawn::now_ns()).map_err(|e| ApiError::of_sandbox(&e))
+}
+
+/// A command that never started.
+pub fn setup_failed(o: &Outcome) -> ApiError {
+    let (step, message, hint) = match &o.error {
+        Some(e) => (e.step.name().to_string(), e.message.clone(), e.hint.clone()),
+        None => ("exec".to_string(), "the command did not start".to_string(), None),
+    };
+    let status = if step == "busy" { 409 } else { 500 };
+    ApiError { status, step, errno: serde_json::Value::Null, message, hint, extra: None }
+}
+
+/// How a relay words one chunk of output ("stdout" or "stderr").
+pub type Event = fn(&str, &[u8]) -> Vec<u8>;
+
+/// A forked process that turns the exec's tap (NDJSON chunks, from a pipe)
+/// into the protocol's output events on the client's socket, while this
+/// process, single-threaded, runs the exec.
+pub struct Relay {
+    pid: nix::unistd::Pid,
+}
+
+impl Relay {
+    pub fn start(out: OwnedFd, rx: OwnedFd, tx: OwnedFd, event: Event) -> Result<(Relay, OwnedFd), String> {
+        let one = crate::sys::process::SingleThreaded::check().map_err(|e| format!("relay: {e}"))?;
+        match crate::sys::process::fork(&one).map_err(|e| format!("fork: {e}"))? {
+            crate::sys::process::Forked::Child(_) => {
+                // Only the tap writes: the relay reads to the end.
+                drop(tx);
+                relay(out, rx, event);
+                crate::sys::process::exit_now(0)
+            }
+            crate::sys::process::Forked::Parent { pid, .. } => Ok((Relay { pid }, tx)),
+        }
+    }
+
+    pub fn wait(self) {
+        let _ = nix::sys::wait::waitpid(self.pid, None);
+    }
+}
+
+fn relay(out: OwnedFd, rx: OwnedFd, event: Event) {
+    use std::io::{BufRead, Write};
+    let mut out = std::fs::File::from(out);
+    let lines = std::io::BufReader::new(std::fs::File::from(rx));
+    for line in lines.lines() {
+        let Ok(line) = line else { return };
+        let Ok(c) = serde_json::from_str::<Value>(&line) else { continue };
+        let bytes = match (c["data"].as_str(), c["data_b64"].as_str()) {
+            (Some(d), _) => d.as_bytes().to_vec(),
+            (_, Some(b)) => B64.decode(b).unwrap_or_default(),
+            _ => continue,
+        };
+        let which = if c["stream"] == "stderr" { "stderr" } else { "stdout" };
+        // A client gone: keep reading, so the command is never blocked on
+        // a full pipe (the watcher ends it).
+        let _ = out.write_all(&event(which, &bytes));
+    }
+}
