@@ -28,6 +28,15 @@ pub struct SecretArgs {
     pub redact: bool,
 }
 
+impl SecretArgs {
+    /// The command's redaction before its secrets are read: `--redact`
+    /// from the start, so a refused secret's own error is redacted too;
+    /// `cli::spec::apply_secrets` adds the values.
+    pub fn redaction(&self) -> crate::redact::Redaction {
+        crate::redact::Redaction::new([], self.redact)
+    }
+}
+
 /// Most bytes one secret may hold (an environment value, kept in memory by
 /// the sandbox's supervisor).
 pub const MAX_SECRET: u64 = 16 << 10;

@@ -191,21 +191,30 @@ pub fn network_args(a: &SandboxArgs) -> Result<(NetworkMode, Option<crate::net::
 /// per variable, a few MiB in all), so only a wrong file hits it.
 pub const ENV_FILE_LIMIT: u64 = 1 << 20;
 
-/// Applies per-command flags (shared with `exec`).
 /// `--secret-env` / `--secret-file` of run and exec: the values join the
 /// command's environment (after the sandbox's, before --env) and, before
-/// any output is captured, the values to hide (`redact`); `--redact` too.
+/// any output is captured, the values to hide, into the command's
+/// `redact` (made by `SecretArgs::redaction`, which holds `--redact`).
 /// The spec holds them in memory only: run and exec write no spec down.
 /// (create keeps its secrets out of its spec, which state.json holds.)
-pub fn apply_secrets(spec: &mut Spec, a: &super::secret::SecretArgs) -> Result<(), ArgsError> {
-    crate::redact::set_host(a.redact);
+pub fn apply_secrets(
+    spec: &mut Spec,
+    a: &super::secret::SecretArgs,
+    redact: &crate::redact::Redaction,
+) -> Result<(), ArgsError> {
     let secrets = a.resolve()?;
     spec.env.extend(super::secret::env_pairs(&secrets));
-    crate::redact::add(secrets);
+    redact.add(secrets);
     Ok(())
 }
 
-pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsError> {
+/// Applies per-command flags (shared with `exec`); the secrets go to
+/// `redact` (`apply_secrets`).
+pub fn apply_process_args(
+    spec: &mut Spec,
+    p: &ProcessArgs,
+    redact: &crate::redact::Redaction,
+) -> Result<(), ArgsError> {
     spec.timeout = p.timeout;
     spec.kill_grace = p.kill_grace;
     spec.output =
@@ -215,7 +224,7 @@ pub fn apply_process_args(spec: &mut Spec, p: &ProcessArgs) -> Result<(), ArgsEr
         return Err(ArgsError::TtyJsonStream);
     }
     spec.tty = p.tty;
-    apply_secrets(spec, &p.secrets)?;
+    apply_secrets(spec, &p.secrets, redact)?;
     for f in &p.env_file {
         let text = crate::userfile::read_text("--env-file", f, ENV_FILE_LIMIT)?;
         for (n, line) in text.lines().enumerate() {

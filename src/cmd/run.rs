@@ -18,13 +18,15 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
         return super::run_copy::run(args, paths, t_start);
     }
     let mut p = args.process.clone();
+    // This command's redaction: `--redact` now, its secrets once read.
+    let redact = p.secrets.redaction();
     if let Err(e) = check_verdict_file(&mut p) {
-        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);
+        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p, &redact);
     }
-    let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", None, &p);
+    let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", None, &p, &redact);
     let mut spec = Spec::new(args.command.clone());
     if let Err(e) =
-        apply_sandbox_args(&mut spec, &args.sandbox).and_then(|_| apply_process_args(&mut spec, &args.process))
+        apply_sandbox_args(&mut spec, &args.sandbox).and_then(|_| apply_process_args(&mut spec, &args.process, &redact))
     {
         return fail(e.into());
     }
@@ -48,21 +50,21 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     };
     let plan = match backend::plan_for(backend.as_ref(), spec, &host, root, InitRole::Run) {
         Ok(p) => p,
-        Err(e) => return report(&Outcome::setup_failed(e.report), "", e.runtime, None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e.report), "", e.runtime, None, &p, &redact),
     };
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
     isolation.runtime_choice = selected.note;
-    let tap = match crate::cli::report::stream_tap(&p) {
+    let tap = match crate::cli::report::stream_tap(&p, &redact) {
         Ok(t) => t,
-        Err(e) => return report(&Outcome::setup_failed(e), &id, backend.name(), None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e), &id, backend.name(), None, &p, &redact),
     };
-    let mut outcome = backend.run(plan, RunIo { capture, tap: tap.as_ref(), t_start });
+    let mut outcome = backend.run(plan, RunIo { capture, tap: tap.as_ref(), redact: &redact, t_start });
     crate::cli::report::stream_done(tap);
     if let Some(lease) = &_lease {
         blame_damaged_layer(&mut outcome, lease);
     }
-    report(&outcome, &id, backend.name(), Some(&isolation), &p)
+    report(&outcome, &id, backend.name(), Some(&isolation), &p, &redact)
 }
 
 /// A command of an image that failed to start may have failed because the

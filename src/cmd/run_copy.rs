@@ -35,11 +35,14 @@ const LABEL: &str = "husk.run=copy";
 
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
+    // `--redact`; the exec adds the secrets (the sandbox's, given to it by
+    // create below) before any output is read.
+    let redact = p.secrets.redaction();
     if let Err(e) = check_verdict_file(&mut p) {
-        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);
+        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p, &redact);
     }
     if let Err(e) = before_create(&args) {
-        return report(&Outcome::setup_failed(e), "", "none", None, &p);
+        return report(&Outcome::setup_failed(e), "", "none", None, &p, &redact);
     }
     let create = CreateArgs {
         sandbox: args.sandbox.clone(),
@@ -64,13 +67,13 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
     };
     let (rec, handover) = match super::sandbox::create_inner(create, paths) {
         Ok(r) => r,
-        Err(e) => return report(&Outcome::setup_failed(e.report()), "", "none", None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e.report()), "", "none", None, &p, &redact),
     };
     let store = match crate::sandbox::lifecycle::store_of(paths) {
         Ok(s) => s,
-        Err(e) => return report(&Outcome::setup_failed(e.report()), &rec.id, "none", None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e.report()), &rec.id, "none", None, &p, &redact),
     };
-    let (mut outcome, copies) = steps(&store, &rec, &args, &p, t_start);
+    let (mut outcome, copies) = steps(&store, &rec, &args, &p, t_start, &redact);
     if let Err(e) = crate::sandbox::lifecycle::destroy(&store, &rec.id, true)
         && outcome.error.is_none()
     {
@@ -79,7 +82,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
     drop(handover);
     let mut extra = BTreeMap::new();
     extra.insert("copies", json!(copies));
-    report_with(&outcome, &rec.id, &rec.backend, Some(&rec.isolation), &p, &extra)
+    report_with(&outcome, &rec.id, &rec.backend, Some(&rec.isolation), &p, &extra, &redact)
 }
 
 /// The copies in, the command, the copies out: the outcome the verdict
@@ -90,6 +93,7 @@ fn steps(
     args: &RunArgs,
     p: &ProcessArgs,
     t_start: u64,
+    redact: &crate::redact::Redaction,
 ) -> (Outcome, Vec<serde_json::Value>) {
     let mut copies = Vec::new();
     let files = Files { target: rec.id.clone(), user: p.user.clone(), wait: false, limits: Default::default() };
@@ -123,8 +127,9 @@ fn steps(
             capture: (p.json || p.json_stream).then_some(p.output_limit),
             tty: p.tty,
         },
+        redact: redact.clone(),
     };
-    let tap = match crate::cli::report::stream_tap(p) {
+    let tap = match crate::cli::report::stream_tap(p, redact) {
         Ok(t) => t,
         Err(e) => return (Outcome::setup_failed(e), copies),
     };

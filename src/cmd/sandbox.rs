@@ -18,8 +18,13 @@ use std::collections::BTreeMap;
 
 /// Prints an error (and, with --json, its verdict-shaped form); 125.
 fn fail(e: &SandboxError, json: bool) -> i32 {
+    fail_redacted(e, json, &crate::redact::Redaction::none())
+}
+
+/// `fail` of a command with secrets or `--redact`.
+fn fail_redacted(e: &SandboxError, json: bool, redact: &crate::redact::Redaction) -> i32 {
     if json {
-        crate::cli::report::json_failure(e.report(), BTreeMap::new(), false);
+        crate::cli::report::json_failure_redacted(e.report(), BTreeMap::new(), false, redact);
     }
     crate::errln!("husk: {e}");
     if let Some(h) = e.hint() {
@@ -34,11 +39,13 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
     }
     let json = args.json;
     let check = args.ready_cmd.clone().map(|cmd| (cmd, args.ready_timeout));
+    // `--redact`; the ready check's exec adds the sandbox's secrets.
+    let redact = args.secrets.redaction();
     match create_inner(args, paths) {
         Ok((mut rec, handover)) => {
             let mut out = summary(&rec);
             if let Some((cmd, timeout)) = check {
-                match ready_check(paths, &rec, &handover, &cmd, timeout) {
+                match ready_check(paths, &rec, &handover, &cmd, timeout, &redact) {
                     Ok(ran) => {
                         rec.state = state::State::Ready;
                         out = summary(&rec);
@@ -47,7 +54,7 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
                     Err(failed) => {
                         handover.not_ready();
                         let removed = store_of(paths).and_then(|s| destroy(&s, &rec.id, true));
-                        return not_ready(*failed, &rec.id, removed, json);
+                        return not_ready(*failed, &rec.id, removed, json, &redact);
                     }
                 }
             }
@@ -72,7 +79,7 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
             }
             0
         }
-        Err(e) => fail(&e, json),
+        Err(e) => fail_redacted(&e, json, &redact),
     }
 }
 
@@ -134,10 +141,9 @@ pub(crate) fn create_inner(
         ));
     }
     let p = process_args(args.env.clone(), args.env_file.clone(), args.user.clone());
-    crate::cli::spec::apply_process_args(&mut spec, &p).map_err(args_err)?;
-    crate::redact::set_host(args.secrets.redact);
+    // No secrets here (ProcessArgs' are empty): create's are the sandbox's.
+    crate::cli::spec::apply_process_args(&mut spec, &p, &crate::redact::Redaction::none()).map_err(args_err)?;
     let secrets = args.secrets.resolve().map_err(|e| args_err(e.into()))?;
-    crate::redact::add(secrets.clone());
     let meta = Meta {
         name: args.name,
         labels,
@@ -152,14 +158,20 @@ pub(crate) fn create_inner(
 
 /// Reports a failed readiness check: the sandbox is gone (or, if removing
 /// it failed too, says so); 125.
-fn not_ready(n: NotReady, id: &str, removed: Result<(), SandboxError>, json: bool) -> i32 {
+fn not_ready(
+    n: NotReady,
+    id: &str,
+    removed: Result<(), SandboxError>,
+    json: bool,
+    redact: &crate::redact::Redaction,
+) -> i32 {
     let mut extra = BTreeMap::new();
     extra.insert("sandbox_id", json!(id));
     if let Some(v) = &n.verdict {
         extra.insert("ready_check", v.clone());
     }
     if json {
-        crate::cli::report::json_failure(n.error.clone(), extra, false);
+        crate::cli::report::json_failure_redacted(n.error.clone(), extra, false, redact);
     }
     crate::errln!("husk: sandbox {id}: {}", n.error.message);
     if let Some(v) = &n.verdict {
@@ -194,16 +206,19 @@ fn process_args(env: Vec<String>, env_file: Vec<std::path::PathBuf>, user: Optio
 
 pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
+    // This request's redaction: `--redact`, its own secrets, then the
+    // sandbox's (added by the exec before any output is read).
+    let redact = p.secrets.redaction();
     if let Err(e) = crate::cli::report::check_verdict_file(&mut p) {
         let o = Outcome::setup_failed(e.into());
-        return crate::cli::report::report(&o, "", "native", None, &p);
+        return crate::cli::report::report(&o, "", "native", None, &p, &redact);
     }
     let early = |e: SandboxError| {
         let o = Outcome::setup_failed(e.report());
-        crate::cli::report::report(&o, "", "native", None, &p)
+        crate::cli::report::report(&o, "", "native", None, &p, &redact)
     };
     let mut spec = Spec::new(Vec::new());
-    if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process) {
+    if let Err(e) = crate::cli::spec::apply_process_args(&mut spec, &args.process, &redact) {
         return early(SandboxError::Setup(e.into()));
     }
     let req = ExecRequest {
@@ -220,12 +235,13 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
             capture: (args.process.json || args.process.json_stream).then_some(args.process.output_limit),
             tty: args.process.tty,
         },
+        redact: redact.clone(),
     };
     let store = match store_of(paths) {
         Ok(s) => s,
         Err(e) => return early(e),
     };
-    let tap = match crate::cli::report::stream_tap(&p) {
+    let tap = match crate::cli::report::stream_tap(&p, &redact) {
         Ok(t) => t,
         Err(e) => return early(SandboxError::Setup(e)),
     };
@@ -237,7 +253,15 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
     };
     crate::cli::report::stream_done(tap);
     match result {
-        Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, Some(&r.isolation), &p, &r.extra),
+        Ok(r) => crate::cli::report::report_with(
+            &r.outcome,
+            &r.exec_id,
+            r.backend,
+            Some(&r.isolation),
+            &p,
+            &r.extra,
+            &redact,
+        ),
         Err(e) => early(e),
     }
 }

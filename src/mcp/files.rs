@@ -91,7 +91,7 @@ impl Tools {
         if let Err(e) = crate::copy::file_of(&mut &tar[..], &mut data, path) {
             return Ok(Reply::err(format!("reading {path} failed: {e}")));
         }
-        let mut cap = crate::capture::Capture::new(self.config.output_limit);
+        let mut cap = crate::capture::Capture::new(self.config.output_limit, &crate::redact::Redaction::none());
         cap.push(&data);
         let out = cap.finish();
         let binary = out.base64.is_some();

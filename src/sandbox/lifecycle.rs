@@ -91,6 +91,7 @@ pub fn ready_check(
     handover: &crate::sandbox::supervisor::Handover,
     cmd: &str,
     timeout: Duration,
+    redact: &crate::redact::Redaction,
 ) -> Result<serde_json::Value, Box<NotReady>> {
     let early = |e: SandboxError| {
         let r = e.report();
@@ -119,10 +120,11 @@ pub fn ready_check(
             capture: Some(READY_OUTPUT),
             tty: false,
         },
+        redact: redact.clone(),
     };
     let r = crate::sandbox::exec::exec(&store, &req, crate::spawn::now_ns()).map_err(early)?;
     let o = &r.outcome;
-    let mut verdict = crate::outcome::Verdict::new(&r.exec_id, r.backend, o, Some(&r.isolation), true);
+    let mut verdict = crate::outcome::Verdict::new(&r.exec_id, r.backend, o, Some(&r.isolation), true, redact);
     verdict.extra = r.extra.clone();
     let verdict = serde_json::to_value(&verdict).unwrap_or_default();
     let passed = o.termination == crate::outcome::Termination::Exited && o.status == Some(0);
