@@ -123,7 +123,7 @@ fn verdict(c: &mut Criterion) {
     let out = vec![b'x'; 4096];
     g.bench_function("capture 4 KiB of output (head+tail bounded)", |b| {
         b.iter(|| {
-            let mut cap = Capture::new(1 << 20);
+            let mut cap = Capture::new(1 << 20, &husk::redact::Redaction::none());
             cap.push(&out);
             cap.finish()
         })
@@ -133,7 +133,7 @@ fn verdict(c: &mut Criterion) {
     outcome.status = Some(0);
     outcome.error = None;
     outcome.stdout = Some({
-        let mut cap = Capture::new(1 << 20);
+        let mut cap = Capture::new(1 << 20, &husk::redact::Redaction::none());
         cap.push(b"hello\n");
         cap.finish()
     });
@@ -146,7 +146,15 @@ fn verdict(c: &mut Criterion) {
     };
     g.bench_function("verdict JSON (exited, captured output)", |b| {
         b.iter(|| {
-            serde_json::to_vec(&Verdict::new("0123456789ab", "native", &outcome, Some(&isolation), true)).expect("json")
+            serde_json::to_vec(&Verdict::new(
+                "0123456789ab",
+                "native",
+                &outcome,
+                Some(&isolation),
+                true,
+                &husk::redact::Redaction::none(),
+            ))
+            .expect("json")
         })
     });
     g.finish();

@@ -4,6 +4,7 @@
 //! `MAX_LIMIT`: capture lives in husk's own memory, outside the sandbox's
 //! cgroup, so `--memory` does not bound it.
 
+use crate::redact::{Redaction, Redactor};
 use base64::Engine;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -42,8 +43,8 @@ pub struct Capture {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: u64,
-    /// Secret values out of what is kept (`redact`); None without secrets.
-    redactor: Option<crate::redact::Redactor>,
+    /// Secret values out of what is kept (`redact`): the request's.
+    redactor: Redactor,
 }
 
 /// A finished capture, as it appears in the verdict.
@@ -60,8 +61,9 @@ pub struct Captured {
 
 impl Capture {
     /// A capture of at most `limit` bytes, and never more than `MAX_LIMIT`
-    /// whoever the caller is (the CLI refuses more; this is the backstop).
-    pub fn new(limit: u64) -> Self {
+    /// whoever the caller is (the CLI refuses more; this is the backstop),
+    /// with the values `redact` hides (now or later) replaced.
+    pub fn new(limit: u64, redact: &Redaction) -> Self {
         let limit = usize::try_from(limit.min(MAX_LIMIT)).unwrap_or(0);
         let head_cap = limit.div_ceil(2);
         Capture {
@@ -70,19 +72,14 @@ impl Capture {
             head: Vec::new(),
             tail: VecDeque::new(),
             total: 0,
-            redactor: crate::redact::Redactor::current(),
+            redactor: redact.stream(),
         }
     }
 
     /// Takes bytes the command wrote (secret values replaced on the way).
     pub fn push(&mut self, data: &[u8]) {
-        if self.redactor.is_none() {
-            self.redactor = crate::redact::Redactor::current();
-        }
-        match self.redactor.as_mut().map(|r| r.push(data)) {
-            Some(clean) => self.keep(&clean),
-            None => self.keep(data),
-        }
+        let clean = self.redactor.push(data);
+        self.keep(&clean);
     }
 
     fn keep(&mut self, mut data: &[u8]) {
@@ -111,9 +108,8 @@ impl Capture {
     }
 
     pub fn finish(mut self) -> Captured {
-        if let Some(rest) = self.redactor.as_mut().map(|r| r.finish()) {
-            self.keep(&rest);
-        }
+        let rest = self.redactor.finish();
+        self.keep(&rest);
         let kept = (self.head.len() + self.tail.len()) as u64;
         let truncated = self.total > kept;
         let mut head = self.head;
@@ -157,7 +153,7 @@ mod tests {
 
     #[test]
     fn small_output_is_kept_whole() {
-        let mut c = Capture::new(100);
+        let mut c = Capture::new(100, &Redaction::none());
         c.push(b"hello ");
         c.push(b"world");
         let r = c.finish();
@@ -168,7 +164,7 @@ mod tests {
 
     #[test]
     fn huge_output_keeps_head_and_tail_with_marker() {
-        let mut c = Capture::new(10);
+        let mut c = Capture::new(10, &Redaction::none());
         for _ in 0..1000 {
             c.push(b"abcdefghij");
         }
@@ -182,7 +178,7 @@ mod tests {
 
     #[test]
     fn invalid_utf8_stays_valid_json_with_exact_base64() {
-        let mut c = Capture::new(100);
+        let mut c = Capture::new(100, &Redaction::none());
         c.push(&[b'a', 0xff, b'b']);
         let r = c.finish();
         assert_eq!(r.text, "a\u{fffd}b");
@@ -192,7 +188,7 @@ mod tests {
 
     #[test]
     fn memory_stays_under_the_ceiling_whatever_the_limit_asked() {
-        let mut c = Capture::new(u64::MAX);
+        let mut c = Capture::new(u64::MAX, &Redaction::none());
         let chunk = vec![b'x'; 1 << 20];
         for _ in 0..40 {
             c.push(&chunk);
@@ -212,8 +208,20 @@ mod tests {
     }
 
     #[test]
+    fn captured_output_hides_the_requests_secrets_only() {
+        let mine = Redaction::new([crate::redact::Secret { name: "PW".into(), value: b"hunter2".to_vec() }], false);
+        let mut c = Capture::new(100, &mine);
+        c.push(b"pw=hun");
+        c.push(b"ter2 other=s3cr3t");
+        assert_eq!(c.finish().text, "pw=[husk: secret PW] other=s3cr3t");
+        let mut c = Capture::new(100, &Redaction::none());
+        c.push(b"pw=hunter2");
+        assert_eq!(c.finish().text, "pw=hunter2");
+    }
+
+    #[test]
     fn truncation_does_not_split_characters() {
-        let mut c = Capture::new(6);
+        let mut c = Capture::new(6, &Redaction::none());
         c.push("ééééééééé".as_bytes());
         let r = c.finish();
         assert!(r.base64.is_none(), "{r:?}");

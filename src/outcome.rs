@@ -4,6 +4,7 @@
 use crate::capture::Captured;
 use crate::cgroup::report::{AppliedLimits, CgroupReport, Usage};
 use crate::isolation::Isolation;
+use crate::redact::Redaction;
 use crate::seccomp::report::SeccompReport;
 use crate::step::{Phase, Step};
 use nix::errno::Errno;
@@ -41,24 +42,12 @@ pub struct ErrorReport {
     /// The kernel's errno when a syscall failed (`"EINVAL"` in JSON).
     #[serde(serialize_with = "crate::step::serialize_errno")]
     pub errno: Option<Errno>,
-    /// Serialized through `redact::text`: no secret value reaches a
-    /// verdict, and with `--redact` no host path, host or user name.
-    #[serde(serialize_with = "redacted")]
+    /// A verdict carries it through `redacted`: no secret value of the
+    /// request reaches it, and with `--redact` no host path, host or user
+    /// name.
     pub message: String,
     /// How to fix the host or the invocation, when known.
-    #[serde(serialize_with = "redacted_opt")]
     pub hint: Option<String>,
-}
-
-fn redacted<S: serde::Serializer>(m: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::redact::text(m))
-}
-
-fn redacted_opt<S: serde::Serializer>(m: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    match m {
-        Some(m) => s.serialize_some(&crate::redact::text(m)),
-        None => s.serialize_none(),
-    }
 }
 
 impl ErrorReport {
@@ -74,6 +63,16 @@ impl ErrorReport {
     pub fn with_hint(mut self, hint: impl Into<Option<String>>) -> Self {
         self.hint = hint.into();
         self
+    }
+
+    /// This report as `redact` lets it be seen (message and hint).
+    pub fn redacted(&self, redact: &Redaction) -> ErrorReport {
+        ErrorReport {
+            step: self.step,
+            errno: self.errno,
+            message: redact.text(&self.message),
+            hint: self.hint.as_deref().map(|h| redact.text(h)),
+        }
     }
 }
 
@@ -225,7 +224,8 @@ pub struct Verdict<'a> {
     /// `--publish`: host address -> port inside; absent without it.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub published: &'a [crate::net::publish::Published],
-    pub error: Option<&'a ErrorReport>,
+    /// Redacted by `Verdict::new`'s `Redaction`.
+    pub error: Option<ErrorReport>,
     pub stdout: Option<StreamReport<'a>>,
     pub stderr: Option<StreamReport<'a>>,
     /// Extra keys of long-lived sandboxes (sandbox id, lease), flattened.
@@ -240,6 +240,7 @@ impl<'a> Verdict<'a> {
         outcome: &'a Outcome,
         isolation: Option<&'a Isolation>,
         with_output: bool,
+        redact: &Redaction,
     ) -> Self {
         let stream = |c: &'a Option<Captured>| {
             c.as_ref().filter(|_| with_output).map(|c| StreamReport {
@@ -266,7 +267,7 @@ impl<'a> Verdict<'a> {
             seccomp: outcome.seccomp.as_ref(),
             network: outcome.network.as_ref(),
             published: &outcome.published,
-            error: outcome.error.as_ref(),
+            error: outcome.error.as_ref().map(|e| e.redacted(redact)),
             stdout: stream(&outcome.stdout),
             stderr: stream(&outcome.stderr),
             extra: BTreeMap::new(),
@@ -317,12 +318,28 @@ mod tests {
     }
 
     #[test]
+    fn a_verdict_hides_its_own_requests_secrets_and_no_others() {
+        let secret = |n: &str, v: &str| crate::redact::Secret { name: n.into(), value: v.as_bytes().to_vec() };
+        let o = Outcome::setup_failed(
+            ErrorReport::new(Step::Exec, "/opt/alpha-123/run: not found").with_hint("try bravo-456".to_string()),
+        );
+        let a = Redaction::new([secret("A", "alpha-123")], false);
+        let b = Redaction::new([secret("B", "bravo-456")], false);
+        let va = serde_json::to_value(Verdict::new("", "none", &o, None, true, &a)).unwrap();
+        let vb = serde_json::to_value(Verdict::new("", "none", &o, None, true, &b)).unwrap();
+        assert_eq!(va["error"]["message"], "/opt/[husk: secret A]/run: not found");
+        assert_eq!(va["error"]["hint"], "try bravo-456");
+        assert_eq!(vb["error"]["message"], "/opt/alpha-123/run: not found");
+        assert_eq!(vb["error"]["hint"], "try [husk: secret B]");
+    }
+
+    #[test]
     fn verdict_keys_match_the_documented_schema() {
         let schema: serde_json::Value = serde_json::from_str(include_str!("../docs/verdict.schema.json")).unwrap();
         let required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
         let o = ended(Termination::Exited, Some(0), None);
         let iso = Isolation::default();
-        let v = serde_json::to_value(Verdict::new("id", "native", &o, Some(&iso), true)).unwrap();
+        let v = serde_json::to_value(Verdict::new("id", "native", &o, Some(&iso), true, &Redaction::none())).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         for k in &required {
             assert!(keys.contains(k), "verdict lacks documented key {k}");

@@ -4,18 +4,24 @@
 //! with `--redact`, host paths, the host's name and user names kept out of
 //! that error text too.
 //!
-//! The values live in one registry per husk process, filled by the command
-//! layer before the command starts and read by every sink of its output
-//! when the sink is made (`Capture::new`, `Tap::new`). Every sink asking
-//! here, rather than each caller handing secrets down, means no path that
-//! captures output (run, exec, a warm call, a pty, serve's in-process exec)
-//! can forget them. husk runs one command per process (serve forks one per
-//! request), so the registry never mixes two commands' secrets.
+//! A `Redaction` is a value: the CLI builds one per command from its
+//! secret flags, `husk exec` adds the sandbox's secrets (asked of its
+//! supervisor) to the request's own, and whoever captures output (a
+//! `Capture`, a `Tap`, the watch that feeds them) or writes a verdict
+//! (`Verdict::new`) is handed one and cannot be made without it. Two
+//! requests served by one process hold two values, so neither redacts,
+//! nor learns, the other's secrets.
+//!
+//! A `Redaction` is shared by its clones: secrets added after a sink was
+//! made (an exec learns its sandbox's secrets after its `--json-stream`
+//! tap exists) reach that sink's next read. Sharing stops at the value: a
+//! fresh `Redaction` starts empty.
 //!
 //! This module sits at the bottom: it imports nothing from the crate.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// One secret: its name (for the marker) and its value.
 #[derive(Clone, PartialEq, Eq)]
@@ -36,44 +42,114 @@ impl Secret {
     }
 }
 
-static SECRETS: Mutex<Vec<Secret>> = Mutex::new(Vec::new());
-/// Bumped by every `add`: a redactor made before (a stream's sink is made
-/// before an exec learns its sandbox's secrets) takes the new ones up.
-static VERSION: AtomicUsize = AtomicUsize::new(0);
-static HOST: AtomicBool = AtomicBool::new(false);
-
-/// Adds secrets whose values are to be hidden from here on (empty values
-/// are given to the command but cannot be searched for).
-pub fn add(secrets: impl IntoIterator<Item = Secret>) {
-    let mut all = SECRETS.lock().unwrap_or_else(|e| e.into_inner());
-    for s in secrets {
-        if !s.value.is_empty() && !all.contains(&s) {
-            all.push(s);
-        }
-    }
-    // Longest first: a value that contains another is replaced whole.
-    all.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
-    VERSION.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Whether any secret is registered (a sink without one passes bytes
-/// through untouched, at no cost).
-pub fn active() -> bool {
-    VERSION.load(Ordering::SeqCst) > 0
-}
-
 /// Secrets as environment pairs (their values are UTF-8: the CLI checks).
 pub fn env_pairs(secrets: &[Secret]) -> Vec<(String, String)> {
     secrets.iter().map(|s| (s.name.clone(), String::from_utf8_lossy(&s.value).into_owned())).collect()
 }
 
-/// `--redact`: host paths, host name and user names out of error text.
-pub fn set_host(on: bool) {
-    HOST.store(on, Ordering::Relaxed);
+/// What one command or request hides: its secrets' values and, with
+/// `--redact`, the host's words. Cheap to clone; clones share the set.
+#[derive(Clone, Default)]
+pub struct Redaction {
+    shared: Arc<Shared>,
 }
 
-fn snapshot() -> Vec<Secret> {
-    SECRETS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+#[derive(Default)]
+struct Shared {
+    /// Bumped by every `add`: a `Redactor` made before takes the new
+    /// secrets up at its next read without locking on every read.
+    version: AtomicUsize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Longest first: a value that contains another is replaced whole.
+    secrets: Vec<Secret>,
+    host: bool,
+}
+
+impl std::fmt::Debug for Redaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.state();
+        f.debug_struct("Redaction").field("secrets", &s.secrets).field("host", &s.host).finish()
+    }
+}
+
+impl Redaction {
+    /// Hides nothing (a command without secret flags); `add` may still
+    /// give it secrets later.
+    pub fn none() -> Redaction {
+        Redaction::default()
+    }
+
+    /// Hides `secrets`, and with `host` (`--redact`) the host's words in
+    /// error text.
+    pub fn new(secrets: impl IntoIterator<Item = Secret>, host: bool) -> Redaction {
+        let r = Redaction::none();
+        r.state().host = host;
+        r.add(secrets);
+        r
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds secrets whose values are hidden from here on, in this value
+    /// and its clones (empty values are given to the command but cannot be
+    /// searched for).
+    pub fn add(&self, secrets: impl IntoIterator<Item = Secret>) {
+        let mut st = self.state();
+        let before = st.secrets.len();
+        for s in secrets {
+            if !s.value.is_empty() && !st.secrets.contains(&s) {
+                st.secrets.push(s);
+            }
+        }
+        if st.secrets.len() != before {
+            st.secrets.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
+            self.shared.version.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether error text loses host paths, the host's name and user names.
+    pub fn hides_host(&self) -> bool {
+        self.state().host
+    }
+
+    /// The secrets hidden, longest value first.
+    pub fn secrets(&self) -> Vec<Secret> {
+        self.state().secrets.clone()
+    }
+
+    /// A streaming redactor for one output stream, following this set.
+    pub fn stream(&self) -> Redactor {
+        let version = self.shared.version.load(Ordering::SeqCst);
+        Redactor { secrets: self.secrets(), held: Vec::new(), follows: Some((self.clone(), version)) }
+    }
+
+    /// Error text for a verdict: secret values replaced; with `--redact`,
+    /// also host paths (`[path]`), the host's name (`[host]`) and user
+    /// names (`[user]`).
+    pub fn text(&self, s: &str) -> String {
+        let (secrets, host) = {
+            let st = self.state();
+            (st.secrets.clone(), st.host)
+        };
+        let mut out = if secrets.is_empty() {
+            s.to_string()
+        } else {
+            let mut r = Redactor::with(secrets);
+            let mut b = r.push(s.as_bytes()).into_owned();
+            b.extend(r.finish());
+            String::from_utf8_lossy(&b).into_owned()
+        };
+        if host {
+            out = host_text(&out, &host_words());
+        }
+        out
+    }
 }
 
 /// Replaces secret values in a stream of bytes read in chunks of any size:
@@ -84,34 +160,29 @@ fn snapshot() -> Vec<Secret> {
 pub struct Redactor {
     secrets: Vec<Secret>,
     held: Vec<u8>,
-    /// The registry's version `secrets` came from; None: fixed (`with`).
-    version: Option<usize>,
+    /// The set `secrets` came from and its version then; None: fixed
+    /// (`with`).
+    follows: Option<(Redaction, usize)>,
 }
 
 impl Redactor {
-    /// A redactor for the registered secrets, following the registry;
-    /// None while there are none. Sinks call it for each read until it
-    /// gives one.
-    pub fn current() -> Option<Redactor> {
-        if !active() {
-            return None;
-        }
-        let version = VERSION.load(Ordering::SeqCst);
-        Some(Redactor { secrets: snapshot(), held: Vec::new(), version: Some(version) })
-    }
-
+    /// A redactor for exactly these secrets.
     pub fn with(secrets: Vec<Secret>) -> Redactor {
-        Redactor { secrets, held: Vec::new(), version: None }
+        Redactor { secrets, held: Vec::new(), follows: None }
     }
 
-    /// The redacted bytes that can be released after `data`.
-    pub fn push(&mut self, data: &[u8]) -> Vec<u8> {
-        if let Some(v) = self.version {
-            let now = VERSION.load(Ordering::SeqCst);
-            if now != v {
-                self.secrets = snapshot();
-                self.version = Some(now);
+    /// The redacted bytes that can be released after `data`: `data`
+    /// itself, uncopied, while there is no secret to look for.
+    pub fn push<'d>(&mut self, data: &'d [u8]) -> Cow<'d, [u8]> {
+        if let Some((set, v)) = &mut self.follows {
+            let now = set.shared.version.load(Ordering::SeqCst);
+            if now != *v {
+                self.secrets = set.secrets();
+                *v = now;
             }
+        }
+        if self.secrets.is_empty() && self.held.is_empty() {
+            return Cow::Borrowed(data);
         }
         let mut buf = std::mem::take(&mut self.held);
         buf.extend_from_slice(data);
@@ -134,32 +205,13 @@ impl Redactor {
             i += 1;
         }
         self.held = buf.split_off(i);
-        out
+        Cow::Owned(out)
     }
 
     /// The stream ended: what was held back is no value, release it.
     pub fn finish(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.held)
     }
-}
-
-/// Error text for a verdict: secret values replaced; with `--redact`, also
-/// host paths (`[path]`), the host's name (`[host]`) and user names
-/// (`[user]`).
-pub fn text(s: &str) -> String {
-    let secrets = snapshot();
-    let mut out = if secrets.is_empty() {
-        s.to_string()
-    } else {
-        let mut r = Redactor::with(secrets);
-        let mut b = r.push(s.as_bytes());
-        b.extend(r.finish());
-        String::from_utf8_lossy(&b).into_owned()
-    };
-    if HOST.load(Ordering::Relaxed) {
-        out = host_text(&out, &host_words());
-    }
-    out
 }
 
 /// The host's name and its users' names (from the host's /etc/passwd:
@@ -252,7 +304,7 @@ mod tests {
     fn through(r: &mut Redactor, chunks: &[&str]) -> String {
         let mut out = Vec::new();
         for c in chunks {
-            out.extend(r.push(c.as_bytes()));
+            out.extend_from_slice(&r.push(c.as_bytes()));
         }
         out.extend(r.finish());
         String::from_utf8(out).unwrap()
@@ -278,6 +330,35 @@ mod tests {
         let s = vec![secret("T", "secret")];
         assert_eq!(through(&mut Redactor::with(s.clone()), &["sec", "ret!", " secre"]), "[husk: secret T]! secre");
         assert_eq!(through(&mut Redactor::with(s), &["ssecret"]), "s[husk: secret T]");
+    }
+
+    #[test]
+    fn two_requests_in_one_process_keep_their_secrets_apart() {
+        let a = Redaction::new([secret("A_TOKEN", "alpha-123")], false);
+        let b = Redaction::new([secret("B_TOKEN", "bravo-456")], false);
+        let text = "alpha-123 bravo-456";
+        assert_eq!(a.text(text), "[husk: secret A_TOKEN] bravo-456");
+        assert_eq!(b.text(text), "alpha-123 [husk: secret B_TOKEN]");
+        let mut sa = a.stream();
+        let mut sb = b.stream();
+        assert_eq!(&*sa.push(text.as_bytes()), b"[husk: secret A_TOKEN] bravo-456");
+        assert_eq!(&*sb.push(text.as_bytes()), b"alpha-123 [husk: secret B_TOKEN]");
+        // A fresh value knows nothing of either.
+        assert_eq!(Redaction::none().text(text), text);
+    }
+
+    #[test]
+    fn a_secret_added_later_reaches_sinks_made_before() {
+        // An exec's tap exists before the exec learns its sandbox's secrets.
+        let r = Redaction::none();
+        let mut sink = r.stream();
+        assert!(matches!(sink.push(b"early hunter2 "), Cow::Borrowed(_)), "no secret yet: no copy");
+        r.clone().add([secret("PW", "hunter2")]);
+        let mut out = sink.push(b"late hunter2").into_owned();
+        out.extend(sink.finish());
+        assert_eq!(out, b"late [husk: secret PW]");
+        let other = Redaction::none();
+        assert_eq!(other.text("hunter2"), "hunter2", "a clone shares; another value does not");
     }
 
     #[test]

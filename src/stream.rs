@@ -24,6 +24,7 @@
 //! its connection and gets the same events.
 
 use crate::capture::{Capture, Captured};
+use crate::redact::Redaction;
 use base64::Engine;
 use serde::Serialize;
 use std::cell::RefCell;
@@ -123,6 +124,8 @@ const SMALL_WRITE: usize = 4096;
 pub struct Tap {
     fd: OwnedFd,
     format: TapFormat,
+    /// The request's: what `pump` captures beside the events hides it too.
+    redact: Redaction,
     inner: RefCell<Inner>,
 }
 
@@ -139,7 +142,7 @@ pub enum TapFormat {
 struct Inner {
     chunker: Chunker,
     /// Secret values out of the events, per stream (`redact`).
-    redactors: [Option<crate::redact::Redactor>; 2],
+    redactors: [crate::redact::Redactor; 2],
     pending: Vec<u8>,
     sent: usize,
     /// Whether a blocking write of any size may stall husk (pipes and
@@ -156,42 +159,44 @@ impl std::fmt::Debug for Tap {
 }
 
 impl Tap {
-    /// Events to `fd`.
-    pub fn new(fd: OwnedFd) -> Tap {
+    /// Events to `fd`, with the values `redact` hides (now or later)
+    /// replaced.
+    pub fn new(fd: OwnedFd, redact: &Redaction) -> Tap {
         let may_block = nix::sys::stat::fstat(&fd).map_or(true, |st| {
             let kind = st.st_mode & libc::S_IFMT;
             kind == libc::S_IFIFO || kind == libc::S_IFSOCK
         });
         let inner = Inner {
             chunker: Chunker::default(),
-            redactors: [crate::redact::Redactor::current(), crate::redact::Redactor::current()],
+            redactors: [redact.stream(), redact.stream()],
             pending: Vec::new(),
             sent: 0,
             may_block,
             error: None,
         };
-        Tap { fd, format: TapFormat::Json, inner: RefCell::new(inner) }
+        Tap { fd, format: TapFormat::Json, redact: redact.clone(), inner: RefCell::new(inner) }
     }
 
     /// The bytes themselves to `fd` (redacted like the events).
-    pub fn raw(fd: OwnedFd) -> Tap {
-        Tap { format: TapFormat::Raw, ..Tap::new(fd) }
+    pub fn raw(fd: OwnedFd, redact: &Redaction) -> Tap {
+        Tap { format: TapFormat::Raw, ..Tap::new(fd, redact) }
     }
 
     /// Events to husk's own stdout.
-    pub fn stdout() -> std::io::Result<Tap> {
-        Ok(Tap::new(std::io::stdout().as_fd().try_clone_to_owned()?))
+    pub fn stdout(redact: &Redaction) -> std::io::Result<Tap> {
+        Ok(Tap::new(std::io::stdout().as_fd().try_clone_to_owned()?, redact))
+    }
+
+    /// What this tap hides.
+    pub fn redaction(&self) -> &Redaction {
+        &self.redact
     }
 
     /// Queues the event for bytes read from `which`.
     pub fn push(&self, which: Which, data: &[u8]) {
         let mut i = self.inner.borrow_mut();
-        let r = &mut i.redactors[which.index()];
-        if r.is_none() {
-            *r = crate::redact::Redactor::current();
-        }
-        let clean = r.as_mut().map(|r| r.push(data));
-        let data = clean.as_deref().unwrap_or(data);
+        let clean = i.redactors[which.index()].push(data);
+        let data = &clean[..];
         if self.format == TapFormat::Raw {
             i.queue_bytes(data);
         } else if let Some(c) = i.chunker.chunk(which, data) {
@@ -202,15 +207,12 @@ impl Tap {
     /// `which` reached its end.
     pub fn end(&self, which: Which) {
         let mut i = self.inner.borrow_mut();
+        let rest = i.redactors[which.index()].finish();
         if self.format == TapFormat::Raw {
-            if let Some(rest) = i.redactors[which.index()].as_mut().map(|r| r.finish()) {
-                i.queue_bytes(&rest);
-            }
+            i.queue_bytes(&rest);
             return;
         }
-        if let Some(rest) = i.redactors[which.index()].as_mut().map(|r| r.finish())
-            && let Some(c) = i.chunker.chunk(which, &rest)
-        {
+        if let Some(c) = i.chunker.chunk(which, &rest) {
             i.queue(&c);
         }
         if let Some(c) = i.chunker.end(which) {
@@ -318,7 +320,7 @@ pub fn deliver(which: Which, data: &[u8], cap: &mut Capture, tap: Option<&Tap>) 
 pub fn pump(stdout: OwnedFd, stderr: OwnedFd, limit: u64, tap: &Tap) -> (Captured, Captured) {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut fds = [Some(stdout), Some(stderr)];
-    let mut caps = [Capture::new(limit), Capture::new(limit)];
+    let mut caps = [Capture::new(limit, tap.redaction()), Capture::new(limit, tap.redaction())];
     let mut buf = vec![0u8; 65536];
     let which = [Which::Stdout, Which::Stderr];
     while fds.iter().any(Option::is_some) {
@@ -446,7 +448,7 @@ mod tests {
         nix::unistd::write(&ow, b"out\n").unwrap();
         nix::unistd::write(&ew, &[0xff]).unwrap();
         drop((ow, ew));
-        let tap = Tap::new(sw);
+        let tap = Tap::new(sw, &Redaction::none());
         let (o, e) = pump(or, er, 100, &tap);
         drop(tap);
         assert_eq!((o.text.as_str(), e.base64.as_deref()), ("out\n", Some("/w==")));

@@ -68,6 +68,8 @@ pub struct Watch<'a> {
     /// `--json-stream`: every read of a captured stream is also an event
     /// here, as it happens.
     pub tap: Option<&'a Tap>,
+    /// What captured output hides (the request's secrets).
+    pub redact: &'a crate::redact::Redaction,
     /// `-t`: the command sends its pty's master over the channel; the
     /// watch relays it (`tty::relay`) and its output goes here.
     pub tty: Option<TtyOutput>,
@@ -156,11 +158,14 @@ impl Watch<'_> {
         let mut out = Watched::default();
         let captured = [self.stdout.is_some(), self.stderr.is_some()];
         let tap = self.tap;
+        let redact = self.redact;
         let mut streams: Vec<Stream> = [(Which::Stdout, self.stdout), (Which::Stderr, self.stderr)]
             .into_iter()
             .map(|(which, s)| match s {
-                Some((fd, limit)) => Stream { which, fd: Some(fd), cap: Capture::new(limit), buf: vec![0; 65536] },
-                None => Stream { which, fd: None, cap: Capture::new(0), buf: Vec::new() },
+                Some((fd, limit)) => {
+                    Stream { which, fd: Some(fd), cap: Capture::new(limit, redact), buf: vec![0; 65536] }
+                }
+                None => Stream { which, fd: None, cap: Capture::new(0, redact), buf: Vec::new() },
             })
             .collect();
         let mut chan_open = true;
@@ -354,7 +359,7 @@ impl Watch<'_> {
             }
             // The command's pty arrived: relay it from now on.
             if let (None, Some(master), Some(output)) = (&relay, wanted.master.take(), self.tty) {
-                relay = Some(Relay::start(master, output));
+                relay = Some(Relay::start(master, output, redact));
             }
         }
         if let Some(t) = tap {
@@ -371,7 +376,7 @@ impl Watch<'_> {
         // A terminal merges stdout and stderr: all of it is stdout.
         if let (Some(TtyOutput::Capture(limit)), Some(c)) = (self.tty, tty_capture) {
             out.stdout = Some(c);
-            out.stderr = Some(Capture::new(limit).finish());
+            out.stderr = Some(Capture::new(limit, redact).finish());
         }
         out
     }

@@ -120,3 +120,82 @@ mod rootless {
         assert_eq!(v["error"]["step"], plain["error"]["step"]);
     }
 }
+
+/// Two sandboxes with different secrets behind one `husk serve`: each
+/// exec's answer hides its own sandbox's (and its own request's) values
+/// and no other's; a value of one sandbox is never the other's secret,
+/// and a request's own secret does not outlive the request.
+#[test]
+fn serve_keeps_each_sandboxs_secrets_to_its_own_answers() {
+    use common::*;
+    use sandboxkit::*;
+    use serde_json::{Value, json};
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::process::Stdio;
+    require_root!();
+    const ALPHA: &str = "alpha-4c1d-secret";
+    const BRAVO: &str = "bravo-93e0-secret";
+    const OWN: &str = "own-51aa-secret";
+
+    let sbx = Sbx::new();
+    let mut serve = sbx.husk(&["serve"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let socket = line.trim().strip_prefix("husk serve: listening on unix:").map(str::to_string);
+    let stop = |serve: &mut std::process::Child| {
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(serve.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = serve.wait();
+    };
+    let Some(socket) = socket else {
+        stop(&mut serve);
+        panic!("husk serve did not start: {line}");
+    };
+    let request = |method: &str, path: &str, body: &Value| -> (u16, Value) {
+        let body = body.to_string();
+        let mut s = UnixStream::connect(&socket).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: husk\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).unwrap();
+        let status: u16 = String::from_utf8_lossy(&resp[9..12]).parse().unwrap();
+        let end = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        (status, serde_json::from_slice(&resp[end..]).unwrap_or(Value::Null))
+    };
+    let create = |secrets: Value| {
+        let (status, v) = request("POST", "/v1/sandboxes", &json!({"secret_env": secrets}));
+        assert_eq!(status, 201, "{v}");
+        v["id"].as_str().unwrap().to_string()
+    };
+    let a = create(json!({"TOKEN": ALPHA}));
+    let b = create(json!({"TOKEN": BRAVO}));
+    let exec = |id: &str, body: Value| {
+        let (status, v) = request("POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+        assert_eq!(status, 200, "{v}");
+        stdout_of(&v)
+    };
+    let script = format!("echo $TOKEN; echo {ALPHA}; echo {BRAVO}; echo {OWN}");
+    let in_a = exec(&a, json!({"argv": ["sh", "-c", &script], "secret_env": {"OWN": OWN}}));
+    let in_b = exec(&b, json!({"argv": ["sh", "-c", &script]}));
+    let again_a = exec(&a, json!({"argv": ["sh", "-c", &script]}));
+    for id in [&a, &b] {
+        request("DELETE", &format!("/v1/sandboxes/{id}"), &Value::Null);
+    }
+    stop(&mut serve);
+    assert_eq!(
+        in_a,
+        format!("[husk: secret TOKEN]\n[husk: secret TOKEN]\n{BRAVO}\n[husk: secret OWN]\n"),
+        "sandbox a's answer: its own secret and its request's hidden, b's value is no secret of a's"
+    );
+    assert_eq!(in_b, format!("[husk: secret TOKEN]\n{ALPHA}\n[husk: secret TOKEN]\n{OWN}\n"), "sandbox b's answer");
+    assert_eq!(
+        again_a,
+        format!("[husk: secret TOKEN]\n[husk: secret TOKEN]\n{BRAVO}\n{OWN}\n"),
+        "an earlier request's own secret is not hidden in a later request"
+    );
+}

@@ -30,6 +30,8 @@ pub struct RunIo<'a> {
     pub capture: Option<u64>,
     /// Captured output is also streamed here as it happens (`--json-stream`).
     pub tap: Option<&'a crate::stream::Tap>,
+    /// What captured output hides (the command's secrets).
+    pub redact: &'a crate::redact::Redaction,
     /// Monotonic ns when husk started (for `duration_ms` and `phases_ms`).
     pub t_start: u64,
 }
@@ -137,6 +139,9 @@ pub struct Attached<'a> {
     pub exec_id: Option<&'a str>,
     /// Captured output is also streamed here as it happens (`--json-stream`).
     pub tap: Option<&'a crate::stream::Tap>,
+    /// What captured output hides: the request's secrets and the
+    /// sandbox's (`sandbox::exec` adds them before the exec starts).
+    pub redact: &'a crate::redact::Redaction,
 }
 
 /// An exec that ran.

@@ -10,6 +10,7 @@ use crate::image::Owners;
 use crate::image::view::LayeredView;
 use crate::outcome::Outcome;
 use crate::plan::{ImageDefaults, Plan, RootInput};
+use crate::redact::Redaction;
 use crate::rootfs::RootSource;
 use crate::spec::{OutputSpec, RootSpec, Spec};
 use crate::stream::Tap;
@@ -147,11 +148,13 @@ pub fn run(job: RunJob<'_>) -> Result<Outcome, RunError> {
     }
     let plan = Plan::build(spec, job.host, root).map_err(|e| RunError::Plan(e.to_string()))?;
     let t_start = crate::spawn::now_ns();
+    // A build takes no secrets (RUN --mount=type=secret is refused).
+    let redact = Redaction::none();
     let tap = match job.output {
         StepOutput::Captured => None,
-        StepOutput::Streamed => std::io::stderr().as_fd().try_clone_to_owned().ok().map(Tap::raw),
+        StepOutput::Streamed => std::io::stderr().as_fd().try_clone_to_owned().ok().map(|fd| Tap::raw(fd, &redact)),
     };
-    let outcome = Native.run(plan, RunIo { capture: Some(CAPTURE), tap: tap.as_ref(), t_start });
+    let outcome = Native.run(plan, RunIo { capture: Some(CAPTURE), tap: tap.as_ref(), redact: &redact, t_start });
     if let Some(t) = &tap {
         t.flush();
     }

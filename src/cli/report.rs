@@ -4,15 +4,24 @@
 use super::ProcessArgs;
 use crate::isolation::Isolation;
 use crate::outcome::{EXIT_HUSK_FAILED, ErrorReport, Outcome, Termination, Verdict};
+use crate::redact::Redaction;
 use crate::step::Phase;
 use nix::errno::Errno;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Prints the verdict / writes the verdict file / explains a failure.
-pub fn report(outcome: &Outcome, id: &str, backend: &str, isolation: Option<&Isolation>, p: &ProcessArgs) -> i32 {
-    report_with(outcome, id, backend, isolation, p, &Default::default())
+/// Prints the verdict / writes the verdict file / explains a failure;
+/// `redact` is the command's (`SecretArgs::redaction`).
+pub fn report(
+    outcome: &Outcome,
+    id: &str,
+    backend: &str,
+    isolation: Option<&Isolation>,
+    p: &ProcessArgs,
+    redact: &Redaction,
+) -> i32 {
+    report_with(outcome, id, backend, isolation, p, &Default::default(), redact)
 }
 
 /// `report`, with verdict keys beyond `run`'s (`husk exec`: the sandbox).
@@ -23,10 +32,11 @@ pub fn report_with(
     isolation: Option<&Isolation>,
     p: &ProcessArgs,
     extra: &std::collections::BTreeMap<&'static str, serde_json::Value>,
+    redact: &Redaction,
 ) -> i32 {
     let mut code = outcome.exit_code();
     if let Some(path) = &p.verdict_file {
-        let mut v = Verdict::new(id, backend, outcome, isolation, false);
+        let mut v = Verdict::new(id, backend, outcome, isolation, false, redact);
         v.extra = extra.clone();
         if let Err(e) = write_atomic(path, &serde_json::to_vec_pretty(&v).unwrap_or_default()) {
             // The caller reads the verdict from there: without it the run's
@@ -37,7 +47,7 @@ pub fn report_with(
     }
     if p.json || p.json_stream {
         // A failed write makes the exit 125 (print::finish).
-        let mut v = Verdict::new(id, backend, outcome, isolation, true);
+        let mut v = Verdict::new(id, backend, outcome, isolation, true, redact);
         v.extra = extra.clone();
         if p.json_stream {
             crate::print::json_line(&VerdictEvent { verdict: v });
@@ -88,10 +98,20 @@ fn show_duration(d: std::time::Duration) -> String {
 /// errno, message, hint}`, exit code 125 in `exit_code`), so a caller parses
 /// one failure shape everywhere; `extra` adds the command's own keys (a
 /// partial `rm`'s `removed`). With `stream` it is `--json-stream`'s last
-/// (here: only) event.
+/// (here: only) event. For a command without secrets or `--redact`.
 pub fn json_failure(error: ErrorReport, extra: BTreeMap<&'static str, serde_json::Value>, stream: bool) {
+    json_failure_redacted(error, extra, stream, &Redaction::none())
+}
+
+/// `json_failure` of a command that has secrets or `--redact`.
+pub fn json_failure_redacted(
+    error: ErrorReport,
+    extra: BTreeMap<&'static str, serde_json::Value>,
+    stream: bool,
+    redact: &Redaction,
+) {
     let outcome = Outcome::setup_failed(error);
-    let mut v = Verdict::new("", "none", &outcome, None, true);
+    let mut v = Verdict::new("", "none", &outcome, None, true, redact);
     v.extra = extra;
     if stream {
         crate::print::json_line(&VerdictEvent { verdict: v });
@@ -124,13 +144,14 @@ struct VerdictEvent<'a> {
     verdict: Verdict<'a>,
 }
 
-/// `--json-stream`'s events go to stdout; `None` without it. A stdout husk
-/// cannot write to is refused before anything runs.
-pub fn stream_tap(p: &ProcessArgs) -> Result<Option<crate::stream::Tap>, ErrorReport> {
+/// `--json-stream`'s events go to stdout, hiding what `redact` hides;
+/// `None` without it. A stdout husk cannot write to is refused before
+/// anything runs.
+pub fn stream_tap(p: &ProcessArgs, redact: &Redaction) -> Result<Option<crate::stream::Tap>, ErrorReport> {
     if !p.json_stream {
         return Ok(None);
     }
-    crate::stream::Tap::stdout().map(Some).map_err(|e| {
+    crate::stream::Tap::stdout(redact).map(Some).map_err(|e| {
         ErrorReport::new(Phase::Stdio, format!("--json-stream: duplicating stdout: {e}"))
             .with_errno(crate::step::io_errno(&e))
     })

@@ -31,6 +31,15 @@ pub struct SecretArgs {
 pub use crate::request::secrets::{MAX_SECRET, MAX_SECRETS, SecretError, valid_name};
 
 impl SecretArgs {
+    /// The command's redaction before its secrets are read: `--redact`
+    /// from the start, so a refused secret's own error is redacted too;
+    /// `cli::spec::apply_secrets` adds the values.
+    pub fn redaction(&self) -> crate::redact::Redaction {
+        crate::redact::Redaction::new([], self.redact)
+    }
+}
+
+impl SecretArgs {
     /// The secrets named, with their values (from husk's environment or
     /// the files); an unset variable or unreadable file is an error, never
     /// an empty secret.

@@ -17,8 +17,15 @@ pub fn build(a: BuildArgs, paths: &Result<Paths, PathsError>) -> i32 {
             // when a RUN step failed, as `docker build`).
             let r = crate::outcome::ErrorReport::new(crate::step::Phase::Build, e.to_string());
             let outcome = crate::outcome::Outcome::setup_failed(r);
-            let mut v = serde_json::to_value(crate::outcome::Verdict::new("", "none", &outcome, None, true))
-                .unwrap_or_default();
+            let mut v = serde_json::to_value(crate::outcome::Verdict::new(
+                "",
+                "none",
+                &outcome,
+                None,
+                true,
+                &crate::redact::Redaction::none(),
+            ))
+            .unwrap_or_default();
             v["event"] = json!("error");
             v["exit_code"] = json!(code);
             crate::outln!("{v}");

@@ -70,7 +70,15 @@ fn trial(host: &HostFacts, no_cgroup: bool, backend: &dyn Backend) -> Result<f64
             if e.runtime == "none" { format!("planning a sandbox: {}", e.report.message) } else { e.report.message };
         (what, e.report.hint)
     })?;
-    let o = backend.run(plan, RunIo { capture: Some(4096), tap: None, t_start: crate::spawn::now_ns() });
+    let o = backend.run(
+        plan,
+        RunIo {
+            capture: Some(4096),
+            tap: None,
+            redact: &crate::redact::Redaction::none(),
+            t_start: crate::spawn::now_ns(),
+        },
+    );
     match o.termination {
         Termination::Exited if o.status == Some(0) => Ok(o.duration_ms),
         _ => {

@@ -12,13 +12,15 @@ use std::path::Path;
 
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&Path>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
+    // This command's redaction: `--redact` now, its secrets once read.
+    let redact = p.secrets.redaction();
     if let Err(e) = check_verdict_file(&mut p) {
-        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);
+        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p, &redact);
     }
-    let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", None, &p);
+    let fail = |e: ErrorReport| report(&Outcome::setup_failed(e), "", "none", None, &p, &redact);
     let sandbox = crate::cli::spec::sandbox_options(&args.sandbox);
     let lowered = crate::cli::spec::process_options(&args.process)
-        .and_then(|process| crate::request::lower::run_spec(args.command.clone(), &sandbox, &process));
+        .and_then(|process| crate::request::lower::run_spec(args.command.clone(), &sandbox, &process, &redact));
     let spec = match lowered {
         Ok(s) => s,
         Err(e) => return fail(e.into()),
@@ -32,21 +34,21 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     let state = || crate::backend::runsc::config::state_dir(state_dir);
     let Prepared { backend, note, plan, lease, .. } = match prepare(spec, &host, paths, state, InitRole::Run) {
         Ok(p) => p,
-        Err(e) => return report(&Outcome::setup_failed(e.report), "", e.runtime, None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e.report), "", e.runtime, None, &p, &redact),
     };
     let id = plan.id.clone();
     let mut isolation = backend.isolation(&plan);
     isolation.runtime_choice = note;
-    let tap = match crate::cli::report::stream_tap(&p) {
+    let tap = match crate::cli::report::stream_tap(&p, &redact) {
         Ok(t) => t,
-        Err(e) => return report(&Outcome::setup_failed(e), &id, backend.name(), None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e), &id, backend.name(), None, &p, &redact),
     };
-    let mut outcome = backend.run(plan, RunIo { capture, tap: tap.as_ref(), t_start });
+    let mut outcome = backend.run(plan, RunIo { capture, tap: tap.as_ref(), redact: &redact, t_start });
     crate::cli::report::stream_done(tap);
     if let Some(lease) = &lease {
         blame_damaged_layer(&mut outcome, lease);
     }
-    report(&outcome, &id, backend.name(), Some(&isolation), &p)
+    report(&outcome, &id, backend.name(), Some(&isolation), &p, &redact)
 }
 
 /// A command of an image that failed to start may have failed because the

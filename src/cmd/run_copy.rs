@@ -26,16 +26,19 @@ const LABEL: (&str, &str) = ("husk.run", "copy");
 
 pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
+    // `--redact`; the exec adds the secrets (the sandbox's, given to it by
+    // create below) before any output is read.
+    let redact = p.secrets.redaction();
     if let Err(e) = check_verdict_file(&mut p) {
-        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p);
+        return report(&Outcome::setup_failed(e.into()), "", "none", None, &p, &redact);
     }
     let create = match create_options(&args, &p) {
         Ok(o) => o,
-        Err(e) => return report(&Outcome::setup_failed(e), "", "none", None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e), "", "none", None, &p, &redact),
     };
-    let tap = match crate::cli::report::stream_tap(&p) {
+    let tap = match crate::cli::report::stream_tap(&p, &redact) {
         Ok(t) => t,
-        Err(e) => return report(&Outcome::setup_failed(e), "", "none", None, &p),
+        Err(e) => return report(&Outcome::setup_failed(e), "", "none", None, &p, &redact),
     };
     let req = RunWithCopies {
         create,
@@ -53,15 +56,16 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i3
         },
         t_start,
         tap: tap.as_ref(),
+        redact: &redact,
     };
     let ran = run_with_copies(paths, req);
     crate::cli::report::stream_done(tap);
     let Some(rec) = &ran.sandbox else {
-        return report(&ran.outcome, "", "none", None, &p);
+        return report(&ran.outcome, "", "none", None, &p, &redact);
     };
     let mut extra = BTreeMap::new();
     extra.insert("copies", json!(ran.copies));
-    report_with(&ran.outcome, &rec.id, &rec.backend, Some(&rec.isolation), &p, &extra)
+    report_with(&ran.outcome, &rec.id, &rec.backend, Some(&rec.isolation), &p, &extra, &redact)
 }
 
 /// The run's sandbox: its own flags as create takes them (env, user and

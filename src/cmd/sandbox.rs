@@ -13,8 +13,13 @@ use std::collections::BTreeMap;
 
 /// Prints an error (and, with --json, its verdict-shaped form); 125.
 fn fail(e: &SandboxError, json: bool) -> i32 {
+    fail_redacted(e, json, &crate::redact::Redaction::none())
+}
+
+/// `fail` of a command with secrets or `--redact`.
+fn fail_redacted(e: &SandboxError, json: bool, redact: &crate::redact::Redaction) -> i32 {
     if json {
-        crate::cli::report::json_failure(e.report(), BTreeMap::new(), false);
+        crate::cli::report::json_failure_redacted(e.report(), BTreeMap::new(), false, redact);
     }
     crate::errln!("husk: {e}");
     if let Some(h) = e.hint() {
@@ -29,10 +34,13 @@ pub fn create(args: CreateArgs, paths: &Result<Paths, PathsError>) -> i32 {
         Ok(o) => o,
         Err(e) => return fail(&e, json),
     };
+    // `--redact`: the failure's text (the check's verdict hides the
+    // sandbox's secrets itself).
+    let redact = opts.process.redaction();
     let created = match crate::sandbox::create(&opts, paths) {
         Ok(c) => c,
-        Err(CreateError::NotReady { id, check, removed }) => return not_ready(*check, &id, removed, json),
-        Err(CreateError::Failed(e)) => return fail(&e, json),
+        Err(CreateError::NotReady { id, check, removed }) => return not_ready(*check, &id, removed, json, &redact),
+        Err(CreateError::Failed(e)) => return fail_redacted(&e, json, &redact),
     };
     if json {
         crate::outln!("{}", created.summary());
@@ -69,14 +77,20 @@ pub fn create_cold(mut args: CreateArgs, paths: &Result<Paths, PathsError>) -> i
 
 /// Reports a failed readiness check: the sandbox is gone (or, if removing
 /// it failed too, says so); 125.
-fn not_ready(n: NotReady, id: &str, removed: Result<(), SandboxError>, json: bool) -> i32 {
+fn not_ready(
+    n: NotReady,
+    id: &str,
+    removed: Result<(), SandboxError>,
+    json: bool,
+    redact: &crate::redact::Redaction,
+) -> i32 {
     let mut extra = BTreeMap::new();
     extra.insert("sandbox_id", json!(id));
     if let Some(v) = &n.verdict {
         extra.insert("ready_check", v.clone());
     }
     if json {
-        crate::cli::report::json_failure(n.error.clone(), extra, false);
+        crate::cli::report::json_failure_redacted(n.error.clone(), extra, false, redact);
     }
     crate::errln!("husk: sandbox {id}: {}", n.error.message);
     if let Some(v) = &n.verdict {
@@ -95,13 +109,16 @@ fn not_ready(n: NotReady, id: &str, removed: Result<(), SandboxError>, json: boo
 
 pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> i32 {
     let mut p = args.process.clone();
+    // This request's redaction: `--redact`, its own secrets, then the
+    // sandbox's (added by the exec before any output is read).
+    let redact = p.secrets.redaction();
     if let Err(e) = crate::cli::report::check_verdict_file(&mut p) {
         let o = Outcome::setup_failed(e.into());
-        return crate::cli::report::report(&o, "", "native", None, &p);
+        return crate::cli::report::report(&o, "", "native", None, &p, &redact);
     }
     let early = |e: SandboxError| {
         let o = Outcome::setup_failed(e.report());
-        crate::cli::report::report(&o, "", "native", None, &p)
+        crate::cli::report::report(&o, "", "native", None, &p, &redact)
     };
     let mut opts = match crate::cli::spec::exec_options(&args) {
         Ok(o) => o,
@@ -117,14 +134,22 @@ pub fn exec(args: ExecArgs, paths: &Result<Paths, PathsError>, t_start: u64) -> 
         Ok(s) => s,
         Err(e) => return early(e),
     };
-    let tap = match crate::cli::report::stream_tap(&p) {
+    let tap = match crate::cli::report::stream_tap(&p, &redact) {
         Ok(t) => t,
         Err(e) => return early(SandboxError::Setup(e)),
     };
-    let result = crate::sandbox::exec_with(&store, &opts, t_start, tap.as_ref());
+    let result = crate::sandbox::exec_with(&store, &opts, &redact, t_start, tap.as_ref());
     crate::cli::report::stream_done(tap);
     match result {
-        Ok(r) => crate::cli::report::report_with(&r.outcome, &r.exec_id, r.backend, Some(&r.isolation), &p, &r.extra),
+        Ok(r) => crate::cli::report::report_with(
+            &r.outcome,
+            &r.exec_id,
+            r.backend,
+            Some(&r.isolation),
+            &p,
+            &r.extra,
+            &redact,
+        ),
         Err(e) => early(e),
     }
 }

@@ -40,7 +40,9 @@ impl Tools {
             capture: Some(self.config.output_limit),
             ..ExecSpec::default()
         };
-        let mut req = ExecRequest { target: id.to_string(), wait: false, exec, ready_check: false };
+        // This call's own redaction: the sandbox's secrets join it.
+        let redact = crate::redact::Redaction::none();
+        let mut req = ExecRequest { target: id.to_string(), wait: false, exec, ready_check: false, redact };
         let result = match run {
             Run::Command { argv, stdin } => {
                 req.exec.argv = argv;
@@ -54,7 +56,7 @@ impl Tools {
                 self.store().and_then(|s| crate::sandbox::exec::exec_code(&s, &req, code, language, t_start, None))
             }
         };
-        verdict_value(&result)
+        verdict_value(&result, &req.redact)
     }
 
     pub(super) fn exec(&mut self, args: &Value) -> Result<Reply, ToolError> {
@@ -143,16 +145,16 @@ impl Tools {
 
 /// An exec's result as its `--json` verdict (`cli::report` prints the
 /// same `Verdict`).
-fn verdict_value(r: &Result<ExecResult, SandboxError>) -> Result<Value, ToolError> {
+fn verdict_value(r: &Result<ExecResult, SandboxError>, redact: &crate::redact::Redaction) -> Result<Value, ToolError> {
     let v = match r {
         Ok(r) => {
-            let mut v = Verdict::new(&r.exec_id, r.backend, &r.outcome, Some(&r.isolation), true);
+            let mut v = Verdict::new(&r.exec_id, r.backend, &r.outcome, Some(&r.isolation), true, redact);
             v.extra = r.extra.clone();
             serde_json::to_value(&v)
         }
         Err(e) => {
             let o = Outcome::setup_failed(e.report());
-            serde_json::to_value(Verdict::new("", "native", &o, None, true))
+            serde_json::to_value(Verdict::new("", "native", &o, None, true, redact))
         }
     };
     v.map_err(ToolError::Verdict)

@@ -81,7 +81,7 @@ impl Tools {
         if let Err(r) = self.copy(&id, Some(MAX_READ), "reading", path, get) {
             return Ok(r);
         }
-        let mut cap = crate::capture::Capture::new(self.config.output_limit);
+        let mut cap = crate::capture::Capture::new(self.config.output_limit, &crate::redact::Redaction::none());
         cap.push(&data);
         let out = cap.finish();
         let binary = out.base64.is_some();

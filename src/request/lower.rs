@@ -195,7 +195,7 @@ pub const ENV_FILE_LIMIT: u64 = 1 << 20;
 /// and, before any output is captured, the values to hide (`redact`). The
 /// spec holds them in memory only: run and exec write no spec down
 /// (create keeps its secrets out of its spec, which state.json holds).
-pub fn apply_process(spec: &mut Spec, p: &ProcessOptions) -> Result<(), ArgsError> {
+pub fn apply_process(spec: &mut Spec, p: &ProcessOptions, redact: &crate::redact::Redaction) -> Result<(), ArgsError> {
     spec.timeout = p.timeout;
     spec.kill_grace = p.kill_grace;
     spec.output = match p.capture {
@@ -207,10 +207,9 @@ pub fn apply_process(spec: &mut Spec, p: &ProcessOptions) -> Result<(), ArgsErro
         return Err(ArgsError::TtyJsonStream);
     }
     spec.tty = p.tty;
-    crate::redact::set_host(p.redact_host);
     let secrets = super::secrets::check(p.secrets.clone())?;
     spec.env.extend(crate::redact::env_pairs(&secrets));
-    crate::redact::add(secrets);
+    redact.add(secrets);
     spec.env.extend(env_of(p)?);
     Ok(())
 }
@@ -255,10 +254,15 @@ pub fn env_of(p: &ProcessOptions) -> Result<Vec<(String, String)>, ArgsError> {
 }
 
 /// `husk run`'s spec: the sandbox and the command.
-pub fn run_spec(command: Vec<String>, sandbox: &SandboxOptions, process: &ProcessOptions) -> Result<Spec, ArgsError> {
+pub fn run_spec(
+    command: Vec<String>,
+    sandbox: &SandboxOptions,
+    process: &ProcessOptions,
+    redact: &crate::redact::Redaction,
+) -> Result<Spec, ArgsError> {
     let mut spec = Spec::new(command);
     apply_sandbox(&mut spec, sandbox)?;
-    apply_process(&mut spec, process)?;
+    apply_process(&mut spec, process, redact)?;
     Ok(spec)
 }
 
@@ -303,10 +307,9 @@ pub fn create_spec(o: &CreateOptions) -> Result<(Spec, Vec<crate::redact::Secret
         user: o.process.user.clone(),
         ..ProcessOptions::default()
     };
-    apply_process(&mut spec, &defaults)?;
-    crate::redact::set_host(o.process.redact_host);
+    // The defaults hold no secrets: the sandbox's go to its supervisor.
+    apply_process(&mut spec, &defaults, &crate::redact::Redaction::none())?;
     let secrets = super::secrets::check(o.process.secrets.clone()).map_err(ArgsError::from)?;
-    crate::redact::add(secrets.clone());
     Ok((spec, secrets))
 }
 

@@ -114,6 +114,15 @@ pub struct ProcessOptions {
     pub redact_host: bool,
 }
 
+impl ProcessOptions {
+    /// The request's redaction before its secrets are read: `--redact`
+    /// from the start (a refused secret's own error is redacted too);
+    /// `lower::apply_process` adds the values, the exec the sandbox's.
+    pub fn redaction(&self) -> crate::redact::Redaction {
+        crate::redact::Redaction::new([], self.redact_host)
+    }
+}
+
 /// `husk create`: a sandbox that lives, and its lease.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -72,6 +72,9 @@ pub struct RunWithCopies<'a> {
     pub t_start: u64,
     /// `--json-stream`'s tap of the command's output.
     pub tap: Option<&'a crate::stream::Tap>,
+    /// The run's redaction (the tap's too): the sandbox's secrets join it
+    /// when the command's exec asks for them.
+    pub redact: &'a crate::redact::Redaction,
 }
 
 /// What one copy moved, as the verdict's `copies` lists it.
@@ -101,7 +104,7 @@ pub fn run_with_copies(paths: &Result<Paths, PathsError>, req: RunWithCopies) ->
     if let Err(e) = before_create(&req) {
         return failed(e);
     }
-    let RunWithCopies { create, copy_in, copy_out, exec, t_start, tap } = req;
+    let RunWithCopies { create, copy_in, copy_out, exec, t_start, tap, redact } = req;
     let created = match crate::sandbox::create(&create, paths) {
         Ok(c) => c,
         Err(e) => return failed(e.report()),
@@ -119,7 +122,7 @@ pub fn run_with_copies(paths: &Result<Paths, PathsError>, req: RunWithCopies) ->
     };
     let files = Files { target: rec.id.clone(), user: exec.user.clone(), wait: false, limits: Default::default() };
     let steps = Steps { store: &store, rec: &rec, files: &files, copy_in: &copy_in, copy_out: &copy_out };
-    let (mut outcome, copies) = steps.run(exec, t_start, tap);
+    let (mut outcome, copies) = steps.run(exec, t_start, tap, redact);
     if let Err(e) = destroy(&store, &rec.id, true)
         && outcome.error.is_none()
     {
@@ -153,7 +156,13 @@ struct Steps<'a> {
 impl Steps<'_> {
     /// The copies in, the command, the copies out: the outcome the verdict
     /// reports, and what each copy moved.
-    fn run(&self, exec: ExecSpec, t_start: u64, tap: Option<&crate::stream::Tap>) -> (Outcome, Vec<CopyDone>) {
+    fn run(
+        &self,
+        exec: ExecSpec,
+        t_start: u64,
+        tap: Option<&crate::stream::Tap>,
+        redact: &crate::redact::Redaction,
+    ) -> (Outcome, Vec<CopyDone>) {
         let mut copies = Vec::new();
         // A runtime chosen by `auto` may be gVisor.
         if let Err(e) = crate::backend::copy_supported(&self.rec.backend) {
@@ -177,8 +186,13 @@ impl Steps<'_> {
             }
         }
         let copy_in_ms = ms_since(t0);
-        let req =
-            crate::sandbox::exec::ExecRequest { target: self.rec.id.clone(), wait: false, ready_check: false, exec };
+        let req = crate::sandbox::exec::ExecRequest {
+            target: self.rec.id.clone(),
+            wait: false,
+            ready_check: false,
+            exec,
+            redact: redact.clone(),
+        };
         let mut outcome = match crate::sandbox::exec::exec_to(self.store, &req, t_start, tap) {
             Ok(r) => r.outcome,
             Err(e) => return (Outcome::setup_failed(e.report()), copies),

@@ -28,6 +28,10 @@ pub struct ExecRequest {
     /// `husk create --ready-cmd`'s check, run while the sandbox is still
     /// CREATING (no other exec is admitted then).
     pub ready_check: bool,
+    /// The request's redaction (its own secrets, `--redact`): the
+    /// sandbox's secrets are added to it before any output is read, so the
+    /// caller's tap and verdict hide them too.
+    pub redact: crate::redact::Redaction,
 }
 
 /// An exec that ran (or failed to start once the sandbox was found).
@@ -45,9 +49,15 @@ pub struct ExecResult {
 impl ExecResult {
     /// The verdict (`--json`'s when `output`; the command's captured
     /// output left out otherwise, as `--verdict-file` writes it).
-    pub fn verdict(&self, output: bool) -> crate::outcome::Verdict<'_> {
-        let mut v =
-            crate::outcome::Verdict::new(&self.exec_id, self.backend, &self.outcome, Some(&self.isolation), output);
+    pub fn verdict(&self, output: bool, redact: &crate::redact::Redaction) -> crate::outcome::Verdict<'_> {
+        let mut v = crate::outcome::Verdict::new(
+            &self.exec_id,
+            self.backend,
+            &self.outcome,
+            Some(&self.isolation),
+            output,
+            redact,
+        );
         v.extra = self.extra.clone();
         v
     }
@@ -58,9 +68,12 @@ impl ExecResult {
 /// by `exec_to` or `exec_code`. The command's stdin is this process's fd 0;
 /// `tap` streams its captured output as it happens. `Err` only when
 /// nothing was started.
+/// `redact` is the request's (`ProcessOptions::redaction`, which the
+/// caller's tap holds too): the exec's and the sandbox's secrets join it.
 pub fn exec_with(
     store: &Store,
     o: &crate::request::ExecOptions,
+    redact: &crate::redact::Redaction,
     t_start: u64,
     tap: Option<&crate::stream::Tap>,
 ) -> Result<ExecResult, SandboxError> {
@@ -71,11 +84,12 @@ pub fn exec_with(
         return Err(SandboxError::Usage("--language goes with --code, not with a command".into()));
     }
     let mut spec = crate::spec::Spec::new(Vec::new());
-    crate::request::lower::apply_process(&mut spec, &o.process).map_err(|e| SandboxError::Setup(e.into()))?;
+    crate::request::lower::apply_process(&mut spec, &o.process, redact).map_err(|e| SandboxError::Setup(e.into()))?;
     let req = ExecRequest {
         target: o.sandbox.clone(),
         wait: o.wait,
         ready_check: false,
+        redact: redact.clone(),
         exec: ExecSpec {
             argv: o.argv.clone(),
             env: spec.env,
@@ -114,7 +128,7 @@ pub fn exec_to(
     let rec = super::registry::live_record_for(store, &req.target, req.ready_check)?;
     let dir = store.dir(&rec.id);
     let client = Client::connect(&dir, rec.supervisor)?;
-    let x = with_secrets(&client, &rec, &req.exec)?;
+    let x = with_secrets(&client, &rec, &req.exec, &req.redact)?;
     let mut plan = plan_in(&rec, &x, t_start)?;
     plan.seccomp = seccomp_of(&rec, store)?;
 
@@ -132,7 +146,7 @@ pub fn exec_to(
     };
     count_frozen_wait(&mut plan, &reply);
     let state_dir = store.state_dir();
-    let at = attached(&rec, &state_dir, &reply, fds, exec_id.as_deref(), tap);
+    let at = attached(&rec, &state_dir, &reply, fds, exec_id.as_deref(), tap, &req.redact);
     let x = crate::backend::exec(&rec.backend, &plan, at)?;
     // What happened in the sandbox while the command ran (an OOM kill of a
     // process an earlier exec left, say): not in this exec's own counters.
@@ -188,7 +202,7 @@ pub fn exec_code(
     let client = Client::connect(&dir, rec.supervisor)?;
     // The interpreter has the secrets already; this registers them for the
     // call's output.
-    let mut x = with_secrets(&client, &rec, &req.exec)?;
+    let mut x = with_secrets(&client, &rec, &req.exec, &req.redact)?;
     // The plan's command is the interpreter's: what the call runs is the
     // code, in a process that inherits the interpreter's confinement.
     x.argv = vec![crate::warm::INTERPRETER.into()];
@@ -213,7 +227,7 @@ pub fn exec_code(
         }
     };
     let state_dir = store.state_dir();
-    let at = attached(&rec, &state_dir, &reply, fds, None, tap);
+    let at = attached(&rec, &state_dir, &reply, fds, None, tap, &req.redact);
     let (mut x, mut warm) = crate::backend::warm_call(&plan, at, ctl, w.mode, code)?;
     let events = client.call(&Request::Events).map(|(r, _)| r.events).unwrap_or_default();
     drop(client);
@@ -284,8 +298,14 @@ fn cold_code(
 
 /// The exec with the sandbox's secrets (`create --secret-env`), asked of
 /// its supervisor, in its environment (after the sandbox's, before the
-/// exec's own), and registered for redaction before any output is read.
-fn with_secrets(client: &Client, rec: &Record, x: &ExecSpec) -> Result<ExecSpec, SandboxError> {
+/// exec's own), and added to the request's `redact` before any output is
+/// read.
+fn with_secrets(
+    client: &Client,
+    rec: &Record,
+    x: &ExecSpec,
+    redact: &crate::redact::Redaction,
+) -> Result<ExecSpec, SandboxError> {
     if rec.secret_names.is_empty() {
         return Ok(x.clone());
     }
@@ -294,7 +314,7 @@ fn with_secrets(client: &Client, rec: &Record, x: &ExecSpec) -> Result<ExecSpec,
         return Err(SandboxError::Supervisor(reply.error.unwrap_or_else(|| "the secrets were refused".into())));
     }
     let mut out = x.clone();
-    crate::redact::add(
+    redact.add(
         reply.secrets.iter().map(|(n, v)| crate::redact::Secret { name: n.clone(), value: v.as_bytes().to_vec() }),
     );
     out.env = reply.secrets.into_iter().chain(x.env.iter().cloned()).collect();
@@ -395,6 +415,7 @@ pub(crate) fn attached<'a>(
     fds: Vec<OwnedFd>,
     exec_id: Option<&'a str>,
     tap: Option<&'a crate::stream::Tap>,
+    redact: &'a crate::redact::Redaction,
 ) -> Attached<'a> {
     Attached {
         sandbox_id: &rec.id,
@@ -407,6 +428,7 @@ pub(crate) fn attached<'a>(
         ns_fds: fds,
         exec_id,
         tap,
+        redact,
     }
 }
 

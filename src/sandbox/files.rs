@@ -95,7 +95,9 @@ fn admit(store: &Store, f: &Files, op: impl FnOnce(&Record) -> Inside) -> Result
         super::proto::Request::Exec { wait: f.wait, exec_id: None, warm: false, ready_check: false, timeout_ms: None };
     let (reply, fds) = super::exec::admit(&client, &rec, req, "copy")?;
     let state_dir = store.state_dir();
-    let at = super::exec::attached(&rec, &state_dir, &reply, fds, None, None);
+    // A copy captures no output: nothing to hide.
+    let nothing = crate::redact::Redaction::none();
+    let at = super::exec::attached(&rec, &state_dir, &reply, fds, None, None, &nothing);
     let copier = crate::backend::start_copy(&rec.backend, &plan, at, op(&rec), f.limits).map_err(|e| {
         let errno = match &e {
             CopyStartError::Copier(CopierError::Step(s)) => Some(s.errno),

@@ -83,6 +83,7 @@ pub fn ready_check(
     handover: &crate::sandbox::supervisor::Handover,
     cmd: &str,
     timeout: Duration,
+    redact: &crate::redact::Redaction,
 ) -> Result<serde_json::Value, Box<NotReady>> {
     let early = |e: SandboxError| {
         let r = e.report();
@@ -111,10 +112,11 @@ pub fn ready_check(
             capture: Some(READY_OUTPUT),
             tty: false,
         },
+        redact: redact.clone(),
     };
     let r = crate::sandbox::exec::exec(&store, &req, crate::spawn::now_ns()).map_err(early)?;
     let o = &r.outcome;
-    let mut verdict = crate::outcome::Verdict::new(&r.exec_id, r.backend, o, Some(&r.isolation), true);
+    let mut verdict = crate::outcome::Verdict::new(&r.exec_id, r.backend, o, Some(&r.isolation), true, redact);
     verdict.extra = r.extra.clone();
     let verdict = serde_json::to_value(&verdict).unwrap_or_default();
     let passed = o.termination == crate::outcome::Termination::Exited && o.status == Some(0);
@@ -371,7 +373,7 @@ pub fn create(o: &crate::request::CreateOptions, paths: &Result<Paths, PathsErro
     let (mut rec, handover) = create_spec(spec, meta, paths)?;
     let mut ran = None;
     if let Some(cmd) = &o.ready_cmd {
-        match ready_check(paths, &rec, &handover, cmd, o.ready_timeout) {
+        match ready_check(paths, &rec, &handover, cmd, o.ready_timeout, &o.process.redaction()) {
             Ok(v) => {
                 rec.state = state::State::Ready;
                 ran = Some(v);

@@ -78,7 +78,7 @@ pub struct Relay {
 impl Relay {
     /// Starts relaying for `master` (the command is about to exec): the
     /// master gets husk's window size, husk's terminal goes raw.
-    pub fn start(master: OwnedFd, output: TtyOutput) -> Relay {
+    pub fn start(master: OwnedFd, output: TtyOutput, redact: &crate::redact::Redaction) -> Relay {
         let _ = fcntl(&master, FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
         let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
         if let Some(ws) = size_of_any([stdin.as_fd(), stdout.as_fd()]) {
@@ -87,7 +87,7 @@ impl Relay {
         let stdin_is_tty = nix::unistd::isatty(stdin.as_fd()).unwrap_or(false);
         let sink = match output {
             TtyOutput::Passthrough => Sink::Out(private_out(stdout.as_fd())),
-            TtyOutput::Capture(limit) => Sink::Capture(Capture::new(limit)),
+            TtyOutput::Capture(limit) => Sink::Capture(Capture::new(limit, redact)),
         };
         let raw = if stdin_is_tty { RawMode::enter(stdin.as_fd()) } else { None };
         Relay {

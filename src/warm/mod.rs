@@ -209,7 +209,7 @@ pub struct CallResults {
     pub truncated: bool,
 }
 
-pub fn read_results(fd: &OwnedFd, limit: u64) -> CallResults {
+pub fn read_results(fd: &OwnedFd, limit: u64, redact: &crate::redact::Redaction) -> CallResults {
     use std::io::Read;
     let mut raw = Vec::new();
     let mut f = match fd.try_clone() {
@@ -220,14 +220,14 @@ pub fn read_results(fd: &OwnedFd, limit: u64) -> CallResults {
     let _ = f.by_ref().take(limit.saturating_add(1)).read_to_end(&mut raw);
     let truncated = raw.len() as u64 > limit;
     raw.truncate(limit as usize);
-    parse_results(&raw, truncated)
+    parse_results(&raw, truncated, redact)
 }
 
-fn parse_results(raw: &[u8], truncated: bool) -> CallResults {
+fn parse_results(raw: &[u8], truncated: bool, redact: &crate::redact::Redaction) -> CallResults {
     let mut out = CallResults { truncated, ..Default::default() };
     for line in raw.split(|b| *b == b'\n') {
         let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(line) else { continue };
-        redact_strings(&mut v);
+        redact_strings(&mut v, redact);
         match v["type"].as_str() {
             Some("result" | "display") if v["data"].is_object() => out.results.push(v),
             Some("error") => {
@@ -241,11 +241,11 @@ fn parse_results(raw: &[u8], truncated: bool) -> CallResults {
     out
 }
 
-fn redact_strings(v: &mut serde_json::Value) {
+fn redact_strings(v: &mut serde_json::Value, redact: &crate::redact::Redaction) {
     match v {
-        serde_json::Value::String(s) => *s = crate::redact::text(s),
-        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_strings),
-        serde_json::Value::Object(o) => o.values_mut().for_each(redact_strings),
+        serde_json::Value::String(s) => *s = redact.text(s),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|v| redact_strings(v, redact)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|v| redact_strings(v, redact)),
         _ => {}
     }
 }
@@ -408,7 +408,7 @@ mod tests {
         // writes there is kept only in the shim's shape.
         let raw = b"garbage\n{\"type\": \"result\", \"is_main_result\": true, \"data\": {\"text/plain\": \"1\"}}\n\
             {\"type\": \"result\", \"data\": 5}\n[1,2]\n{\"type\": \"error\", \"name\": \"E\", \"value\": \"v\", \"traceback\": \"t\"}\n{\"type\": \"resu";
-        let r = parse_results(raw, true);
+        let r = parse_results(raw, true, &crate::redact::Redaction::none());
         assert_eq!(r.results.len(), 1);
         assert_eq!(r.results[0]["data"]["text/plain"], "1");
         assert_eq!(r.exception, Some(serde_json::json!({"name": "E", "value": "v", "traceback": "t"})));

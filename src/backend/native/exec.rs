@@ -36,7 +36,7 @@ fn supervisor_err(message: &str) -> ErrorReport {
 /// Runs the exec. `Err` only when nothing was started; everything after
 /// (the command's own setup, its end) is in the outcome.
 pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> {
-    let Attached { cgroup, limits, leaf, ns_kinds, ns_fds, tap, .. } = at;
+    let Attached { cgroup, limits, leaf, ns_kinds, ns_fds, tap, redact, .. } = at;
     let flag_of = |kind: &str| {
         crate::spawn::child::NAMESPACES.iter().find(|(_, _, k)| *k == kind).map(|(_, f, _)| *f).unwrap_or(0)
     };
@@ -50,7 +50,7 @@ pub fn exec(plan: &ExecPlan, at: Attached<'_>) -> Result<Executed, ErrorReport> 
     let t_cg = now_ns();
     let (exec_id, leaf) = exec_leaf(cgroup, leaf)?;
     let cgroup_setup = ms(t_cg, now_ns());
-    let run = Run { plan, cgroup, limits, exec_id: &exec_id, cgroup_setup, tap };
+    let run = Run { plan, cgroup, limits, exec_id: &exec_id, cgroup_setup, tap, redact };
     let outcome = run.go(namespaces, leaf);
     Ok(Executed { exec_id, outcome, backend: "native" })
 }
@@ -82,6 +82,7 @@ struct Run<'a> {
     exec_id: &'a str,
     cgroup_setup: f64,
     tap: Option<&'a crate::stream::Tap>,
+    redact: &'a crate::redact::Redaction,
 }
 
 impl Run<'_> {
@@ -161,6 +162,7 @@ impl Run<'_> {
             seccomp,
             stop: None,
             tap: self.tap,
+            redact: self.redact,
             tty: crate::tty::relay::TtyOutput::of(tty, self.plan.capture),
             status: crate::supervise::StatusFrom::Wait,
         }

@@ -137,6 +137,7 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<Ran, ErrorReport> {
         seccomp: plan.seccomp.as_ref(),
         stop: None,
         tap: io.tap,
+        redact: io.redact,
         tty: crate::tty::relay::TtyOutput::of(tty, io.capture),
         status: crate::supervise::StatusFrom::Wait,
     }

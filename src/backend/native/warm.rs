@@ -152,7 +152,7 @@ pub fn call(
     mode: WarmMode,
     code: &[u8],
 ) -> Result<(Executed, serde_json::Value), ErrorReport> {
-    let Attached { cgroup, limits, leaf, tap, .. } = at;
+    let Attached { cgroup, limits, leaf, tap, redact, .. } = at;
     let t_cg = now_ns();
     let (exec_id, leaf) = super::exec::exec_leaf(cgroup, leaf)?;
     let cgroup_setup = ms(t_cg, now_ns());
@@ -163,7 +163,7 @@ pub fn call(
     };
     let mut warm = serde_json::Value::Null;
     let leaf_name = leaf.as_ref().map(|_| format!("exec-{exec_id}"));
-    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap, leaf_name: leaf_name.as_deref() };
+    let call = Call { plan, ctl: ctl.as_fd(), mode, code, tap, redact, leaf_name: leaf_name.as_deref() };
     let outcome = match call.run(leaf.as_ref()) {
         Ok((mut o, t_end, w, session)) => {
             warm = w;
@@ -230,6 +230,7 @@ struct Call<'a> {
     mode: WarmMode,
     code: &'a [u8],
     tap: Option<&'a crate::stream::Tap>,
+    redact: &'a crate::redact::Redaction,
     /// The exec's leaf, by name (the shim's spare is for it alone).
     leaf_name: Option<&'a str>,
 }
@@ -324,6 +325,7 @@ impl Call<'_> {
             seccomp: None,
             stop: None,
             tap: self.tap,
+            redact: self.redact,
             tty: None,
             status: StatusFrom::Channel,
         }
@@ -367,7 +369,7 @@ impl Call<'_> {
         // The call's results, read once it ended, as much as its output
         // may hold (its own bytes, like its stdout).
         let limit = self.plan.capture.unwrap_or(crate::spec::DEFAULT_OUTPUT_LIMIT);
-        crate::warm::put_results(&mut warm, crate::warm::read_results(&results, limit));
+        crate::warm::put_results(&mut warm, crate::warm::read_results(&results, limit, self.redact));
         Ok((o, t_end, warm, lives_on))
     }
 

@@ -395,6 +395,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         seccomp: None,
         stop: Some(&stop),
         tap: at.tap,
+        redact: at.redact,
         tty: None,
         status: crate::supervise::StatusFrom::Wait,
     }

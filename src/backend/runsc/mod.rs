@@ -380,6 +380,7 @@ impl Runsc {
             seccomp: None,
             stop: Some(&ctl),
             tap: io.tap,
+            redact: io.redact,
             tty: None,
             status: crate::supervise::StatusFrom::Wait,
         }

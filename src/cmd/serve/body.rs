@@ -548,7 +548,7 @@ mod tests {
         assert_eq!((o.workdir.as_deref(), o.process.user.as_deref()), (Some("/tmp"), Some("0")));
         assert_eq!(stdin, b"in");
         let mut spec = crate::spec::Spec::new(Vec::new());
-        crate::request::lower::apply_process(&mut spec, &o.process).unwrap();
+        crate::request::lower::apply_process(&mut spec, &o.process, &o.process.redaction()).unwrap();
         assert_eq!(spec.output, OutputSpec::Capture { limit: 4096 });
         assert_eq!(spec.env, [("A".to_string(), "1".to_string())]);
     }

@@ -149,13 +149,16 @@ pub fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_
     let (opts, stdin) = req.to_options(&id, stream, ctx.code_timeout)?;
     let store = store(ctx)?;
     stdin_from(&stdin)?;
+    // This request's own (its secrets, the sandbox's once the exec asks):
+    // another request served by this process never shares it.
+    let redact = opts.process.redaction();
     if stream {
         http::write_stream_head(conn, 200, "application/x-ndjson")
             .map_err(|e| ApiError::new(500, "serve", e.to_string()))?;
         let watcher = cancel::Watcher::start(conn);
-        let tap = conn.fd().try_clone_to_owned().map(crate::stream::Tap::new);
+        let tap = conn.fd().try_clone_to_owned().map(|fd| crate::stream::Tap::new(fd, &redact));
         let result = match &tap {
-            Ok(tap) => crate::sandbox::exec_with(store, &opts, t_start, Some(tap)),
+            Ok(tap) => crate::sandbox::exec_with(store, &opts, &redact, t_start, Some(tap)),
             Err(e) => Err(SandboxError::State(format!("duplicating the connection for the stream: {e}"))),
         };
         if let Ok(tap) = tap {
@@ -163,10 +166,10 @@ pub fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_
         }
         let failed;
         let verdict = match &result {
-            Ok(r) => r.verdict(true),
+            Ok(r) => r.verdict(true, &redact),
             Err(e) => {
                 failed = not_started(e);
-                Verdict::new("", "native", &failed, None, true)
+                Verdict::new("", "native", &failed, None, true, &redact)
             }
         };
         let mut line = serde_json::to_vec(&json!({"verdict": verdict})).unwrap_or_default();
@@ -179,14 +182,14 @@ pub fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_
     }
     // A client that goes away cancels its exec (nobody would read the verdict).
     let watcher = cancel::Watcher::start(conn);
-    let result = crate::sandbox::exec_with(store, &opts, t_start, None);
+    let result = crate::sandbox::exec_with(store, &opts, &redact, t_start, None);
     drop(watcher);
     let failed;
     let verdict = match &result {
-        Ok(r) => r.verdict(true),
+        Ok(r) => r.verdict(true, &redact),
         Err(e) => {
             failed = not_started(e);
-            Verdict::new("", "native", &failed, None, true)
+            Verdict::new("", "native", &failed, None, true, &redact)
         }
     };
     let mut bytes = serde_json::to_vec(&verdict).map_err(|e| ApiError::new(500, "serve", e.to_string()))?;

@@ -111,7 +111,7 @@ pub fn execute(ctx: &Ctx, head: &Head, body: &[u8], conn: &mut Conn, t: u64) -> 
         .map_err(|e| ApiError::new(500, "serve", format!("pipe: {e}")))?;
     let out = conn.fd().try_clone_to_owned().map_err(|e| ApiError::new(500, "serve", format!("dup: {e}")))?;
     let (relay, tx) = Relay::start(out, rx, tx, output_event).map_err(|e| ApiError::new(500, "serve", e))?;
-    let tap = crate::stream::Tap::new(tx);
+    let tap = crate::stream::Tap::new(tx, &req_x.redact);
     let ran = if lang == Lang::Python && session {
         super::run::stdin_null()?;
         crate::sandbox::exec::exec_code(store, &req_x, req.code.as_bytes(), Some("python"), t, Some(&tap))

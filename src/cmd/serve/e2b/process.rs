@@ -141,7 +141,7 @@ fn start(ctx: &Ctx, head: &Head, id: &str, req: &Value, conn: &mut Conn, t: u64)
         .map_err(|e| RpcError::new(Code::Internal, format!("pipe: {e}")))?;
     let (relay, tx) =
         Relay::start(stream_fd(&stream), rx, tx, data_event).map_err(|e| RpcError::new(Code::Internal, e))?;
-    let tap = crate::stream::Tap::new(tx);
+    let tap = crate::stream::Tap::new(tx, &exec.redact);
     let ran = crate::sandbox::exec::exec_to(store, &exec, t, Some(&tap));
     tap.flush();
     drop(tap);

@@ -29,6 +29,8 @@ pub fn request(id: &str, argv: Vec<String>) -> ExecRequest {
         wait: true,
         exec: ExecSpec { argv, ..Default::default() },
         ready_check: false,
+        // Its own: the sandbox's secrets join it when the exec asks.
+        redact: crate::redact::Redaction::none(),
     }
 }
 
