@@ -391,6 +391,45 @@ fn python_session_keeps_variables_between_calls() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("python"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A session in a `--concurrent` sandbox: its calls take turns (one
+/// interpreter, one control socket): a second call at once is busy, or
+/// with `--wait` queued, while a plain exec runs beside the first.
+#[test]
+fn session_calls_take_turns_in_a_concurrent_sandbox() {
+    require_root!();
+    python3();
+    let s = Sbx::new();
+    let id = s.create_with(&["--session", "python", "--concurrent"]);
+    // Waits for the go (bounded: a failing test must still end).
+    let first = "import os, time\nfor _ in range(1500):\n    if os.path.exists('/tmp/go'):\n        break\n    time.sleep(0.02)\nv = 1";
+    std::thread::scope(|t| {
+        let a = t.spawn(|| code_json(&s, &id, &["--wait"], first));
+        // The first call holds the session once the supervisor runs it.
+        let mut running = false;
+        for _ in 0..500 {
+            let v: Value = serde_json::from_slice(&s.out(&["inspect", &id]).stdout).unwrap_or(Value::Null);
+            if v["active_execs"].as_u64().unwrap_or(0) >= 1 {
+                running = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(running, "the first call never ran");
+        // Busy at once, not queued (--timeout: a call that waited would
+        // end 124 instead).
+        let (v, code) = code_json(&s, &id, &["--timeout", "10s"], "print(2)");
+        assert_eq!(code, 125, "{v:#}");
+        assert_eq!(v["error"]["step"], "busy", "{v:#}");
+        // A plain exec runs beside it, and lets it finish.
+        let beside = s.out(&["exec", &id, "--", "sh", "-c", "touch /tmp/go && echo beside"]);
+        assert_eq!(String::from_utf8_lossy(&beside.stdout), "beside\n");
+        let (v, code) = a.join().unwrap();
+        assert_eq!(code, 0, "{v:#}");
+    });
+    let (v, _) = code_json(&s, &id, &["--wait"], "print(v)");
+    assert_eq!(stdout_of(&v), "1\n", "{v:#}");
+}
+
 #[test]
 fn bash_session_keeps_cwd_and_exports() {
     require_root!();

@@ -10,7 +10,6 @@
 //! keeps no state for them.
 
 use super::super::{ApiError, Conn, Ctx, Reply};
-use super::run::Relay;
 use crate::serve::http::{self, Head};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -107,21 +106,18 @@ pub fn execute(ctx: &Ctx, head: &Head, body: &[u8], conn: &mut Conn, t: u64) -> 
     http::write_stream_head(conn, 200, "application/x-ndjson")
         .map_err(|e| ApiError::new(500, "serve", format!("writing the stream's head: {e}")))?;
     let watcher = super::super::cancel::Watcher::start(conn);
-    let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| ApiError::new(500, "serve", format!("pipe: {e}")))?;
-    let out = conn.fd().try_clone_to_owned().map_err(|e| ApiError::new(500, "serve", format!("dup: {e}")))?;
-    let (relay, tx) = Relay::start(out, rx, tx, output_event).map_err(|e| ApiError::new(500, "serve", e))?;
-    let tap = crate::stream::Tap::new(tx, &req_x.redact);
-    let ran = if lang == Lang::Python && session {
-        super::run::stdin_null()?;
-        crate::sandbox::exec::exec_code(store, &req_x, req.code.as_bytes(), Some("python"), t, Some(&tap))
-    } else {
-        cold(store, &mut req_x, lang, &req.code, t, &tap)
-    };
-    tap.flush();
-    drop(tap);
-    relay.wait();
+    let out = conn.fd().try_clone_to_owned();
+    let redact = req_x.redact.clone();
+    let ran = super::run::tapped(out, output_event, &redact, |tap| {
+        if lang == Lang::Python && session {
+            super::run::stdin_null().map_err(|e| crate::sandbox::SandboxError::State(e.message))?;
+            crate::sandbox::exec::exec_code(store, &req_x, req.code.as_bytes(), Some("python"), t, Some(tap))
+        } else {
+            cold(store, &mut req_x, lang, &req.code, t, tap)
+        }
+    });
     drop(watcher);
+    let ran = ran.map_err(crate::sandbox::SandboxError::State).and_then(|r| r);
     let tail = match ran {
         Ok(r) => error_of(&r.outcome, lang),
         Err(e) => {

@@ -22,14 +22,13 @@
 
 use super::super::{ApiError, Conn, Ctx, Reply};
 use super::connect::{self, Code, RpcError, Stream};
-use super::run::Relay;
 use crate::procref::ProcRef;
 use crate::serve::http::Head;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
@@ -134,26 +133,15 @@ fn start(ctx: &Ctx, head: &Head, id: &str, req: &Value, conn: &mut Conn, t: u64)
 
     let mut stream = Stream::start(conn).map_err(RpcError::from)?;
     stream.send(&json!({"event": {"start": {"pid": me}}}));
-    // The watcher first: it must not hold the pipe's write end, or the
-    // relay would never see the end of the output.
     let watcher = super::super::cancel::Watcher::start(stream.conn());
-    let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| RpcError::new(Code::Internal, format!("pipe: {e}")))?;
-    let (relay, tx) =
-        Relay::start(stream_fd(&stream), rx, tx, data_event).map_err(|e| RpcError::new(Code::Internal, e))?;
-    let tap = crate::stream::Tap::new(tx, &exec.redact);
-    let ran = crate::sandbox::exec::exec_to(store, &exec, t, Some(&tap));
-    tap.flush();
-    drop(tap);
-    relay.wait();
+    let out = stream.conn().fd().try_clone_to_owned();
+    let ran = super::run::tapped(out, data_event, &exec.redact, |tap| crate::sandbox::exec::exec_to(store, &exec, t, Some(tap)));
     drop(watcher);
     drop(listed);
     let end = match ran {
-        Ok(r) => end_event(&r.outcome),
-        Err(e) => {
-            let e = ApiError::of_sandbox(&e);
-            return Ok(stream.end(Some(e.into())));
-        }
+        Ok(Ok(r)) => end_event(&r.outcome),
+        Ok(Err(e)) => return Ok(stream.end(Some(ApiError::of_sandbox(&e).into()))),
+        Err(e) => return Ok(stream.end(Some(RpcError::new(Code::Internal, e)))),
     };
     stream.send(&json!({"event": {"end": end}}));
     Ok(stream.end(None))
@@ -162,10 +150,6 @@ fn start(ctx: &Ctx, head: &Head, id: &str, req: &Value, conn: &mut Conn, t: u64)
 /// envd's data event, enveloped.
 fn data_event(which: &str, bytes: &[u8]) -> Vec<u8> {
     connect::envelope(0, &json!({"event": {"data": {which: B64.encode(bytes)}}}))
-}
-
-fn stream_fd(s: &Stream<'_>) -> OwnedFd {
-    s.conn().fd().try_clone_to_owned().expect("dup of the connection's fd")
 }
 
 /// envd's end event: `exitCode` (the exit status, or -1 for a signal),
@@ -212,6 +196,11 @@ impl Listed {
     fn fifo(&self) -> PathBuf {
         self.path.with_extension("in")
     }
+}
+
+/// The stdin FIFO of the command `pid` lists.
+fn fifo_of(dir: &Path, pid: i32) -> PathBuf {
+    dir.join(format!("{pid}.in"))
 }
 
 impl Drop for Listed {
@@ -288,9 +277,7 @@ fn input(ctx: &Ctx, id: &str, req: &Value) -> Result<Reply, RpcError> {
         return Err(RpcError::new(Code::Unimplemented, "only stdin input is supported (no PTY)"));
     };
     let bytes = B64.decode(data).map_err(|x| RpcError::new(Code::InvalidArgument, format!("input.stdin: {x}")))?;
-    let fifo = Listed { path: dir_of(ctx, id)?.join(format!("{}.json", e.proc.pid)) };
-    let path = fifo.fifo();
-    std::mem::forget(fifo);
+    let path = fifo_of(&dir_of(ctx, id)?, e.proc.pid);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK)

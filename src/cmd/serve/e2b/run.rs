@@ -73,6 +73,27 @@ pub fn setup_failed(o: &Outcome) -> ApiError {
     ApiError { status, step, errno: serde_json::Value::Null, message, hint, extra: None }
 }
 
+/// Runs `run` with a tap whose output a relay writes to `out` as `event`s,
+/// and waits for the relay to have written all of it. `Err`: nothing ran.
+/// Start the cancel watcher before: it must not hold the pipe's write
+/// end, or the relay would never see the end of the output.
+pub fn tapped<R>(
+    out: std::io::Result<OwnedFd>,
+    event: Event,
+    redact: &crate::redact::Redaction,
+    run: impl FnOnce(&crate::stream::Tap) -> R,
+) -> Result<R, String> {
+    let out = out.map_err(|e| format!("dup: {e}"))?;
+    let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (relay, tx) = Relay::start(out, rx, tx, event)?;
+    let tap = crate::stream::Tap::new(tx, redact);
+    let r = run(&tap);
+    tap.flush();
+    drop(tap);
+    relay.wait();
+    Ok(r)
+}
+
 /// How a relay words one chunk of output ("stdout" or "stderr").
 pub type Event = fn(&str, &[u8]) -> Vec<u8>;
 
@@ -84,7 +105,7 @@ pub struct Relay {
 }
 
 impl Relay {
-    pub fn start(out: OwnedFd, rx: OwnedFd, tx: OwnedFd, event: Event) -> Result<(Relay, OwnedFd), String> {
+    fn start(out: OwnedFd, rx: OwnedFd, tx: OwnedFd, event: Event) -> Result<(Relay, OwnedFd), String> {
         let one = crate::sys::process::SingleThreaded::check().map_err(|e| format!("relay: {e}"))?;
         match crate::sys::process::fork(&one).map_err(|e| format!("fork: {e}"))? {
             crate::sys::process::Forked::Child(_) => {
@@ -97,7 +118,7 @@ impl Relay {
         }
     }
 
-    pub fn wait(self) {
+    fn wait(self) {
         let _ = nix::sys::wait::waitpid(self.pid, None);
     }
 }
