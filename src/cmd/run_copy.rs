@@ -13,7 +13,7 @@
 use crate::cli::RunArgs;
 use crate::cli::cp::CopyOut;
 use crate::cli::report::{check_verdict_file, report, report_with};
-use crate::cli::{CreateArgs, ProcessArgs, RuntimeArg};
+use crate::cli::{CreateArgs, ProcessArgs};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::exec::ExecRequest;
@@ -160,12 +160,9 @@ fn steps(
     (outcome, copies)
 }
 
-/// What can be refused before a sandbox is made: a runtime that cannot
-/// copy, a host source that is not there.
+/// What can be refused before a sandbox is made: a host source that is
+/// not there.
 fn before_create(args: &RunArgs) -> Result<(), ErrorReport> {
-    if args.sandbox.runtime == RuntimeArg::Runsc {
-        return Err(unsupported(crate::backend::CopyStartError::Gvisor));
-    }
     for c in &args.copy_in {
         super::cp::check_source(&c.host).map_err(|e| copy_failed(&e, &format!("--copy-in {}:{}", c.host, c.path)))?;
     }

@@ -19,6 +19,9 @@
 //!   same status and the namespace's init stays to reap what the command
 //!   left in the background, which keeps running, as after a native exec.
 //!
+//! - `copy -- OP PATH SHAPE MAX_BYTES MAX_ENTRIES`: `husk cp`'s copier
+//!   (see `super::copy`).
+//!
 //! Both run as the exec's user with no_new_privs. The holder has no
 //! capabilities; the reaper starts with CAP_SYS_ADMIN and CAP_SETPCAP
 //! (`REAPER_CAPS`) and drops them, from every set, before it forks.
@@ -88,8 +91,9 @@ pub fn main(role: &str, cmd: &[String]) -> i32 {
         "hold" => hold(),
         "reap" => reap(cmd),
         "exec" => exec(cmd),
+        "copy" => super::copy::inside(cmd),
         _ => {
-            crate::errln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold or reap)");
+            crate::errln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold, reap, exec or copy)");
             125
         }
     }

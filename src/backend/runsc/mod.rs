@@ -6,6 +6,7 @@
 
 pub mod bundle;
 pub mod config;
+pub mod copy;
 pub mod gc;
 pub mod helper;
 pub mod launch;
