@@ -133,13 +133,16 @@ impl Backend for Runsc {
     }
 }
 
-/// `-t` under gVisor is refused before anything starts, never half made:
-/// the pty would have to come from runsc's `--console-socket`, which husk
-/// does not drive yet.
+/// `-t` under gVisor is refused before anything starts, never half made.
+/// Debian's runsc (2022-12) sends a console socket's pty only under `exec
+/// --detach`, whose re-exec of itself drops `--process` (husk's exec spec:
+/// user, caps, rlimits) and whose command then does not see a terminal
+/// (`tty`: not a tty), and a detached exec's status is lost to husk. The
+/// way left is a pty made inside gVisor by husk's reaper (not built yet).
 pub(crate) fn no_tty() -> ErrorReport {
     ErrorReport::new(
         crate::step::Phase::Backend,
-        "-t/--tty is not supported by the runsc backend (gVisor): husk does not drive runsc's console socket",
+        "-t/--tty is not supported by the runsc backend (gVisor) yet: this runsc's console socket works only for detached execs, which lose husk's process spec and the exit status",
     )
     .with_hint(Some("drop -t, or run under --runtime native".into()))
 }
