@@ -15,6 +15,7 @@ pub mod limits;
 pub mod live;
 pub mod outcome;
 pub mod prepare;
+pub mod tty;
 
 use super::{Backend, Live, RunIo};
 use crate::isolation::{Isolation, RunscReport};
@@ -133,18 +134,18 @@ impl Backend for Runsc {
     }
 }
 
-/// `-t` under gVisor is refused before anything starts, never half made.
-/// Debian's runsc (2022-12) sends a console socket's pty only under `exec
-/// --detach`, whose re-exec of itself drops `--process` (husk's exec spec:
-/// user, caps, rlimits) and whose command then does not see a terminal
-/// (`tty`: not a tty), and a detached exec's status is lost to husk. The
-/// way left is a pty made inside gVisor by husk's reaper (not built yet).
+/// `husk run -t` under gVisor is refused before anything starts, never
+/// half made. (`husk exec -t` into a gVisor sandbox works: the reaper
+/// makes the pty inside gVisor, `tty`; a run's command is started by
+/// `runsc run`, which has no such reaper yet.)
 pub(crate) fn no_tty() -> ErrorReport {
     ErrorReport::new(
         crate::step::Phase::Backend,
-        "-t/--tty is not supported by the runsc backend (gVisor) yet: this runsc's console socket works only for detached execs, which lose husk's process spec and the exit status",
+        "husk run -t/--tty is not supported by the runsc backend (gVisor) yet (husk exec -t into a gVisor sandbox is)",
     )
-    .with_hint(Some("drop -t, or run under --runtime native".into()))
+    .with_hint(Some(
+        "drop -t, run under --runtime native, or `husk create --runtime runsc` and `husk exec -t ID -- CMD`".into(),
+    ))
 }
 
 /// runsc's user namespace: as root, the sandbox's id range exactly as the
