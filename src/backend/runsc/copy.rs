@@ -1,7 +1,7 @@
 //! `husk cp` in a gVisor sandbox. A host process cannot join a gVisor
 //! sandbox's mount namespace (its files live behind gVisor's gofer and
 //! sentry), so the copy runs inside: `runsc exec` starts husk's own binary
-//! (bound read-only at `/.husk`) in the `copy` role, as the exec's user
+//! (bound read-only at `/.husk`) in the `copy` role (`helper::copy_inside`), as the exec's user
 //! with the exec's capabilities, rlimits and no_new_privs, and that process
 //! packs or unpacks the tar stream with the very code of the native copier
 //! (`native::copy::{put, get, list}`: every path resolved from the
@@ -20,8 +20,8 @@
 use super::{bundle, config, helper};
 use crate::backend::native::copy::{Copier, Inside};
 use crate::backend::{Attached, CopyStartError};
+use crate::copy::Limits;
 use crate::copy::unpack::Shape;
-use crate::copy::{CopyError, Limits};
 use crate::plan::ExecPlan;
 use crate::sys::process::pidfd_open;
 use std::os::fd::{AsFd, OwnedFd};
@@ -126,68 +126,6 @@ fn dup(fd: &OwnedFd) -> Result<OwnedFd, RunscCopyError> {
         .map_err(|e| RunscCopyError::Pipe(crate::step::io_errno(&e).unwrap_or(nix::errno::Errno::EIO)))
 }
 
-/// The copier's side, inside gVisor (`helper::main`'s `copy` role): runs
-/// the copy on its stdin or stdout, writes the JSON report to stderr and
-/// returns the exit code.
-pub fn inside(cmd: &[String]) -> i32 {
-    let result = parse(cmd).and_then(|(op, limits)| {
-        // Not ptraceable by the sandbox's processes of the same user
-        // while it holds the stream.
-        nix::sys::prctl::set_dumpable(false).map_err(|e| CopyError::fs("PR_SET_DUMPABLE", e))?;
-        let fd = |f: std::io::Result<OwnedFd>| f.map_err(CopyError::io);
-        match op {
-            Inside::Put { dest, shape } => crate::backend::native::copy::put(
-                &dest,
-                shape,
-                OWN_ROOT,
-                limits,
-                fd(std::io::stdin().as_fd().try_clone_to_owned())?,
-            ),
-            Inside::Get { path } => crate::backend::native::copy::get(
-                &path,
-                OWN_ROOT,
-                limits,
-                fd(std::io::stdout().as_fd().try_clone_to_owned())?,
-            ),
-            Inside::List { path } => crate::backend::native::copy::list(
-                &path,
-                OWN_ROOT,
-                limits,
-                fd(std::io::stdout().as_fd().try_clone_to_owned())?,
-            ),
-        }
-    });
-    let text = serde_json::to_vec(&result).unwrap_or_default();
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), &text);
-    if result.is_ok() { 0 } else { 1 }
-}
-
-/// gVisor (2022-12) has no openat2: the copier's own root is the
-/// sandbox's, and the kernel's walk from it stays there (`Resolve::OwnRoot`).
-const OWN_ROOT: crate::copy::unpack::Resolve = crate::copy::unpack::Resolve::OwnRoot;
-
-fn parse(cmd: &[String]) -> Result<(Inside, Limits), CopyError> {
-    let bad =
-        || CopyError::Stream(format!("{} copy: expected OP PATH SHAPE MAX_BYTES MAX_ENTRIES", helper::SUBCOMMAND));
-    let [verb, path, shape, max_bytes, max_entries] = cmd else { return Err(bad()) };
-    let shape = match shape.as_str() {
-        "tree" => Shape::Tree,
-        "entries" => Shape::Entries,
-        _ => return Err(bad()),
-    };
-    let limits = Limits {
-        max_bytes: max_bytes.parse().map_err(|_| bad())?,
-        max_entries: max_entries.parse().map_err(|_| bad())?,
-    };
-    let op = match verb.as_str() {
-        "put" => Inside::Put { dest: path.clone(), shape },
-        "get" => Inside::Get { path: path.clone() },
-        "list" => Inside::List { path: path.clone() },
-        _ => return Err(bad()),
-    };
-    Ok((op, limits))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,10 +140,10 @@ mod tests {
         ] {
             let argv = copy_argv(&op, limits);
             assert_eq!(&argv[..4], [helper::PATH_IN_SANDBOX, helper::SUBCOMMAND, "copy", "--"]);
-            let (back, l) = parse(&argv[4..]).unwrap();
+            let (back, l) = helper::copy_parse(&argv[4..]).unwrap();
             assert_eq!(format!("{back:?}"), format!("{op:?}"));
             assert_eq!((l.max_bytes, l.max_entries), (7, 9));
         }
-        assert!(parse(&["put".into(), "/x".into()]).is_err());
+        assert!(helper::copy_parse(&["put".into(), "/x".into()]).is_err());
     }
 }

@@ -97,7 +97,7 @@ pub fn main(role: &str, cmd: &[String]) -> i32 {
             reap(cmd, Some(size.unwrap_or((0, 0))))
         }
         "exec" => exec(cmd),
-        "copy" => super::copy::inside(cmd),
+        "copy" => copy_inside(cmd),
         _ => {
             crate::errln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold, reap, exec or copy)");
             125
@@ -495,6 +495,62 @@ fn end_like(st: WaitStatus) -> i32 {
         }
         _ => 125,
     }
+}
+
+/// The copier's side, inside gVisor (`main`'s `copy` role, started by `super::copy`): runs
+/// the copy on its stdin or stdout, writes the JSON report to stderr and
+/// returns the exit code.
+pub fn copy_inside(cmd: &[String]) -> i32 {
+    use crate::backend::native::copy::{self as native, Inside};
+    use std::os::fd::AsFd;
+    let result = copy_parse(cmd).and_then(|(op, limits)| {
+        // Not ptraceable by the sandbox's processes of the same user
+        // while it holds the stream.
+        nix::sys::prctl::set_dumpable(false).map_err(|e| crate::copy::CopyError::fs("PR_SET_DUMPABLE", e))?;
+        let fd = |f: std::io::Result<std::os::fd::OwnedFd>| f.map_err(crate::copy::CopyError::io);
+        match op {
+            Inside::Put { dest, shape } => {
+                native::put(&dest, shape, OWN_ROOT, limits, fd(std::io::stdin().as_fd().try_clone_to_owned())?)
+            }
+            Inside::Get { path } => {
+                native::get(&path, OWN_ROOT, limits, fd(std::io::stdout().as_fd().try_clone_to_owned())?)
+            }
+            Inside::List { path } => {
+                native::list(&path, OWN_ROOT, limits, fd(std::io::stdout().as_fd().try_clone_to_owned())?)
+            }
+        }
+    });
+    let text = serde_json::to_vec(&result).unwrap_or_default();
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), &text);
+    if result.is_ok() { 0 } else { 1 }
+}
+
+/// gVisor (2022-12) has no openat2: the copier's own root is the
+/// sandbox's, and the kernel's walk from it stays there (`Resolve::OwnRoot`).
+const OWN_ROOT: crate::copy::unpack::Resolve = crate::copy::unpack::Resolve::OwnRoot;
+
+pub fn copy_parse(
+    cmd: &[String],
+) -> Result<(crate::backend::native::copy::Inside, crate::copy::Limits), crate::copy::CopyError> {
+    let bad =
+        || crate::copy::CopyError::Stream(format!("{} copy: expected OP PATH SHAPE MAX_BYTES MAX_ENTRIES", SUBCOMMAND));
+    let [verb, path, shape, max_bytes, max_entries] = cmd else { return Err(bad()) };
+    let shape = match shape.as_str() {
+        "tree" => crate::copy::unpack::Shape::Tree,
+        "entries" => crate::copy::unpack::Shape::Entries,
+        _ => return Err(bad()),
+    };
+    let limits = crate::copy::Limits {
+        max_bytes: max_bytes.parse().map_err(|_| bad())?,
+        max_entries: max_entries.parse().map_err(|_| bad())?,
+    };
+    let op = match verb.as_str() {
+        "put" => crate::backend::native::copy::Inside::Put { dest: path.clone(), shape },
+        "get" => crate::backend::native::copy::Inside::Get { path: path.clone() },
+        "list" => crate::backend::native::copy::Inside::List { path: path.clone() },
+        _ => return Err(bad()),
+    };
+    Ok((op, limits))
 }
 
 #[cfg(test)]
