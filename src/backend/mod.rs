@@ -163,10 +163,9 @@ pub fn exec(backend: &str, plan: &ExecPlan, at: Attached<'_>) -> Result<Executed
 /// Why a copy could not start in a live sandbox.
 #[derive(Debug, thiserror::Error)]
 pub enum CopyStartError {
-    #[error(
-        "husk cp does not reach into gVisor (--runtime runsc) sandboxes yet: their files live behind gVisor's gofer, which a host process cannot join; pass files through an exec's stdin instead, e.g. `husk exec ID -i -- sh -c 'cat > FILE' < FILE`, or `tar -c . | husk exec ID -i -- tar -x -C DIR`"
-    )]
-    Gvisor,
+    /// The copier under gVisor (`runsc exec` of husk's own copier).
+    #[error("starting the copier under gVisor: {0}")]
+    Gvisor(runsc::copy::RunscCopyError),
     #[error("the supervisor sent no {0} namespace")]
     MissingNamespace(&'static str),
     #[error(transparent)]
@@ -174,12 +173,11 @@ pub enum CopyStartError {
 }
 
 /// Whether `husk cp` can reach a sandbox of `backend`, asked before the
-/// supervisor is (a refused copy is no exec).
-pub fn copy_supported(backend: &str) -> Result<(), CopyStartError> {
-    match backend {
-        "runsc" => Err(CopyStartError::Gvisor),
-        _ => Ok(()),
-    }
+/// supervisor is (a refused copy is no exec). Both backends can: natively
+/// a copier joins the sandbox's namespaces, under gVisor `runsc exec`
+/// starts one inside (`runsc::copy`).
+pub fn copy_supported(_backend: &str) -> Result<(), CopyStartError> {
+    Ok(())
 }
 
 /// Starts a copier in a live sandbox of `backend`, as `plan`'s user,
@@ -191,7 +189,9 @@ pub fn start_copy(
     op: native::copy::Inside,
     limits: crate::copy::Limits,
 ) -> Result<native::copy::Copier, CopyStartError> {
-    copy_supported(backend)?;
+    if backend == "runsc" {
+        return runsc::copy::start(plan, &at, &op, limits);
+    }
     let Attached { cgroup, leaf, ns_kinds, ns_fds, .. } = at;
     let mut user = None;
     let mut mnt = None;

@@ -46,6 +46,13 @@ pub enum Resolve {
     /// On the host: the caller's own path, resolved as the caller's tools
     /// would.
     Host,
+    /// Inside a sandbox whose root is the caller's own root (husk's copier
+    /// inside gVisor, whose kernel has no openat2): the kernel's own path
+    /// walk from `/`, which never leaves the process's root (`..` stops
+    /// there, absolute symlinks restart there). Nothing of the host is in
+    /// that view; only RESOLVE_NO_MAGICLINKS is not had, and a /proc link
+    /// there names the sandbox's own files.
+    OwnRoot,
 }
 
 /// What the stream is: one tree to name after the destination (`cp SRC
@@ -64,7 +71,7 @@ pub fn open_dir(start: BorrowedFd<'_>, path: &str, resolve: Resolve) -> Result<O
                 OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
             openat2(start, path, how)
         }
-        Resolve::Host => openat(start, path, flags, Mode::empty()),
+        Resolve::Host | Resolve::OwnRoot => openat(start, path, flags, Mode::empty()),
     }
 }
 
@@ -279,10 +286,8 @@ impl Unpacker {
         for (comps, mode) in dirs.iter().rev() {
             let Some((last, parents)) = comps.split_last() else { continue };
             let parent = self.parent(parents)?;
-            let how = OpenHow::new()
-                .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-                .resolve(beneath());
-            let fd = openat2(&parent, cname(last).as_c_str(), how).map_err(|e| CopyError::fs(self.shown(comps), e))?;
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let fd = open_one(parent.as_fd(), &cname(last), flags).map_err(|e| CopyError::fs(self.shown(comps), e))?;
             fchmod(&fd, Mode::from_bits_truncate(*mode)).map_err(|e| CopyError::fs(self.shown(comps), e))?;
         }
         Ok(())
@@ -294,10 +299,35 @@ fn beneath() -> ResolveFlag {
 }
 
 fn open_below(dir: BorrowedFd<'_>, name: &CString) -> Result<OwnedFd, Errno> {
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(beneath());
-    openat2(dir, name.as_c_str(), how)
+    open_one(dir, name, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+}
+
+/// The directory `name` (one component) below `dir`, never through a
+/// symlink: openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS). A kernel
+/// without openat2 (gVisor 2022-12, where husk's copier runs inside the
+/// sandbox) gets the same from openat(O_NOFOLLOW) of a name that is one
+/// plain component (no `/`, not `.` or `..`: it cannot leave `dir`), the
+/// result checked to be a directory on its fd (O_PATH | O_NOFOLLOW opens a
+/// symlink itself rather than failing).
+fn open_one(dir: BorrowedFd<'_>, name: &CString, flags: OFlag) -> Result<OwnedFd, Errno> {
+    match openat2(dir, name.as_c_str(), OpenHow::new().flags(flags).resolve(beneath())) {
+        Err(Errno::ENOSYS) => {}
+        other => return other,
+    }
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.contains(&b'/') || bytes == b"." || bytes == b".." {
+        return Err(Errno::EINVAL);
+    }
+    let fd = openat(dir, name.as_c_str(), flags | OFlag::O_NOFOLLOW, Mode::empty())?;
+    let st = nix::sys::stat::fstat(&fd)?;
+    if !is_dir(st.st_mode) {
+        return Err(if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK {
+            Errno::ELOOP
+        } else {
+            Errno::ENOTDIR
+        });
+    }
+    Ok(fd)
 }
 
 fn cname(c: &[u8]) -> CString {

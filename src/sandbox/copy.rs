@@ -16,7 +16,7 @@ use crate::copy::{CopyError, Report, split_source};
 use crate::outcome::{ErrorReport, Outcome, Termination};
 use crate::paths::{Paths, PathsError};
 use crate::request::CreateOptions;
-use crate::spec::{ExecSpec, RuntimeChoice};
+use crate::spec::ExecSpec;
 use crate::step::Phase;
 use nix::fcntl::AT_FDCWD;
 use std::os::fd::AsFd;
@@ -133,12 +133,10 @@ pub fn run_with_copies(paths: &Result<Paths, PathsError>, req: RunWithCopies) ->
     RanWithCopies { outcome, sandbox: Some(rec), copies }
 }
 
-/// What can be refused before a sandbox is made: a runtime that cannot
-/// copy, a host source that is not there.
+/// What can be refused before a sandbox is made: a host source that is
+/// not there. (Both backends copy: gVisor through husk's own copier run
+/// inside the sandbox, backend/runsc/copy.rs.)
 fn before_create(req: &RunWithCopies) -> Result<(), ErrorReport> {
-    if req.create.sandbox.runtime == RuntimeChoice::Runsc {
-        return Err(unsupported(crate::backend::CopyStartError::Gvisor));
-    }
     for c in &req.copy_in {
         check_source(&c.host).map_err(|e| copy_failed(&e, &format!("--copy-in {}:{}", c.host, c.path)))?;
     }

@@ -49,3 +49,13 @@ pub fn set_window_size(tty: BorrowedFd<'_>, ws: &Winsize) -> SysResult<()> {
     // which lives across the call.
     check(unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCSWINSZ, ws as *const Winsize) } as libc::c_long).map(|_| ())
 }
+
+/// TIOCGPTN: the number of the pty whose master is `master` (its slave is
+/// /dev/pts/N): for kernels without TIOCGPTPEER (gVisor 2022-12).
+pub fn pty_number(master: BorrowedFd<'_>) -> SysResult<u32> {
+    let mut n: libc::c_uint = 0;
+    // SAFETY: the kernel writes one unsigned int into `n`, which lives
+    // across the call.
+    check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut n) } as libc::c_long)?;
+    Ok(n)
+}

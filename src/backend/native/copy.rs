@@ -80,24 +80,43 @@ pub struct Copier {
     report: OwnedFd,
     /// Write the stream here (`Put`) or read it from here (`Get`).
     pub data: OwnedFd,
+    /// What the backend keeps until the copier ended (runsc: the exec's
+    /// files in the run directory).
+    keep: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl Copier {
+    /// A copier another backend started: `pidfd` ends when it ended,
+    /// `report` carries its JSON `Result<Report, CopyError>`.
+    pub fn from_parts(
+        pidfd: OwnedFd,
+        report: OwnedFd,
+        data: OwnedFd,
+        keep: Option<Box<dyn std::any::Any + Send>>,
+    ) -> Copier {
+        Copier { pidfd, report, data, keep }
+    }
+
     /// Waits for the copier (after the data pipe was closed or drained)
     /// and returns what it reported.
     pub fn finish(self) -> Result<Report, CopierError> {
-        let Copier { pidfd, report, data } = self;
+        let Copier { pidfd, report, data, keep } = self;
         drop(data);
         let mut text = Vec::new();
         let _ = std::fs::File::from(report).take(1 << 20).read_to_end(&mut text);
         let status = wait_pidfd(pidfd.as_fd());
+        drop(keep);
         match serde_json::from_slice::<Result<Report, CopyError>>(&text) {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(CopierError::Copy(e)),
-            Err(_) => Err(CopierError::Vanished(match status {
-                Ok(s) => format!(" ({s:?})"),
-                Err(_) => String::new(),
-            })),
+            Err(_) => {
+                let said = String::from_utf8_lossy(&text).trim().to_string();
+                let said = if said.is_empty() { said } else { format!(": {said}") };
+                Err(CopierError::Vanished(match status {
+                    Ok(s) => format!(" ({s:?}){said}"),
+                    Err(_) => said,
+                }))
+            }
         }
     }
 }
@@ -132,7 +151,7 @@ pub fn start(j: CopyJoin<'_>) -> Result<Copier, CopierError> {
             })?;
             drop(j);
             match parent_end.recv() {
-                Ok(Some(Msg::Joined)) => Ok(Copier { pidfd, report: report_r, data: mine }),
+                Ok(Some(Msg::Joined)) => Ok(Copier { pidfd, report: report_r, data: mine, keep: None }),
                 Ok(Some(Msg::Failed(e))) => {
                     let _ = wait_pidfd(pidfd.as_fd());
                     Err(CopierError::Step(e))
@@ -160,9 +179,9 @@ fn copier(j: &CopyJoin<'_>, chan: &Channel, born_inside: bool, data: OwnedFd, re
         exit_now(125);
     }
     let result = match &j.op {
-        Inside::Put { dest, shape } => put(dest, *shape, j.limits, data),
-        Inside::Get { path } => get(path, j.limits, data),
-        Inside::List { path } => list(path, j.limits, data),
+        Inside::Put { dest, shape } => put(dest, *shape, Resolve::InRoot, j.limits, data),
+        Inside::Get { path } => get(path, Resolve::InRoot, j.limits, data),
+        Inside::List { path } => list(path, Resolve::InRoot, j.limits, data),
     };
     let text = serde_json::to_vec(&result).unwrap_or_default();
     let _ = nix::unistd::write(&report, &text);
@@ -196,9 +215,17 @@ fn root() -> Result<OwnedFd, CopyError> {
         .map_err(|e| CopyError::fs("/", e))
 }
 
-fn put(dest: &str, shape: Shape, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
+/// The copy in, from the sandbox's root (also run by the copier inside
+/// gVisor, `backend::runsc::copy`, with `Resolve::OwnRoot`).
+pub(crate) fn put(
+    dest: &str,
+    shape: Shape,
+    resolve: Resolve,
+    limits: Limits,
+    data: OwnedFd,
+) -> Result<Report, CopyError> {
     let root = root()?;
-    let target = open_target(root.as_fd(), dest, Resolve::InRoot, shape)?;
+    let target = open_target(root.as_fd(), dest, resolve, shape)?;
     let mut input = std::io::BufReader::with_capacity(64 << 10, std::fs::File::from(data));
     let report = Unpacker::new(target, limits).run(&mut input)?;
     // What follows the end-of-archive marker (a tar's record padding) is
@@ -208,9 +235,9 @@ fn put(dest: &str, shape: Shape, limits: Limits, data: OwnedFd) -> Result<Report
     Ok(report)
 }
 
-fn get(path: &str, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
+pub(crate) fn get(path: &str, resolve: Resolve, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
     let root = root()?;
-    let (parent, name) = crate::copy::split_source(root.as_fd(), path, Resolve::InRoot)?;
+    let (parent, name) = crate::copy::split_source(root.as_fd(), path, resolve)?;
     let out = std::io::BufWriter::with_capacity(64 << 10, std::fs::File::from(data));
     let shown_root = crate::copy::split_path(path).map(|(p, _)| p).unwrap_or("/");
     let mut p = Packer { out: TarWriter::new(out), limits, report: Report::default(), shown_root };
@@ -218,9 +245,9 @@ fn get(path: &str, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
     p.finish().map(|(_, r)| r)
 }
 
-fn list(path: &str, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
+pub(crate) fn list(path: &str, resolve: Resolve, limits: Limits, data: OwnedFd) -> Result<Report, CopyError> {
     let root = root()?;
-    let entries = crate::copy::list::list(root.as_fd(), path, Resolve::InRoot, limits)?;
+    let entries = crate::copy::list::list(root.as_fd(), path, resolve, limits)?;
     let text = serde_json::to_vec(&entries).map_err(|e| CopyError::Stream(e.to_string()))?;
     std::io::Write::write_all(&mut std::fs::File::from(data), &text).map_err(CopyError::io)?;
     Ok(Report { entries: entries.len() as u64, ..Report::default() })

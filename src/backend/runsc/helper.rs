@@ -19,6 +19,9 @@
 //!   same status and the namespace's init stays to reap what the command
 //!   left in the background, which keeps running, as after a native exec.
 //!
+//! - `copy -- OP PATH SHAPE MAX_BYTES MAX_ENTRIES`: `husk cp`'s copier
+//!   (see `super::copy`).
+//!
 //! Both run as the exec's user with no_new_privs. The holder has no
 //! capabilities; the reaper starts with CAP_SYS_ADMIN and CAP_SETPCAP
 //! (`REAPER_CAPS`) and drops them, from every set, before it forks.
@@ -86,10 +89,17 @@ pub fn hold_argv() -> Vec<String> {
 pub fn main(role: &str, cmd: &[String]) -> i32 {
     match role {
         "hold" => hold(),
-        "reap" => reap(cmd),
+        "reap" => reap(cmd, None),
+        // -t: `reap-tty:ROWSxCOLS`, the user's terminal's size at the start.
+        tty if tty.starts_with("reap-tty") => {
+            let size = tty.strip_prefix("reap-tty:").and_then(|s| s.split_once('x'));
+            let size = size.and_then(|(r, c)| Some((r.parse().ok()?, c.parse().ok()?)));
+            reap(cmd, Some(size.unwrap_or((0, 0))))
+        }
         "exec" => exec(cmd),
+        "copy" => copy_inside(cmd),
         _ => {
-            crate::errln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold or reap)");
+            crate::errln!("husk: {SUBCOMMAND}: unknown role {role:?} (hold, reap, exec or copy)");
             125
         }
     }
@@ -189,7 +199,7 @@ fn fail(what: &str, e: impl std::fmt::Display) -> i32 {
 /// pipe and then stays to reap whatever it left in the background. Killing
 /// that init kills every process in the namespace (the kernel's rule for a
 /// pid namespace whose init dies), double-forked daemons included.
-pub fn reap(cmd: &[String]) -> i32 {
+pub fn reap(cmd: &[String], tty: Option<(u16, u16)>) -> i32 {
     let (Some(keep), Some(filter), Some(first)) =
         (cmd.first().and_then(|k| k.parse::<u64>().ok()), cmd.get(1), cmd.get(2))
     else {
@@ -242,6 +252,21 @@ pub fn reap(cmd: &[String]) -> i32 {
         Ok(p) => p,
         Err(e) => return fail("pipe", e),
     };
+    // -t: the command's terminal, from the sandbox's devpts (`super::tty`).
+    let opened = tty.map(|size| {
+        let keys = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+        (size, super::tty::open_inside().and_then(|p| Ok((p, keys?))))
+    });
+    let (mut relay, slave) = match opened {
+        Some(((rows, cols), Ok(((master, slave), (keys_r, keys_w))))) => {
+            // Sized before the command starts (a shell reads it once).
+            let ws = crate::sys::tty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+            let _ = crate::sys::tty::set_window_size(master.as_fd(), &ws);
+            (Some(super::tty::InsideRelay::new(master, keys_w)), Some((slave, keys_r)))
+        }
+        Some((_, Err(e))) => return fail("opening a pty (/dev/pts/ptmx)", e),
+        None => (None, None),
+    };
     let one = match SingleThreaded::check() {
         Ok(one) => one,
         Err(e) => return fail("fork", e),
@@ -250,11 +275,13 @@ pub fn reap(cmd: &[String]) -> i32 {
         Err(e) => return fail("fork", e),
         Ok(Forked::Child(alone)) => {
             drop(status_r);
-            exit_now(inner_init(&alone, &set, &argv, first, seccomp.as_ref(), status_w))
+            drop(relay);
+            exit_now(inner_init(&alone, &set, &argv, first, seccomp.as_ref(), status_w, slave))
         }
         Ok(Forked::Parent { pid, .. }) => pid,
     };
     drop(status_w);
+    drop(slave);
     // From here on the reaper runs under the command's filter too, so a
     // command able to ptrace it gains no syscall its filter refuses.
     if let Some(p) = &seccomp
@@ -265,17 +292,43 @@ pub fn reap(cmd: &[String]) -> i32 {
     }
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
     loop {
         let mut fds =
-            [PollFd::new(signals.as_fd(), PollFlags::POLLIN), PollFd::new(status_r.as_fd(), PollFlags::POLLIN)];
+            vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN), PollFd::new(status_r.as_fd(), PollFlags::POLLIN)];
+        let (mut at_stdin, mut at_master) = (None, None);
+        if let Some(r) = &relay {
+            if r.stdin_open {
+                at_stdin = Some(fds.len());
+                fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+            }
+            if r.master_open {
+                at_master = Some(fds.len());
+                fds.push(PollFd::new(r.master.as_fd(), PollFlags::POLLIN));
+            }
+        }
         if let Err(e) = poll(&mut fds, PollTimeout::NONE) {
             // Never spin (a filter refusing poll, say): end the exec.
             let _ = kill(init, Signal::SIGKILL);
             return fail("poll", e);
         }
-        let (sig_ready, status_ready) =
-            (fds[0].revents().is_some_and(|r| !r.is_empty()), fds[1].revents().is_some_and(|r| !r.is_empty()));
+        let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
+        let (sig_ready, status_ready) = (ready(Some(0)), ready(Some(1)));
+        let (stdin_ready, master_ready) = (ready(at_stdin), ready(at_master));
+        drop(fds);
+        if let Some(r) = &mut relay {
+            if stdin_ready {
+                r.from_stdin();
+            }
+            if master_ready {
+                r.from_master();
+            }
+        }
         if status_ready {
+            // What the command wrote last is still in the master.
+            if let Some(r) = &mut relay {
+                r.drain();
+            }
             let mut buf = [0u8; 4];
             return match nix::unistd::read(&status_r, &mut buf) {
                 Ok(4) => end_like_raw(i32::from_ne_bytes(buf)),
@@ -315,11 +368,28 @@ fn inner_init(
     first: &str,
     seccomp: Option<&crate::seccomp::Program>,
     status: std::os::fd::OwnedFd,
+    tty: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
 ) -> i32 {
     let cmd = match crate::sys::process::fork(one) {
         Err(e) => return fail("fork", e),
-        Ok(Forked::Child(_)) => {
+        Ok(Forked::Child(alone)) => {
             let _ = SigSet::all().thread_unblock();
+            // -t: a session of its own whose controlling terminal is the
+            // pty's slave, also its stdin, stdout and stderr.
+            if let Some((slave, keys)) = tty
+                && let Err(e) = nix::unistd::setsid()
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| crate::tty::pty::make_controlling(slave).map_err(|e| format!("{:?}", e.errno)))
+                    // gVisor's TIOCSCTTY leaves the terminal without a
+                    // foreground group (Ctrl-C would signal no one): the
+                    // command's own group is made it, as Linux does.
+                    .and_then(|()| {
+                        nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp()).map_err(|e| e.to_string())
+                    })
+                    .map(|()| super::tty::key_watcher(&alone, keys, seccomp))
+            {
+                exit_now(fail("making the pty the controlling terminal", e));
+            }
             // Last, as natively: nothing of husk's runs under the filter.
             // No flags: the command is single-threaded here (TSYNC is
             // moot) and gVisor refuses the audit-only ones.
@@ -338,6 +408,7 @@ fn inner_init(
         }
         Ok(Forked::Parent { pid, .. }) => pid,
     };
+    drop(tty);
     if let Some(p) = seccomp
         && let Err(e) = crate::sys::seccomp::install_filter(p.installed(), 0)
     {
@@ -424,6 +495,62 @@ fn end_like(st: WaitStatus) -> i32 {
         }
         _ => 125,
     }
+}
+
+/// The copier's side, inside gVisor (`main`'s `copy` role, started by `super::copy`): runs
+/// the copy on its stdin or stdout, writes the JSON report to stderr and
+/// returns the exit code.
+pub fn copy_inside(cmd: &[String]) -> i32 {
+    use crate::backend::native::copy::{self as native, Inside};
+    use std::os::fd::AsFd;
+    let result = copy_parse(cmd).and_then(|(op, limits)| {
+        // Not ptraceable by the sandbox's processes of the same user
+        // while it holds the stream.
+        nix::sys::prctl::set_dumpable(false).map_err(|e| crate::copy::CopyError::fs("PR_SET_DUMPABLE", e))?;
+        let fd = |f: std::io::Result<std::os::fd::OwnedFd>| f.map_err(crate::copy::CopyError::io);
+        match op {
+            Inside::Put { dest, shape } => {
+                native::put(&dest, shape, OWN_ROOT, limits, fd(std::io::stdin().as_fd().try_clone_to_owned())?)
+            }
+            Inside::Get { path } => {
+                native::get(&path, OWN_ROOT, limits, fd(std::io::stdout().as_fd().try_clone_to_owned())?)
+            }
+            Inside::List { path } => {
+                native::list(&path, OWN_ROOT, limits, fd(std::io::stdout().as_fd().try_clone_to_owned())?)
+            }
+        }
+    });
+    let text = serde_json::to_vec(&result).unwrap_or_default();
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), &text);
+    if result.is_ok() { 0 } else { 1 }
+}
+
+/// gVisor (2022-12) has no openat2: the copier's own root is the
+/// sandbox's, and the kernel's walk from it stays there (`Resolve::OwnRoot`).
+const OWN_ROOT: crate::copy::unpack::Resolve = crate::copy::unpack::Resolve::OwnRoot;
+
+pub fn copy_parse(
+    cmd: &[String],
+) -> Result<(crate::backend::native::copy::Inside, crate::copy::Limits), crate::copy::CopyError> {
+    let bad =
+        || crate::copy::CopyError::Stream(format!("{} copy: expected OP PATH SHAPE MAX_BYTES MAX_ENTRIES", SUBCOMMAND));
+    let [verb, path, shape, max_bytes, max_entries] = cmd else { return Err(bad()) };
+    let shape = match shape.as_str() {
+        "tree" => crate::copy::unpack::Shape::Tree,
+        "entries" => crate::copy::unpack::Shape::Entries,
+        _ => return Err(bad()),
+    };
+    let limits = crate::copy::Limits {
+        max_bytes: max_bytes.parse().map_err(|_| bad())?,
+        max_entries: max_entries.parse().map_err(|_| bad())?,
+    };
+    let op = match verb.as_str() {
+        "put" => crate::backend::native::copy::Inside::Put { dest: path.clone(), shape },
+        "get" => crate::backend::native::copy::Inside::Get { path: path.clone() },
+        "list" => crate::backend::native::copy::Inside::List { path: path.clone() },
+        _ => return Err(bad()),
+    };
+    Ok((op, limits))
 }
 
 #[cfg(test)]

@@ -252,6 +252,26 @@ impl Stop for ExecStop<'_> {
     }
 }
 
+/// husk exec's pty for `-t` under gVisor (`super::tty`) and the reaper's
+/// stdin (`to_runsc`: read end, write end) and stdout (`from_runsc`).
+struct HostPty {
+    master: OwnedFd,
+    slave: OwnedFd,
+    to_runsc: (OwnedFd, OwnedFd),
+    from_runsc: (OwnedFd, OwnedFd),
+}
+
+fn host_pty() -> Result<HostPty, nix::errno::Errno> {
+    use std::os::fd::AsFd as _;
+    let ws = crate::tty::terminal::size_of_any([std::io::stdin().as_fd(), std::io::stdout().as_fd()]);
+    let pty = nix::pty::openpty(ws.as_ref(), None)?;
+    for fd in [&pty.master, &pty.slave] {
+        nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+    }
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+    Ok(HostPty { master: pty.master, slave: pty.slave, to_runsc: pipe()?, from_runsc: pipe()? })
+}
+
 /// OOM kills counted by the sandbox's cgroup or its `init` leaf, where the
 /// sentry lives (v2 `memory.events`; v1 `memory.oom_control`, which counts
 /// only in the killed task's own cgroup).
@@ -302,11 +322,7 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         o.duration_ms = ms(t_start, now_ns());
         o
     };
-    if process.tty {
-        let mut o = Outcome::setup_failed(super::no_tty());
-        o.duration_ms = ms(t_start, now_ns());
-        return o;
-    }
+    let tty = process.tty;
     let cfg = match RunscConfig::resolve(&at.spec.runsc, at.state_dir) {
         Ok(c) => c,
         Err(e) => return failed(Phase::Runsc, e.to_string(), e.errno()),
@@ -320,7 +336,15 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     // gVisor applies the OCI profile (--oci-seccomp) to the container's
     // init only, not to processes `runsc exec` starts: the reaper loads the
     // sandbox's own compiled filter into the command itself.
-    let args = helper::reap_argv(process.caps_keep, seccomp.map(|p| p.to_bytes()).as_deref(), &plan.argv);
+    let mut args = helper::reap_argv(process.caps_keep, seccomp.map(|p| p.to_bytes()).as_deref(), &plan.argv);
+    if tty {
+        // -t: the reaper makes the pty inside gVisor (`super::tty`), sized
+        // as the user's terminal is now.
+        use std::os::fd::AsFd as _;
+        let ws = crate::tty::terminal::size_of_any([std::io::stdin().as_fd(), std::io::stdout().as_fd()]);
+        let (r, c) = ws.map(|w| (w.ws_row, w.ws_col)).unwrap_or((0, 0));
+        args[2] = format!("reap-tty:{r}x{c}");
+    }
     let caps = process.caps_keep | helper::REAPER_CAPS;
     let nproc = super::limits::workload_nproc_of(at.limits);
     let spec = match bundle::process_with_caps(process, args, workdir.to_string(), caps, plan.last_cap, nproc) {
@@ -343,25 +367,44 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
     cmd.process_group(0);
     crate::sys::command::die_with_parent(&mut cmd);
 
-    let signals = match signal_fd(false) {
+    // -t: husk's own pty (its master to the watch's relay, its slave
+    // relayed to the reaper's pipes by a thread) and those pipes.
+    let host_tty = match tty.then(host_pty) {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => return failed(Phase::Step(crate::step::Step::OpenPty), format!("a pty for -t: {e}"), Some(e)),
+        None => None,
+    };
+    if let Some(t) = &host_tty {
+        match (t.to_runsc.0.try_clone(), t.from_runsc.1.try_clone()) {
+            (Ok(i), Ok(o)) => {
+                let e = o.try_clone().map(std::process::Stdio::from).unwrap_or_else(|_| std::process::Stdio::null());
+                cmd.stdin(std::process::Stdio::from(i)).stdout(std::process::Stdio::from(o)).stderr(e);
+            }
+            (Err(e), _) | (_, Err(e)) => return failed(Phase::Stdio, format!("-t pipes: {e}"), io_errno(&e)),
+        }
+    }
+    let signals = match signal_fd(tty) {
         Ok(s) => s,
         Err(e) => return failed(Phase::Signals, format!("blocking forwarded signals: {e}"), Some(e)),
     };
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
     let (out, err) = match plan.capture {
-        Some(_) => match (pipe(), pipe()) {
+        Some(_) if !tty => match (pipe(), pipe()) {
             (Ok(o), Ok(e)) => (Some(o), Some(e)),
             (Err(e), _) | (_, Err(e)) => return failed(Phase::Stdio, format!("creating capture pipes: {e}"), Some(e)),
         },
-        None => (None, None),
+        _ => (None, None),
     };
     let stdio = |p: &Option<(OwnedFd, OwnedFd)>| match p {
         Some((_, w)) => w.try_clone().map(std::process::Stdio::from).unwrap_or_else(|_| std::process::Stdio::null()),
         None => std::process::Stdio::inherit(),
     };
-    cmd.stdout(stdio(&out)).stderr(stdio(&err));
+    if !tty {
+        cmd.stdout(stdio(&out)).stderr(stdio(&err));
+    }
     // gVisor writes a donated regular file at its own offset: append.
     let _append = rb::AppendGuard(match plan.capture {
+        _ if tty => [false, false],
         Some(_) => [false, false],
         None => [rb::set_append(1), rb::set_append(2)],
     });
@@ -377,8 +420,22 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         Ok(fd) => fd,
         Err(e) => return failed(Phase::RunscExec, format!("pidfd_open: {e}"), Some(e)),
     };
-    let chan = match crate::sync::Channel::pair() {
-        Ok((a, _)) => a,
+    let (chan, tty_thread) = match crate::sync::Channel::pair() {
+        Ok((a, b)) => match host_tty {
+            // The master goes to the watch as a native command's does.
+            Some(t) => match b
+                .send_fd(Msg::PtyMaster, t.master.as_fd())
+                .map_err(std::io::Error::from)
+                .and_then(|()| super::tty::host_side(t.slave, t.to_runsc.1, t.from_runsc.0))
+            {
+                Ok(h) => (a, Some(h)),
+                Err(e) => {
+                    let _ = pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                    return failed(Phase::Stdio, format!("relaying -t: {e}"), io_errno(&e));
+                }
+            },
+            None => (a, None),
+        },
         Err(e) => return failed(Phase::SyncChannel, e.to_string(), Some(e)),
     };
     let limit = plan.capture.unwrap_or(0);
@@ -396,11 +453,14 @@ fn exec_as(plan: &ExecPlan, at: &Attached<'_>, exec_id: &str) -> Outcome {
         stop: Some(&stop),
         tap: at.tap,
         redact: at.redact,
-        tty: None,
+        tty: crate::tty::relay::TtyOutput::of(tty, plan.capture),
         status: crate::supervise::StatusFrom::Wait,
     }
     .run();
     drop(child);
+    if let Some(h) = tty_thread {
+        let _ = h.join();
+    }
     let t_end = now_ns();
     let log = std::fs::read_to_string(&files.log).map(|t| rout::parse_log(&t)).unwrap_or_default();
     let mut o = failed(Phase::RunscExec, String::new(), None);

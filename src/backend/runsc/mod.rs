@@ -6,6 +6,7 @@
 
 pub mod bundle;
 pub mod config;
+pub mod copy;
 pub mod gc;
 pub mod helper;
 pub mod launch;
@@ -14,6 +15,7 @@ pub mod limits;
 pub mod live;
 pub mod outcome;
 pub mod prepare;
+pub mod tty;
 
 use super::{Backend, Live, RunIo};
 use crate::isolation::{Isolation, RunscReport};
@@ -132,15 +134,18 @@ impl Backend for Runsc {
     }
 }
 
-/// `-t` under gVisor is refused before anything starts, never half made:
-/// the pty would have to come from runsc's `--console-socket`, which husk
-/// does not drive yet.
+/// `husk run -t` under gVisor is refused before anything starts, never
+/// half made. (`husk exec -t` into a gVisor sandbox works: the reaper
+/// makes the pty inside gVisor, `tty`; a run's command is started by
+/// `runsc run`, which has no such reaper yet.)
 pub(crate) fn no_tty() -> ErrorReport {
     ErrorReport::new(
         crate::step::Phase::Backend,
-        "-t/--tty is not supported by the runsc backend (gVisor): husk does not drive runsc's console socket",
+        "husk run -t/--tty is not supported by the runsc backend (gVisor) yet (husk exec -t into a gVisor sandbox is)",
     )
-    .with_hint(Some("drop -t, or run under --runtime native".into()))
+    .with_hint(Some(
+        "drop -t, run under --runtime native, or `husk create --runtime runsc` and `husk exec -t ID -- CMD`".into(),
+    ))
 }
 
 /// runsc's user namespace: as root, the sandbox's id range exactly as the

@@ -101,8 +101,6 @@ fn error(e: &FilesError) -> ApiError {
             CopyError::Fs { .. } | CopyError::Stream(_) => 500,
             _ => 400,
         },
-        // runsc: the copier cannot reach into gVisor.
-        FilesError::Start(m, _) if m.contains("gVisor") => 501,
         _ => 500,
     };
     let errno = r.errno.map_or(Value::Null, |e| json!(format!("{e:?}")));
