@@ -2,24 +2,17 @@
 //! in: shared by tools.rs, files.rs and operator.rs (none imports another
 //! for them).
 
-use super::runner::RunError;
 use serde_json::Value;
-use std::ffi::OsString;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     #[error("{0}")]
     BadArgs(String),
+    /// fd 0 or the signal mask could not be lent to the call (lend.rs).
     #[error(transparent)]
-    Run(#[from] RunError),
-    #[error(transparent)]
-    Stdin(#[from] super::stdin::StdinError),
+    Lend(#[from] super::lend::LendError),
     #[error("the verdict as JSON: {0}")]
     Verdict(serde_json::Error),
-}
-
-pub(crate) fn os(v: &[&str]) -> Vec<OsString> {
-    v.iter().map(OsString::from).collect()
 }
 
 pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {

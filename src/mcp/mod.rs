@@ -8,18 +8,20 @@
 //! schemars, uuid and its proc-macro crate, none of which husk has, for
 //! four methods over newline-delimited JSON; and husk's process model is
 //! synchronous (the forks of `run`/`exec` want a single-threaded process).
-//! Sandboxes are made by husk's own subcommands in child processes
-//! (runner.rs), so this server never forks a sandbox itself; the file
-//! tools run `husk cp` (files.rs), so files go through the sandbox's copier.
+//! Every tool is a call of the sandbox library in this process, the calls
+//! the CLI makes (make.rs: `husk run`'s pipeline and `sandbox::create`;
+//! calls.rs: exec, pause, destroy; files.rs: the copier): no husk child,
+//! no argv. This process stays single-threaded for the forks they make,
+//! and lends its fd 0 and signal mask to each call (lend.rs).
 
 pub mod args;
 pub mod calls;
 pub mod files;
+pub mod lend;
+pub mod make;
 pub mod operator;
 pub mod output;
 pub mod rpc;
-pub mod runner;
-pub mod stdin;
 pub mod summary;
 pub mod tools;
 
