@@ -124,3 +124,24 @@ pub fn limit_spec(a: &SandboxArgs) -> Result<LimitSpec, ArgsError> {
 pub fn network_args(a: &SandboxArgs) -> Result<(NetworkMode, Option<crate::net::EgressSpec>), ArgsError> {
     crate::request::lower::network(&sandbox_options(a))
 }
+
+/// The sandbox flags' defaults as `husk create` has them, with husk's
+/// environment applied (HUSK_NO_CGROUP, HUSK_ID_RANGE, HUSK_INSECURE_REGISTRY,
+/// ...): what `husk serve` starts every request from, so a request that
+/// names no option gets what the CLI would give it on the same host.
+pub fn sandbox_defaults() -> Result<SandboxOptions, clap::Error> {
+    use clap::{Args, FromArgMatches};
+    let cmd = SandboxArgs::augment_args(clap::Command::new("husk")).no_binary_name(true);
+    let m = cmd.try_get_matches_from(Vec::<String>::new())?;
+    Ok(sandbox_options(&SandboxArgs::from_arg_matches(&m)?))
+}
+
+/// `husk create`'s flags as clap gives them when none is given (husk's
+/// environment applied): what `create --pool` compares against to tell
+/// which flags the caller set.
+pub fn create_defaults() -> Result<CreateArgs, clap::Error> {
+    use clap::{Args, FromArgMatches};
+    let cmd = CreateArgs::augment_args(clap::Command::new("husk")).no_binary_name(true);
+    let m = cmd.try_get_matches_from(Vec::<String>::new())?;
+    CreateArgs::from_arg_matches(&m)
+}

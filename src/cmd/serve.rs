@@ -1,21 +1,20 @@
 //! `husk serve`: the sandbox API of docs/api.md over HTTP/1.1 + JSON.
 //!
-//! Every request is a husk command line run the way the CLI runs it, so
-//! the API and the CLI cannot drift apart: a request body becomes the
-//! arguments of `husk create|exec|ls|inspect|renew|rm` (always as
-//! `--flag=value`, so no value is ever read as a flag), parsed by the same
-//! clap tree and run by the same code, and the response is what that
-//! command printed: the verdict of `husk exec --json` byte for byte. In a
-//! connection's own process (`serve::server`), exec, ls, inspect, renew and
-//! rm run in-process with stdio pointed at memory files; create runs as a
-//! child `husk create --json`, because the sandbox's supervisor it forks
-//! keeps every fd it inherits and must not keep the client's connection.
+//! Routing and JSON around the sandbox library: a request body becomes the
+//! same typed request the CLI builds from its flags (`sandbox::CreateOptions`,
+//! `sandbox::ExecOptions`; body.rs), one library call serves it
+//! (sandboxes.rs), and the answer is the serialization of its typed result:
+//! the verdict of `husk exec --json` is the same `Verdict` serialized the
+//! same way. Each connection has a process of its own (`serve::server`);
+//! create forks once more (isolated.rs), because the sandbox's supervisor
+//! it forks keeps every fd it inherits and must not keep the client's
+//! connection.
 //!
 //! serve holds no state: sandboxes live in the state dir with their own
 //! supervisors, so a restarted serve finds them and a stopped one leaves
 //! them running (unless `--destroy-on-exit`).
 
-use crate::cli::{Cli, ServeArgs};
+use crate::cli::ServeArgs;
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
@@ -24,8 +23,6 @@ use crate::serve::http::{self, Head, HttpError, Limits};
 use crate::serve::listen::{self, Address};
 use crate::serve::server::{self, Conn, Ended};
 use serde_json::{Value, json};
-use std::ffi::OsString;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -33,11 +30,11 @@ mod body;
 mod cancel;
 mod claim;
 mod files;
+mod isolated;
 mod pause;
 mod pool;
+mod sandboxes;
 mod spec;
-
-use body::{CreateBody, ExecBody, RenewBody};
 
 /// One read or write on a connection waits at most this long.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -65,21 +62,6 @@ struct Ctx {
     code_timeout: Duration,
     /// The pools, as the loop held them when this connection was accepted.
     pools: pool::Pools,
-}
-
-impl Ctx {
-    /// `husk --root R --state-dir S <args>`, as serve itself was given them.
-    fn argv(&self, args: &[&str]) -> Vec<OsString> {
-        let mut v: Vec<OsString> = vec!["husk".into()];
-        if let Some(r) = &self.root {
-            v.push(format!("--root={}", r.display()).into());
-        }
-        if let Some(s) = &self.state_dir {
-            v.push(format!("--state-dir={}", s.display()).into());
-        }
-        v.extend(args.iter().map(OsString::from));
-        v
-    }
 }
 
 /// A failure answered with a verdict-shaped error object.
@@ -230,9 +212,9 @@ fn serve_inner(
         limits: Limits { max_body: args.max_body, ..Limits::default() },
         address: shown.clone(),
         code_timeout: args.code_timeout,
-        pools: pool::Pools::new(specs, pool_store, Vec::new(), shown.clone(), args.pool_memory_budget)?,
+        pools: pool::Pools::new(specs, pool_store, (None, None), shown.clone(), args.pool_memory_budget)?,
     };
-    ctx.pools.set_base(ctx.argv(&[]));
+    ctx.pools.set_dirs((ctx.root.clone(), ctx.state_dir.clone()));
     ctx.pools.adopt();
     // The one line a supervisor of serve (or a test) waits for.
     crate::outln!("husk serve: listening on {shown}");
@@ -452,16 +434,22 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
     let m = head.method.as_str();
     match (m, segs.as_slice()) {
         ("GET", ["v1", "health"]) => Ok(Reply::Json(200, json!({"version": env!("CARGO_PKG_VERSION"), "api": 1}))),
-        ("POST", ["v1", "sandboxes"]) => create(ctx, &body),
+        ("POST", ["v1", "sandboxes"]) => {
+            let req: body::CreateBody = body::parse(&body)?;
+            match req.claim()? {
+                Some(c) => claim::claim(ctx, c),
+                None => sandboxes::create(ctx, &req),
+            }
+        }
         ("GET", ["v1", "pools"]) => claim::get(ctx, None),
         ("GET", ["v1", "pools", name]) => claim::get(ctx, Some(name)),
         ("POST", ["v1", "pools"]) => claim::add(ctx, &body),
         ("DELETE", ["v1", "pools", name]) => claim::delete(ctx, name),
-        ("GET", ["v1", "sandboxes"]) => list(ctx, head),
-        ("GET", ["v1", "sandboxes", id]) => get(ctx, id),
-        ("DELETE", ["v1", "sandboxes", id]) => destroy(ctx, id),
-        ("POST", ["v1", "sandboxes", id, "exec"]) => exec(ctx, head, id, &body, conn, t_start),
-        ("POST", ["v1", "sandboxes", id, "renew"]) => renew(ctx, id, &body),
+        ("GET", ["v1", "sandboxes"]) => sandboxes::list(ctx, head),
+        ("GET", ["v1", "sandboxes", id]) => sandboxes::get(ctx, id),
+        ("DELETE", ["v1", "sandboxes", id]) => sandboxes::destroy(ctx, id),
+        ("POST", ["v1", "sandboxes", id, "exec"]) => sandboxes::exec(ctx, head, id, &body, conn, t_start),
+        ("POST", ["v1", "sandboxes", id, "renew"]) => sandboxes::renew(ctx, id, &body),
         ("POST", ["v1", "sandboxes", id, "pause"]) => pause::pause(ctx, id, &body),
         ("POST", ["v1", "sandboxes", id, "resume"]) => pause::resume(ctx, id),
         ("GET" | "PUT", ["v1", "sandboxes", id, "files"]) => files_route(ctx, head, id, &body),
@@ -550,111 +538,6 @@ fn status_of_step(step: &str, message: &str) -> u16 {
     }
 }
 
-fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
-    let req: CreateBody = body::parse(body)?;
-    if let Some(c) = req.claim()? {
-        return claim::claim(ctx, c);
-    }
-    let (args, secrets) = req.to_args(&ctx.address)?;
-    let mut argv = ctx.argv(&["create", "--json"]);
-    argv.extend(args.into_iter().map(OsString::from));
-    let (_held, files) = secret_files(&secrets)?;
-    argv.extend(files);
-    Ok(Reply::Json(201, create_child(argv)?))
-}
-
-/// Each secret in a memfd of its own, inherited by the command (no
-/// CLOEXEC), and the `--secret-file NAME=/proc/self/fd/N` arguments that
-/// name them: the values never appear in argv (`ps`), and never in the
-/// environment of husk itself (a secret named `HUSK_NO_CGROUP` or
-/// `LD_PRELOAD` would change what husk does). Keep the files until the
-/// command has read them.
-fn secret_files(secrets: &body::Secrets) -> Result<(Vec<std::fs::File>, Vec<OsString>), ApiError> {
-    use std::io::Write;
-    let mut held = Vec::new();
-    let mut args = Vec::new();
-    for (name, value) in secrets {
-        let mut f = nix::sys::memfd::memfd_create(c"husk-secret", nix::sys::memfd::MFdFlags::empty())
-            .map(std::fs::File::from)
-            .map_err(|e| ApiError::new(500, "serve", format!("memfd_create: {e}")))?;
-        f.write_all(value.as_bytes()).map_err(|e| ApiError::new(500, "serve", format!("holding a secret: {e}")))?;
-        args.push(OsString::from(format!("--secret-file={name}=/proc/self/fd/{}", f.as_raw_fd())));
-        held.push(f);
-    }
-    Ok((held, args))
-}
-
-/// `husk create --json` as a program of its own; its record.
-fn create_child(argv: Vec<OsString>) -> Result<Value, ApiError> {
-    // Refused here, with clap's own words, before a program starts.
-    parse_cli(argv.clone())?;
-    // A program of its own (see the module text): the supervisor it forks
-    // must not inherit this connection.
-    let mut cmd = std::process::Command::new("/proc/self/exe");
-    std::os::unix::process::CommandExt::arg0(&mut cmd, "husk");
-    cmd.args(&argv[1..]).stdin(std::process::Stdio::null());
-    let out = cmd.output().map_err(|e| ApiError::new(500, "create", format!("starting husk create: {e}")))?;
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    if out.status.success() && v.get("id").is_some() {
-        return Ok(with_api_state(v));
-    }
-    Err(failure(v, &out.stderr))
-}
-
-/// What a command run in-process printed.
-struct Printed {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
-fn parse_cli(argv: Vec<OsString>) -> Result<Cli, ApiError> {
-    Cli::parse_from_args(argv).map_err(|e| {
-        let text = e.to_string();
-        let first = text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
-        ApiError::new(400, "arguments", first)
-    })
-}
-
-/// Runs a husk command line in this process with stdin from `stdin`, stdout
-/// into memory (or onto `stream_to`) and stderr into memory.
-fn run_here(argv: Vec<OsString>, stdin: &[u8], stream_to: Option<&Conn>, t_start: u64) -> Result<Printed, ApiError> {
-    let cli = parse_cli(argv)?;
-    let io = |what: &str, e: std::io::Error| ApiError::new(500, "serve", format!("{what}: {e}"));
-    let memfd = |name: &str| -> Result<std::fs::File, ApiError> {
-        nix::sys::memfd::memfd_create(name, nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-            .map(std::fs::File::from)
-            .map_err(|e| ApiError::new(500, "serve", format!("memfd_create: {e}")))
-    };
-    let mut input = memfd("husk-serve-stdin")?;
-    use std::io::{Read, Seek, Write};
-    input.write_all(stdin).and_then(|_| input.rewind()).map_err(|e| io("buffering stdin", e))?;
-    let mut out = memfd("husk-serve-stdout")?;
-    let mut err = memfd("husk-serve-stderr")?;
-    let dup = |from: i32, to: i32| {
-        crate::sys::fd::dup_onto(from, to).map_err(|e| ApiError::new(500, "serve", format!("dup2: {e}")))
-    };
-    dup(input.as_raw_fd(), 0)?;
-    dup(stream_to.map(Conn::raw_fd).unwrap_or(out.as_raw_fd()), 1)?;
-    dup(err.as_raw_fd(), 2)?;
-    let code = crate::print::finish(super::dispatch(cli, t_start), EXIT_HUSK_FAILED);
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    out.rewind().and_then(|_| out.read_to_end(&mut stdout)).map_err(|e| io("reading stdout", e))?;
-    err.rewind().and_then(|_| err.read_to_end(&mut stderr)).map_err(|e| io("reading stderr", e))?;
-    Ok(Printed { code, stdout, stderr })
-}
-
-/// Runs `husk <args> --json`-style commands whose stdout is one JSON value.
-fn run_json(ctx: &Ctx, args: &[&str]) -> Result<Value, ApiError> {
-    let p = run_here(ctx.argv(args), b"", None, crate::spawn::now_ns())?;
-    let v: Value = serde_json::from_slice(&p.stdout).unwrap_or(Value::Null);
-    if p.code == 0 && !v.is_null() {
-        return Ok(v);
-    }
-    Err(failure(v, &p.stderr))
-}
-
 /// The API's state names: the CLI's, upper-cased (CREATING, READY,
 /// EXECUTING, DESTROYED, FAILED).
 fn with_api_state(mut v: Value) -> Value {
@@ -662,107 +545,4 @@ fn with_api_state(mut v: Value) -> Value {
         v["state"] = json!(s.to_ascii_uppercase());
     }
     v
-}
-
-fn list(ctx: &Ctx, head: &Head) -> Result<Reply, ApiError> {
-    let mut args = vec!["ls".to_string(), "--json".to_string()];
-    for l in head.query_all("label") {
-        args.push(format!("--label={l}"));
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let v = run_json(ctx, &args)?;
-    let items: Vec<Value> = v.as_array().cloned().unwrap_or_default().into_iter().map(with_api_state).collect();
-    Ok(Reply::Json(200, json!({"sandboxes": items})))
-}
-
-fn get(ctx: &Ctx, what: &str) -> Result<Reply, ApiError> {
-    let id = match lookup(ctx, what) {
-        Ok(id) => id,
-        Err(e) => {
-            // A sandbox that ended recently is DESTROYED, with how and when.
-            if let Ok(store) = store(ctx)
-                && let Some(t) = crate::sandbox::tombstone::find(store, what)
-            {
-                let mut v = serde_json::to_value(&t).unwrap_or(json!({}));
-                v["state"] = json!("DESTROYED");
-                v["lease_remaining_ms"] = json!(0);
-                v["message"] = json!(t.error().to_string());
-                return Ok(Reply::Json(200, v));
-            }
-            return Err(e);
-        }
-    };
-    Ok(Reply::Json(200, with_api_state(run_json(ctx, &["inspect", &id])?)))
-}
-
-fn destroy(ctx: &Ctx, what: &str) -> Result<Reply, ApiError> {
-    let id = lookup(ctx, what)?;
-    let v = run_json(ctx, &["rm", "--json", &id])?;
-    let removed = v["removed"].as_array().is_some_and(|r| r.iter().any(|x| x == id.as_str()));
-    if !removed {
-        let why = v["errors"].get(0).and_then(Value::as_str).unwrap_or("the sandbox was not removed");
-        return Err(ApiError::new(500, "destroy", why));
-    }
-    Ok(Reply::Json(200, json!({"id": id, "destroyed": true})))
-}
-
-fn renew(ctx: &Ctx, what: &str, body: &[u8]) -> Result<Reply, ApiError> {
-    let id = lookup(ctx, what)?;
-    let req: RenewBody =
-        if body.iter().all(u8::is_ascii_whitespace) { RenewBody::default() } else { body::parse(body)? };
-    let mut args = vec!["renew".to_string(), "--json".to_string()];
-    if let Some(t) = req.ttl {
-        args.push(format!("--ttl={}", body::scalar("ttl", &t)?));
-    }
-    args.push(id.clone());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_json(ctx, &args)?;
-    Ok(Reply::Json(200, with_api_state(run_json(ctx, &["inspect", &id])?)))
-}
-
-fn wants_stream(head: &Head) -> bool {
-    head.query("stream").is_some_and(|v| v == "1" || v == "true")
-        || head.header("accept").is_some_and(|a| a.contains("application/x-ndjson"))
-}
-
-fn exec(ctx: &Ctx, head: &Head, what: &str, body: &[u8], conn: &mut Conn, t_start: u64) -> Result<Reply, ApiError> {
-    let id = lookup(ctx, what)?;
-    let req: ExecBody = body::parse(body)?;
-    let stream = wants_stream(head);
-    let (args, stdin) = req.to_args(stream, ctx.code_timeout)?;
-    let mut argv = ctx.argv(&["exec"]);
-    argv.extend(args.opts.into_iter().map(OsString::from));
-    let (_held, files) = secret_files(&args.secrets)?;
-    argv.extend(files);
-    argv.push(id.into());
-    if !args.command.is_empty() {
-        argv.push("--".into());
-        argv.extend(args.command.into_iter().map(OsString::from));
-    }
-    if stream {
-        // Parsed before the head goes out: a bad request still gets a 400.
-        parse_cli(argv.clone())?;
-        http::write_stream_head(conn, 200, "application/x-ndjson")
-            .map_err(|e| ApiError::new(500, "serve", e.to_string()))?;
-        let watcher = cancel::Watcher::start(conn);
-        run_here(argv, &stdin, Some(conn), t_start)?;
-        drop(watcher);
-        conn.finish();
-        return Ok(Reply::Streamed);
-    }
-    // A client that goes away cancels its exec (nobody would read the verdict).
-    let watcher = cancel::Watcher::start(conn);
-    let p = run_here(argv, &stdin, None, t_start)?;
-    drop(watcher);
-    let v: Value = serde_json::from_slice(&p.stdout).unwrap_or(Value::Null);
-    if v.get("termination").is_none() {
-        return Err(failure(v, &p.stderr));
-    }
-    // The verdict whatever the command did; only a failure to reach the
-    // sandbox at all (gone, busy) changes the status.
-    let status = match (v["termination"].as_str(), v["error"]["step"].as_str()) {
-        (Some("setup_failed"), Some(step @ ("busy" | "sandbox" | "arguments"))) => status_of_step(step, ""),
-        _ => 200,
-    };
-    Ok(Reply::Raw(status, "application/json", p.stdout))
 }

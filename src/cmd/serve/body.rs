@@ -1,9 +1,12 @@
-//! Request bodies of the API and the husk arguments they become. Unknown
-//! keys are refused (a typo must not silently mean "default"), every value
-//! becomes one `--flag=value` argument, and nothing a client sends can add
-//! a flag the API does not name.
+//! Request bodies of the API and the typed requests they become
+//! (`sandbox::CreateOptions`, `sandbox::ExecOptions`). Unknown keys are
+//! refused (a typo must not silently mean "default"); a body names only
+//! what the API offers (no host binds, no capabilities): everything else
+//! is the CLI's default on this host (`cli::spec::sandbox_defaults`, which
+//! applies husk's environment as `husk create` would).
 
 use super::ApiError;
+use crate::sandbox::{CreateOptions, ExecOptions, ProcessOptions};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -40,24 +43,39 @@ fn clean(key: &str, s: &str) -> Result<String, ApiError> {
 
 /// `KEY=VALUE` pairs: KEY non-empty, without `=` (a bare KEY would copy the
 /// value from husk serve's own environment).
-fn pairs(flag: &str, key: &str, map: &BTreeMap<String, String>, out: &mut Vec<String>) -> Result<(), ApiError> {
+fn pairs(key: &str, map: &BTreeMap<String, String>) -> Result<Vec<String>, ApiError> {
+    let mut out = Vec::new();
     for (k, v) in map {
         if k.is_empty() || k.contains('=') {
             return Err(ApiError::new(400, "request", format!("{key}: {k:?} is not a valid name (non-empty, no '=')")));
         }
-        out.push(format!("--{flag}={}={}", clean(key, k)?, clean(key, v)?));
+        out.push(format!("{}={}", clean(key, k)?, clean(key, v)?));
     }
-    Ok(())
+    Ok(out)
 }
 
-/// `secret_env` as (name, value) pairs, handed to the command as files
-/// (`--secret-file NAME=/proc/self/fd/N`, serve's `secret_files`): never
-/// in argv, and never as husk's own environment, where a name like
-/// `HUSK_NO_CGROUP` or `LD_PRELOAD` would change husk itself.
-pub type Secrets = Vec<(String, String)>;
+/// A value the CLI would have refused as a flag's value: 400, step
+/// `arguments`, in clap's words.
+fn invalid(flag: &str, shape: &str, given: &str, why: impl std::fmt::Display) -> ApiError {
+    ApiError::new(400, "arguments", format!("invalid value '{given}' for '--{flag} <{shape}>': {why}"))
+}
 
-/// Checks `secret_env`'s names; the pairs.
-fn secrets(map: &BTreeMap<String, String>) -> Result<Secrets, ApiError> {
+/// A duration of a body (`"30s"` or seconds), as the CLI's flag reads it.
+pub fn duration(flag: &str, key: &str, v: &Value) -> Result<std::time::Duration, ApiError> {
+    let t = scalar(key, v)?;
+    crate::units::parse_duration(&t).map_err(|e| invalid(flag, "DURATION", &t, e))
+}
+
+/// A size of a body (`"10M"` or bytes).
+fn size(flag: &str, key: &str, v: &Value) -> Result<u64, ApiError> {
+    let t = scalar(key, v)?;
+    crate::units::parse_size(&t).map_err(|e| invalid(flag, "SIZE", &t, e))
+}
+
+/// `secret_env` as the request's secrets: in memory only, never in argv or
+/// husk's own environment (where a name like `HUSK_NO_CGROUP` or
+/// `LD_PRELOAD` would change husk itself).
+fn secrets(map: &BTreeMap<String, String>) -> Result<Vec<crate::redact::Secret>, ApiError> {
     let mut out = Vec::new();
     for (k, v) in map {
         if !crate::cli::secret::valid_name(k) {
@@ -67,9 +85,9 @@ fn secrets(map: &BTreeMap<String, String>) -> Result<Secrets, ApiError> {
                 format!("secret_env: {k:?} is not an environment variable name"),
             ));
         }
-        out.push((k.clone(), clean("secret_env", v)?));
+        out.push(crate::redact::Secret { name: k.clone(), value: clean("secret_env", v)?.into_bytes() });
     }
-    Ok(out)
+    crate::request::secrets::check(out).map_err(|e| ApiError::new(400, "arguments", e.to_string()))
 }
 
 #[derive(Deserialize, Default)]
@@ -187,68 +205,111 @@ impl CreateBody {
         Ok(Some(ClaimArgs { pool: pool.clone(), name: self.name.clone(), labels: self.labels.clone(), ttl }))
     }
 
-    /// `husk create` arguments, and the secrets as environment variables
-    /// for it (never in argv).
-    pub fn to_args(&self, address: &str) -> Result<(Vec<String>, Secrets), ApiError> {
-        let mut a = Vec::new();
-        for (flag, v) in [
-            ("image", &self.image),
-            ("rootfs", &self.rootfs),
-            ("runtime", &self.runtime),
-            ("network", &self.network),
-            ("workdir", &self.workdir),
-            ("user", &self.user),
-            ("name", &self.name),
-            ("warm", &self.warm),
-            ("session", &self.session),
+    /// The create request: the CLI's defaults on this host, and what the
+    /// body gives (the labels with serve's own, `address`).
+    pub fn to_options(&self, address: &str) -> Result<CreateOptions, ApiError> {
+        let bad = |m: String| ApiError::new(400, "arguments", m);
+        let mut sandbox = crate::cli::spec::sandbox_defaults().map_err(|e| {
+            let text = e.to_string();
+            bad(text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string())
+        })?;
+        let text = |key: &str, v: &Option<String>| v.as_deref().map(|s| clean(key, s)).transpose();
+        if let Some(i) = text("image", &self.image)? {
+            sandbox.image = Some(i);
+        }
+        if let Some(r) = text("rootfs", &self.rootfs)? {
+            if self.image.is_some() {
+                return Err(bad("the argument '--rootfs <DIR>' cannot be used with '--image <REF>'".into()));
+            }
+            sandbox.rootfs = Some(r.into());
+        }
+        if let Some(r) = text("runtime", &self.runtime)? {
+            sandbox.runtime = match r.as_str() {
+                "native" => crate::spec::RuntimeChoice::Native,
+                "runsc" => crate::spec::RuntimeChoice::Runsc,
+                "auto" => crate::spec::RuntimeChoice::Auto,
+                other => {
+                    return Err(bad(format!(
+                        "invalid value '{other}' for '--runtime <RUNTIME>' [possible values: native, runsc, auto]"
+                    )));
+                }
+            };
+        }
+        if let Some(n) = text("network", &self.network)? {
+            sandbox.network = vec![n];
+        }
+        if let Some(w) = text("workdir", &self.workdir)? {
+            sandbox.workdir = Some(w);
+        }
+        for (slot, key, v) in [
+            (&mut sandbox.memory, "memory", &self.memory),
+            (&mut sandbox.cpus, "cpus", &self.cpus),
+            (&mut sandbox.pids, "pids", &self.pids),
         ] {
             if let Some(v) = v {
-                a.push(format!("--{flag}={}", clean(flag, v)?));
+                *slot = Some(scalar(key, v)?);
             }
         }
-        for (flag, key, v) in [
-            ("memory", "memory", &self.memory),
-            ("cpus", "cpus", &self.cpus),
-            ("pids", "pids", &self.pids),
-            ("ttl", "ttl", &self.ttl),
-            ("max-lifetime", "max_lifetime", &self.max_lifetime),
-            ("ready-timeout", "ready_timeout", &self.ready_timeout),
-            ("egress-bytes", "egress_bytes", &self.egress_bytes),
-        ] {
-            if let Some(v) = v {
-                a.push(format!("--{flag}={}", scalar(key, v)?));
-            }
+        if let Some(v) = &self.egress_bytes {
+            sandbox.egress_bytes = Some(size("egress-bytes", "egress_bytes", v)?);
         }
         for rule in &self.allow_hosts {
-            a.push(format!("--allow-host={}", clean("allow_hosts", rule)?));
+            sandbox.allow_hosts.push(clean("allow_hosts", rule)?);
         }
         for p in &self.publish {
-            a.push(format!("--publish={}", clean("publish", p)?));
+            sandbox.publish.push(clean("publish", p)?);
         }
         for (name, ip) in &self.add_hosts {
-            a.push(format!("--add-host={}:{}", clean("add_hosts", name)?, clean("add_hosts", ip)?));
+            sandbox.add_hosts.push(format!("{}:{}", clean("add_hosts", name)?, clean("add_hosts", ip)?));
         }
-        pairs("env", "env", &self.env, &mut a)?;
+        let mut o = CreateOptions { sandbox, ..CreateOptions::default() };
+        o.process.env = pairs("env", &self.env)?;
+        o.process.user = text("user", &self.user)?;
+        o.process.secrets = secrets(&self.secret_env)?;
+        o.name = text("name", &self.name)?;
+        o.warm = text("warm", &self.warm)?;
+        o.session = text("session", &self.session)?;
+        if o.warm.is_some() && o.session.is_some() {
+            return Err(bad("the argument '--warm <LANG[:MODULES]>' cannot be used with '--session <LANG>'".into()));
+        }
+        o.concurrent = self.concurrent;
+        if let Some(v) = &self.ttl {
+            o.ttl = duration("ttl", "ttl", v)?;
+        }
+        if let Some(v) = &self.max_lifetime {
+            o.max_lifetime = Some(duration("max-lifetime", "max_lifetime", v)?);
+        }
         // Pool labels are serve's own: a sandbox labelled as a member could
         // be adopted by a restarted serve and handed to another caller.
         if let Some(k) = self.labels.keys().find(|k| k.starts_with(crate::sandbox::pool::POOL_LABEL)) {
             return Err(ApiError::new(400, "request", format!("labels: {k:?} is reserved for husk serve's pools")));
         }
-        let mut labels = self.labels.clone();
-        labels.insert(super::SERVE_LABEL.into(), address.into());
-        pairs("label", "labels", &labels, &mut a)?;
-        if self.concurrent {
-            a.push("--concurrent".into());
+        for (k, v) in &self.labels {
+            if k.is_empty() || k.contains('=') {
+                return Err(ApiError::new(
+                    400,
+                    "request",
+                    format!("labels: {k:?} is not a valid name (non-empty, no '=')"),
+                ));
+            }
+            o.labels.insert(clean("labels", k)?, clean("labels", v)?);
         }
+        o.labels.insert(super::SERVE_LABEL.into(), address.into());
         if let Some(cmd) = &self.ready_cmd {
             if cmd.is_empty() {
                 return Err(ApiError::new(400, "request", "ready_cmd: give the command as [argv...]"));
             }
             let words: Result<Vec<String>, ApiError> =
                 cmd.iter().map(|w| clean("ready_cmd", w).map(|w| shell_quote(&w))).collect();
-            a.push(format!("--ready-cmd={}", words?.join(" ")));
+            o.ready_cmd = Some(words?.join(" "));
         }
-        Ok((a, secrets(&self.secret_env)?))
+        if let Some(v) = &self.ready_timeout {
+            if o.ready_cmd.is_none() {
+                return Err(bad("the argument '--ready-timeout <DURATION>' requires '--ready-cmd <CMD>'".into()));
+            }
+            o.ready_timeout = duration("ready-timeout", "ready_timeout", v)?;
+        }
+        Ok(o)
     }
 }
 
@@ -287,21 +348,19 @@ pub struct ExecBody {
     wait: bool,
 }
 
-/// `husk exec` options and the command.
-pub struct ExecArgs {
-    pub opts: Vec<String>,
-    pub command: Vec<String>,
-    pub secrets: Secrets,
-}
-
 impl ExecBody {
-    /// The exec's arguments and the bytes for its stdin.
+    /// The exec request (for sandbox `id`) and the bytes for its stdin.
     /// `code_timeout`: the timeout of code that gives none (a code call is
     /// what a model sends, and a loop in it would run until the sandbox's
     /// maximum lifetime).
-    pub fn to_args(&self, stream: bool, code_timeout: std::time::Duration) -> Result<(ExecArgs, Vec<u8>), ApiError> {
+    pub fn to_options(
+        &self,
+        id: &str,
+        stream: bool,
+        code_timeout: std::time::Duration,
+    ) -> Result<(ExecOptions, Vec<u8>), ApiError> {
         let bad = |m: String| ApiError::new(400, "request", m);
-        let mut stdin = match (&self.stdin, &self.stdin_b64) {
+        let stdin = match (&self.stdin, &self.stdin_b64) {
             (Some(_), Some(_)) => return Err(bad("give stdin or stdin_b64, not both".into())),
             (Some(s), None) => s.as_bytes().to_vec(),
             (None, Some(b)) => {
@@ -310,7 +369,7 @@ impl ExecBody {
             }
             (None, None) => Vec::new(),
         };
-        let command = match (&self.argv, &self.code) {
+        let argv = match (&self.argv, &self.code) {
             (Some(_), Some(_)) => return Err(bad("give argv or code, not both".into())),
             (None, None) => {
                 return Err(bad("say what to run: {\"argv\": [...]} or {\"code\": ..., \"language\": ...}".into()));
@@ -324,15 +383,14 @@ impl ExecBody {
                 }
                 argv.iter().map(|w| clean("argv", w)).collect::<Result<Vec<_>, _>>()?
             }
-            (None, Some(code)) => {
-                // The code goes on stdin: any size, and never in argv, where
-                // execve's limit (E2BIG) and the host's `ps` would meet it.
-                // `husk exec --code -` hands it to the sandbox's warm
-                // interpreter or session, or runs it cold (docs/warm.md).
+            (None, Some(_)) => {
+                // The code is the interpreter's input: any size, and never
+                // in argv, where execve's limit (E2BIG) and the host's `ps`
+                // would meet it. In the sandbox's warm interpreter or
+                // session, or run cold (docs/warm.md).
                 if !stdin.is_empty() {
                     return Err(bad("code is sent on stdin; stdin cannot be given too".into()));
                 }
-                stdin = code.as_bytes().to_vec();
                 match self.language.as_deref().unwrap_or("python") {
                     "python" | "python3" | "bash" | "sh" => {}
                     other => return Err(bad(format!("language {other:?}: one of python, bash, sh"))),
@@ -340,65 +398,132 @@ impl ExecBody {
                 Vec::new()
             }
         };
-        let mut opts = vec![if stream { "--json-stream" } else { "--json" }.to_string()];
-        if self.code.is_some() {
-            opts.push("--code=-".into());
-            if let Some(l) = &self.language {
-                opts.push(format!("--language={}", clean("language", l)?));
+        let arg_err = |flag: &str, shape: &str, given: &str, why: String| invalid(flag, shape, given, why);
+        let timeout = match &self.timeout {
+            Some(v) => {
+                let d = duration("timeout", "timeout", v)?;
+                if d.is_zero() {
+                    let why = "a timeout of 0 would kill every run at once; leave --timeout out for no limit";
+                    return Err(arg_err("timeout", "DURATION", &scalar("timeout", v)?, why.into()));
+                }
+                Some(d)
             }
-        }
-        for (flag, key, v) in
-            [("timeout", "timeout", &self.timeout), ("output-limit", "output_limit", &self.output_limit)]
-        {
-            if let Some(v) = v {
-                opts.push(format!("--{flag}={}", scalar(key, v)?));
+            // A code call is what a model sends, and a loop in it would run
+            // until the sandbox's maximum lifetime.
+            None if self.code.is_some() => Some(code_timeout),
+            None => None,
+        };
+        let limit = match &self.output_limit {
+            Some(v) => {
+                let n = size("output-limit", "output_limit", v)?;
+                let given = scalar("output_limit", v)?;
+                crate::capture::check_limit(n).map_err(|e| arg_err("output-limit", "BYTES", &given, e.to_string()))?
             }
-        }
-        if self.code.is_some() && self.timeout.is_none() {
-            opts.push(format!("--timeout={}ms", code_timeout.as_millis()));
-        }
-        pairs("env", "env", &self.env, &mut opts)?;
-        if let Some(u) = &self.user {
-            opts.push(format!("--user={}", clean("user", u)?));
-        }
-        if let Some(c) = &self.cwd {
-            opts.push(format!("--workdir={}", clean("cwd", c)?));
-        }
-        if self.wait {
-            opts.push("--wait".into());
-        }
-        Ok((ExecArgs { opts, command, secrets: secrets(&self.secret_env)? }, stdin))
+            None => crate::spec::DEFAULT_OUTPUT_LIMIT,
+        };
+        let process = ProcessOptions {
+            env: pairs("env", &self.env)?,
+            user: self.user.as_deref().map(|u| clean("user", u)).transpose()?,
+            timeout,
+            capture: Some(limit),
+            stream,
+            secrets: secrets(&self.secret_env)?,
+            ..ProcessOptions::default()
+        };
+        let opts = ExecOptions {
+            sandbox: id.to_string(),
+            argv,
+            code: self.code.as_ref().map(|c| c.as_bytes().to_vec()),
+            language: self.language.as_deref().map(|l| clean("language", l)).transpose()?,
+            process,
+            workdir: self.cwd.as_deref().map(|c| clean("cwd", c)).transpose()?,
+            wait: self.wait,
+        };
+        Ok((opts, stdin))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{Access, NetworkMode, OutputSpec, RootSpec};
+    use std::time::Duration;
+
+    const CODE_TIMEOUT: Duration = Duration::from_secs(600);
 
     #[test]
-    fn no_value_can_become_a_flag_of_its_own() {
+    fn no_value_can_become_an_option_of_its_own() {
         let b: CreateBody = parse(br#"{"memory": "--privileged", "env": {"A": "--x"}, "labels": {"k": "v"}}"#).unwrap();
-        let (a, _) = b.to_args("unix:/s").unwrap();
-        assert!(a.iter().all(|x| x.starts_with("--") && x.contains('=')), "{a:?}");
-        assert!(a.contains(&"--memory=--privileged".to_string()));
-        assert!(a.contains(&"--label=husk-serve=unix:/s".to_string()));
+        let o = b.to_options("unix:/s").unwrap();
+        assert_eq!(o.sandbox.memory.as_deref(), Some("--privileged"));
+        assert_eq!(o.process.env, ["A=--x"]);
+        assert_eq!(o.labels.get("husk-serve").map(String::as_str), Some("unix:/s"));
+        // And the value is refused as a value, not read as a flag.
+        let e = crate::request::lower::create_spec(&o).unwrap_err();
+        assert!(e.to_string().contains("--memory"), "{e}");
     }
 
     #[test]
-    fn egress_keys_become_the_create_flags() {
+    fn egress_wire_names_become_the_sandbox_network() {
         let b: CreateBody = parse(
             br#"{"network": "allow=a.test", "allow_hosts": ["b.test:443"], "add_hosts": {"a.test": "127.0.0.5"}, "egress_bytes": "10M", "publish": ["0:8080"]}"#,
         )
         .unwrap();
-        let (a, _) = b.to_args("unix:/s").unwrap();
-        for want in [
-            "--network=allow=a.test",
-            "--allow-host=b.test:443",
-            "--add-host=a.test:127.0.0.5",
-            "--egress-bytes=10M",
-            "--publish=0:8080",
+        let o = b.to_options("unix:/s").unwrap();
+        assert_eq!(o.sandbox.network, ["allow=a.test"]);
+        assert_eq!(o.sandbox.allow_hosts, ["b.test:443"]);
+        assert_eq!(o.sandbox.add_hosts, ["a.test:127.0.0.5"]);
+        assert_eq!(o.sandbox.egress_bytes, Some(10 << 20));
+        assert_eq!(o.sandbox.publish, ["0:8080"]);
+        let (spec, _) = crate::request::lower::create_spec(&o).unwrap();
+        assert_eq!(spec.network, NetworkMode::None);
+        let egress = spec.egress.expect("an allowlist");
+        assert_eq!(egress.rules, ["a.test", "b.test:443"]);
+        assert_eq!(egress.egress_bytes, Some(10 << 20));
+        assert_eq!(spec.publish.len(), 1);
+    }
+
+    #[test]
+    fn create_wire_names_become_the_spec_and_the_lease() {
+        let dir = std::env::temp_dir().canonicalize().unwrap();
+        let body = serde_json::json!({
+            "rootfs": dir, "memory": "256M", "cpus": 1.5, "pids": 64, "ttl": "90s", "max_lifetime": 3600,
+            "workdir": "/w", "user": "1000", "env": {"A": "1"}, "secret_env": {"TOKEN": "s3cret"},
+            "name": "web", "labels": {"team": "x"}, "concurrent": true, "warm": "python",
+            "ready_cmd": ["test", "-e", "/a b"], "ready_timeout": "5s", "runtime": "native",
+        });
+        let b: CreateBody = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let o = b.to_options("unix:/s").unwrap();
+        assert_eq!((o.ttl, o.max_lifetime), (Duration::from_secs(90), Some(Duration::from_secs(3600))));
+        assert_eq!(o.ready_cmd.as_deref(), Some("test -e '/a b'"));
+        assert_eq!(o.ready_timeout, Duration::from_secs(5));
+        assert_eq!((o.name.as_deref(), o.concurrent), (Some("web"), true));
+        let (spec, secrets) = crate::request::lower::create_spec(&o).unwrap();
+        assert_eq!(spec.root, RootSpec::Rootfs(dir));
+        assert_eq!(spec.limits.memory, Some(256 << 20));
+        assert_eq!(spec.limits.cpus_milli, Some(1500));
+        assert_eq!(spec.limits.pids, Some(64));
+        assert_eq!(spec.workdir.as_deref(), Some("/w"));
+        assert_eq!(spec.user.as_deref(), Some("1000"));
+        assert_eq!(spec.env, [("A".to_string(), "1".to_string())]);
+        assert!(spec.warm.is_some());
+        // The secret is the supervisor's, never the spec's (state.json).
+        assert_eq!(secrets.len(), 1);
+        assert!(!serde_json::to_string(&spec).unwrap().contains("s3cret"));
+    }
+
+    #[test]
+    fn bad_wire_values_fail_naming_the_cli_flag() {
+        for (body, says) in [
+            (r#"{"ttl": "soon"}"#, "--ttl"),
+            (r#"{"runtime": "docker"}"#, "--runtime"),
+            (r#"{"egress_bytes": "lots"}"#, "--egress-bytes"),
+            (r#"{"image": "a", "rootfs": "/"}"#, "--rootfs"),
+            (r#"{"ready_timeout": "1s"}"#, "--ready-cmd"),
         ] {
-            assert!(a.contains(&want.to_string()), "{want}: {a:?}");
+            let b: CreateBody = parse(body.as_bytes()).unwrap();
+            let e = b.to_options("unix:/s").unwrap_err();
+            assert!(e.message.contains(says), "{body}: {}", e.message);
         }
     }
 
@@ -406,15 +531,47 @@ mod tests {
     fn unknown_keys_and_bare_env_names_are_refused() {
         assert!(parse::<CreateBody>(br#"{"memroy": "1G"}"#).is_err());
         let b: ExecBody = parse(br#"{"argv": ["true"], "env": {"HOME": "x", "": "y"}}"#).unwrap();
-        assert!(b.to_args(false, std::time::Duration::from_secs(600)).is_err());
+        assert!(b.to_options("id", false, CODE_TIMEOUT).is_err());
     }
 
     #[test]
-    fn code_goes_on_stdin_not_argv() {
+    fn exec_wire_names_become_the_exec_request() {
+        let b: ExecBody = parse(
+            br#"{"argv": ["ls", "-l"], "env": {"A": "1"}, "timeout": "2s", "output_limit": "4K", "cwd": "/tmp", "user": "0", "wait": true, "stdin": "in"}"#,
+        )
+        .unwrap();
+        let (o, stdin) = b.to_options("abc", true, CODE_TIMEOUT).unwrap();
+        assert_eq!((o.sandbox.as_str(), o.argv.as_slice()), ("abc", ["ls".to_string(), "-l".to_string()].as_slice()));
+        assert_eq!(o.process.timeout, Some(Duration::from_secs(2)));
+        assert_eq!(o.process.capture, Some(4096));
+        assert!(o.process.stream && o.wait);
+        assert_eq!((o.workdir.as_deref(), o.process.user.as_deref()), (Some("/tmp"), Some("0")));
+        assert_eq!(stdin, b"in");
+        let mut spec = crate::spec::Spec::new(Vec::new());
+        crate::request::lower::apply_process(&mut spec, &o.process).unwrap();
+        assert_eq!(spec.output, OutputSpec::Capture { limit: 4096 });
+        assert_eq!(spec.env, [("A".to_string(), "1".to_string())]);
+    }
+
+    #[test]
+    fn code_goes_to_the_interpreter_not_argv() {
         let b: ExecBody = parse(br#"{"code": "print(1)", "language": "python"}"#).unwrap();
-        let (a, stdin) = b.to_args(false, std::time::Duration::from_secs(600)).unwrap();
-        assert!(a.command.is_empty());
-        assert!(a.opts.contains(&"--code=-".to_string()) && a.opts.contains(&"--language=python".to_string()));
-        assert_eq!(stdin, b"print(1)");
+        let (o, stdin) = b.to_options("id", false, CODE_TIMEOUT).unwrap();
+        assert!(o.argv.is_empty());
+        assert_eq!(o.code.as_deref(), Some(&b"print(1)"[..]));
+        assert_eq!(o.language.as_deref(), Some("python"));
+        assert_eq!(o.process.timeout, Some(CODE_TIMEOUT));
+        assert!(stdin.is_empty());
+    }
+
+    #[test]
+    fn binds_are_lowered_with_their_access() {
+        let dir = std::env::temp_dir();
+        let o =
+            crate::request::SandboxOptions { binds: vec![format!("{}:/data:rw", dir.display())], ..Default::default() };
+        let mut spec = crate::spec::Spec::new(Vec::new());
+        crate::request::lower::apply_sandbox(&mut spec, &o).unwrap();
+        assert_eq!(spec.binds[0].access, Access::ReadWrite);
+        assert_eq!(spec.binds[0].target, "/data");
     }
 }

@@ -9,7 +9,6 @@ use super::spec::PoolSpec;
 use super::{ApiError, Ctx, Reply, with_api_state};
 use crate::sandbox::pool::{CLAIMED_FROM_LABEL, ClaimError, ClaimRequest};
 use serde_json::{Value, json};
-use std::ffi::OsString;
 
 fn no_pool(name: &str) -> ApiError {
     ApiError::new(404, "pool", format!("husk serve has no pool {name:?}"))
@@ -45,20 +44,15 @@ pub fn claim(ctx: &Ctx, req: ClaimArgs) -> Result<Reply, ApiError> {
         }
     }
     pools.notify(&Note::Miss { pool: req.pool.clone() });
-    let mut argv = ctx.argv(&["create", "--json"]);
-    argv.extend(pool.args().iter().map(OsString::from));
-    argv.push(format!("--ttl={}ms", req.ttl.as_millis()).into());
-    if let Some(n) = &req.name {
-        argv.push(format!("--name={n}").into());
-    }
-    argv.push(format!("--label={CLAIMED_FROM_LABEL}={}", req.pool).into());
-    argv.push(format!("--label={}={}", super::SERVE_LABEL, ctx.address).into());
-    for (k, v) in &req.labels {
-        argv.push(format!("--label={k}={v}").into());
-    }
+    let mut o = pool.options().clone();
+    o.ttl = req.ttl;
+    o.name = req.name.clone();
+    o.labels.insert(CLAIMED_FROM_LABEL.into(), req.pool.clone());
+    o.labels.insert(super::SERVE_LABEL.into(), ctx.address.clone());
+    o.labels.extend(req.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     // A miss whose cold create fails too says why the pool is empty (the
     // same cause, usually: a missing image).
-    let mut v = super::create_child(argv).map_err(|mut e| {
+    let mut v = super::sandboxes::create_isolated(ctx, &o).map_err(|mut e| {
         if let Some(why) = pool.refill_trouble() {
             e.message = format!("{}; {why}", e.message);
             e.hint.get_or_insert_with(|| {

@@ -16,13 +16,13 @@
 //! their own), and stops growing at the memory budget.
 
 use super::spec::PoolSpec;
+use crate::sandbox::CreateOptions;
 use crate::sandbox::pool::{POOL_LABEL, Retired, SPEC_LABEL, retire};
 use crate::sandbox::proto::{Client, Request};
 use crate::sandbox::state::{self, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
-use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -96,7 +96,7 @@ pub enum BudgetSource {
 
 pub struct Pool {
     pub spec: PoolSpec,
-    args: Vec<String>,
+    options: CreateOptions,
     digest: String,
     cost: u64,
     /// READY members, oldest first (claimed first).
@@ -121,12 +121,12 @@ pub struct Pool {
 }
 
 impl Pool {
-    fn new(spec: PoolSpec, args: Vec<String>, mem_total: u64) -> Pool {
+    fn new(spec: PoolSpec, options: CreateOptions, mem_total: u64) -> Pool {
         Pool {
             digest: spec.digest(),
             cost: spec.cost(mem_total),
             spec,
-            args,
+            options,
             members: VecDeque::new(),
             creating: Vec::new(),
             claims: 0,
@@ -189,9 +189,9 @@ impl Pool {
         ))
     }
 
-    /// The sandbox flags of its members (and of a miss's cold create).
-    pub fn args(&self) -> &[String] {
-        &self.args
+    /// The create request of its members (and of a miss's cold create).
+    pub fn options(&self) -> &CreateOptions {
+        &self.options
     }
 
     pub fn json(&self) -> Value {
@@ -225,8 +225,8 @@ struct Refill {
 pub struct Pools {
     pools: Vec<Pool>,
     store: Option<Store>,
-    /// `husk --root R --state-dir S`, as serve was given them.
-    base: Vec<OsString>,
+    /// `--root` and `--state-dir`, as serve was given them.
+    dirs: Dirs,
     address: String,
     work: PathBuf,
     budget: u64,
@@ -268,7 +268,7 @@ impl Pools {
     pub fn new(
         specs: Vec<PoolSpec>,
         store: Option<Store>,
-        base: Vec<OsString>,
+        dirs: Dirs,
         address: String,
         budget: Option<u64>,
     ) -> Result<Pools, PoolsError> {
@@ -279,11 +279,11 @@ impl Pools {
         };
         let mut pools: Vec<Pool> = Vec::new();
         for spec in specs {
-            let args = spec.validate()?;
+            let options = spec.validate()?;
             if pools.iter().any(|p| p.spec.name == spec.name) {
                 return Err(PoolsError::Duplicate(spec.name));
             }
-            pools.push(Pool::new(spec, args, mem_total));
+            pools.push(Pool::new(spec, options, mem_total));
         }
         let work = match &store {
             Some(s) => s.state_dir().join("pools"),
@@ -302,7 +302,7 @@ impl Pools {
         Ok(Pools {
             pools,
             store,
-            base,
+            dirs,
             address,
             work,
             budget,
@@ -318,9 +318,9 @@ impl Pools {
         })
     }
 
-    /// `husk --root R --state-dir S` for the refills' `husk create`.
-    pub fn set_base(&mut self, base: Vec<OsString>) {
-        self.base = base;
+    /// `--root` and `--state-dir` for the refills' creates.
+    pub fn set_dirs(&mut self, dirs: Dirs) {
+        self.dirs = dirs;
     }
 
     pub fn find(&self, name: &str) -> Option<&Pool> {
@@ -402,9 +402,9 @@ impl Pools {
             Note::Suspect { pool, id } => self.check_suspect(&pool, &id),
             Note::Add { spec } => {
                 if self.find(&spec.name).is_none()
-                    && let Ok(args) = spec.validate()
+                    && let Ok(options) = spec.validate()
                 {
-                    self.pools.push(Pool::new(*spec, args, self.mem_total));
+                    self.pools.push(Pool::new(*spec, options, self.mem_total));
                 }
             }
             Note::Delete { pool } => {
@@ -510,7 +510,7 @@ impl Pools {
                     break;
                 }
                 self.serial += 1;
-                let spawned = spawn_create(&self.base, &self.address, &self.work, p, self.serial);
+                let spawned = spawn_create(&self.dirs, &self.address, &self.work, p, self.serial);
                 let p = &mut self.pools[i];
                 match spawned {
                     Ok(r) => {
@@ -533,7 +533,11 @@ impl Pools {
         let err = std::fs::read_to_string(&r.err).unwrap_or_default();
         let _ = std::fs::remove_file(&r.out);
         let _ = std::fs::remove_file(&r.err);
-        let v: Value = serde_json::from_slice(&out).unwrap_or(Value::Null);
+        let answer = super::isolated::read_answer(&out);
+        let v = match &answer {
+            Ok(super::isolated::Answer::Created(v)) => v.clone(),
+            _ => Value::Null,
+        };
         let id = v["id"].as_str().filter(|id| ok && state::is_id(id)).map(str::to_string);
         let Some(p) = self.pools.iter_mut().find(|p| p.spec.name == r.pool) else {
             // Its pool was deleted meanwhile.
@@ -550,7 +554,10 @@ impl Pools {
                 p.retry_at = None;
             }
             None => {
-                let why = v["error"]["message"].as_str().or(v["error"].as_str()).map(str::to_string);
+                let why = match answer {
+                    Ok(super::isolated::Answer::Failed { error, .. }) => error["message"].as_str().map(str::to_string),
+                    _ => None,
+                };
                 p.failed(why.unwrap_or_else(|| err.trim().to_string()), Instant::now());
             }
         }
@@ -685,26 +692,27 @@ fn sweep_refill_files(work: &std::path::Path) {
     }
 }
 
-/// One member's `husk create --json`, its stdout and stderr in files the
-/// loop reads when it has been reaped.
-fn spawn_create(base: &[OsString], address: &str, work: &std::path::Path, p: &Pool, n: u64) -> Result<Refill, String> {
+/// `--root` and `--state-dir` as serve was given them (the creates resolve
+/// the same store and state dir).
+pub type Dirs = (Option<PathBuf>, Option<PathBuf>);
+
+/// One member's create, in a child of the loop's (isolated.rs: the
+/// supervisor must not keep the listening socket or pending connections),
+/// its answer and complaints in files the loop reads when it has been
+/// reaped.
+fn spawn_create(dirs: &Dirs, address: &str, work: &std::path::Path, p: &Pool, n: u64) -> Result<Refill, String> {
+    use std::os::fd::AsFd;
     let out = work.join(format!(".refill-{}-{n}.out", std::process::id()));
     let err = work.join(format!(".refill-{}-{n}.err", std::process::id()));
     let file = |path: &PathBuf| std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()));
-    let mut cmd = std::process::Command::new("/proc/self/exe");
-    std::os::unix::process::CommandExt::arg0(&mut cmd, "husk");
-    cmd.args(&base[1..])
-        .arg("create")
-        .arg("--json")
-        .arg(format!("--ttl={}s", MEMBER_TTL.as_secs()))
-        .arg(format!("--label={POOL_LABEL}={}", p.spec.name))
-        .arg(format!("--label={SPEC_LABEL}={}", p.digest))
-        .arg(format!("--label={}={address}", super::SERVE_LABEL))
-        .args(&p.args)
-        .stdin(std::process::Stdio::null())
-        .stdout(file(&out)?)
-        .stderr(file(&err)?);
-    let child = cmd.spawn().map_err(|e| format!("starting husk create: {e}"))?;
-    // Reaped by the loop (waitpid(-1)), not through this handle.
-    Ok(Refill { pid: child.id() as i32, pool: p.spec.name.clone(), out, err })
+    let mut o = p.options.clone();
+    o.ttl = MEMBER_TTL;
+    o.labels.insert(POOL_LABEL.into(), p.spec.name.clone());
+    o.labels.insert(SPEC_LABEL.into(), p.digest.clone());
+    o.labels.insert(super::SERVE_LABEL.into(), address.into());
+    let paths = crate::paths::Paths::from_cli(dirs.0.as_deref(), dirs.1.as_deref());
+    let (out_f, err_f) = (file(&out)?, file(&err)?);
+    let pid = super::isolated::spawn(&o, &paths, out_f.as_fd(), err_f.as_fd()).map_err(|e| e.to_string())?;
+    // Reaped by the loop (waitpid(-1)), not here.
+    Ok(Refill { pid: pid.as_raw(), pool: p.spec.name.clone(), out, err })
 }

@@ -1,11 +1,10 @@
 //! A pool's spec: what `--pool NAME=SOURCE[,KEY=VALUE...]:SIZE`, a
 //! `--pool-file` entry and a POST /v1/pools body say, validated once, and
-//! the `husk create` arguments every member is made with.
+//! the create request (`sandbox::CreateOptions`) every member is made with.
 
-use crate::cli::Cli;
+use crate::sandbox::CreateOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::ffi::OsString;
 
 /// Most members one pool may keep (each is a supervisor and a sandbox).
 pub const MAX_SIZE: u32 = 256;
@@ -150,45 +149,68 @@ impl PoolSpec {
         SpecError::Invalid { name: self.name.clone(), why: why.into() }
     }
 
-    /// The sandbox flags of a member (`--image=...`, limits), each one
-    /// `--flag=value` argument.
-    pub fn create_args(&self) -> Result<Vec<String>, SpecError> {
-        let mut a = Vec::new();
+    /// The create request of a member: the CLI's defaults on this host
+    /// (`cli::spec::sandbox_defaults`) and what the pool's spec gives.
+    pub fn to_options(&self) -> Result<CreateOptions, SpecError> {
         let text = |key: &str, v: &str| -> Result<String, SpecError> {
             if v.is_empty() || v.contains('\0') {
                 return Err(self.invalid(format!("{key}: empty or holds a NUL byte")));
             }
             Ok(v.to_string())
         };
+        let scalar = |key: &str, v: &Value| -> Result<String, SpecError> {
+            match v {
+                Value::String(s) => text(key, s),
+                Value::Number(n) => Ok(n.to_string()),
+                v => Err(self.invalid(format!("{key}: expected a string or a number, got {v}"))),
+            }
+        };
+        let mut o = CreateOptions {
+            sandbox: crate::cli::spec::sandbox_defaults().map_err(|e| {
+                let text = e.to_string();
+                self.invalid(text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string())
+            })?,
+            ..CreateOptions::default()
+        };
         match (&self.image, &self.rootfs) {
-            (Some(i), None) => a.push(format!("--image={}", text("image", i)?)),
-            (None, Some(r)) => a.push(format!("--rootfs={}", text("rootfs", r)?)),
+            (Some(i), None) => o.sandbox.image = Some(text("image", i)?),
+            (None, Some(r)) => o.sandbox.rootfs = Some(text("rootfs", r)?.into()),
             _ => return Err(self.invalid("give exactly one of image and rootfs")),
         }
-        for (flag, v) in
-            [("memory", &self.memory), ("cpus", &self.cpus), ("pids", &self.pids), ("max-lifetime", &self.max_lifetime)]
-        {
-            match v {
-                None => {}
-                Some(Value::String(s)) => a.push(format!("--{flag}={}", text(flag, s)?)),
-                Some(Value::Number(n)) => a.push(format!("--{flag}={n}")),
-                Some(v) => return Err(self.invalid(format!("{flag}: expected a string or a number, got {v}"))),
-            }
-        }
-        for (flag, v) in
-            [("network", &self.network), ("runtime", &self.runtime), ("warm", &self.warm), ("session", &self.session)]
-        {
+        for (slot, key, v) in [
+            (&mut o.sandbox.memory, "memory", &self.memory),
+            (&mut o.sandbox.cpus, "cpus", &self.cpus),
+            (&mut o.sandbox.pids, "pids", &self.pids),
+        ] {
             if let Some(v) = v {
-                a.push(format!("--{flag}={}", text(flag, v)?));
+                *slot = Some(scalar(key, v)?);
             }
         }
-        Ok(a)
+        if let Some(v) = &self.max_lifetime {
+            let t = scalar("max_lifetime", v)?;
+            let d = crate::units::parse_duration(&t).map_err(|e| self.invalid(format!("max_lifetime {t:?}: {e}")))?;
+            o.max_lifetime = Some(d);
+        }
+        if let Some(n) = &self.network {
+            o.sandbox.network = vec![text("network", n)?];
+        }
+        if let Some(r) = &self.runtime {
+            o.sandbox.runtime = match text("runtime", r)?.as_str() {
+                "native" => crate::spec::RuntimeChoice::Native,
+                "runsc" => crate::spec::RuntimeChoice::Runsc,
+                "auto" => crate::spec::RuntimeChoice::Auto,
+                other => return Err(self.invalid(format!("runtime {other:?}: one of native, runsc, auto"))),
+            };
+        }
+        o.warm = self.warm.as_deref().map(|w| text("warm", w)).transpose()?;
+        o.session = self.session.as_deref().map(|w| text("session", w)).transpose()?;
+        Ok(o)
     }
 
-    /// Checks the whole spec the way `husk create` will read it (clap's
-    /// parser: a key this husk's create does not have, like `warm` before
-    /// warm interpreters exist, is refused here, not at the first refill).
-    pub fn validate(&self) -> Result<Vec<String>, SpecError> {
+    /// Checks the whole spec the way `husk create` will read it (the
+    /// request's own lowering): a bad pool is refused when it is made, not
+    /// at the first refill. The members' create request.
+    pub fn validate(&self) -> Result<CreateOptions, SpecError> {
         crate::sandbox::state::check_name(&self.name).map_err(|_| {
             self.invalid("the name must be 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit")
         })?;
@@ -207,21 +229,9 @@ impl PoolSpec {
                 self.invalid("give one of warm= (calls start fresh) and session= (calls share state), not both")
             );
         }
-        let args = self.create_args()?;
-        let mut argv: Vec<OsString> = vec!["husk".into(), "create".into()];
-        argv.extend(args.iter().map(OsString::from));
-        if let Err(e) = Cli::parse_from_args(argv) {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
-            let why = if self.warm.is_some() && first.contains("--warm") {
-                "warm= needs `husk create --warm`, which this husk does not have yet; remove warm= (docs/warm.md)"
-                    .to_string()
-            } else {
-                first
-            };
-            return Err(self.invalid(why));
-        }
-        Ok(args)
+        let o = self.to_options()?;
+        crate::request::lower::create_spec(&o).map_err(|e| self.invalid(e.to_string()))?;
+        Ok(o)
     }
 
     /// The limits' values, read the way husk create reads them: a bad one
@@ -292,16 +302,20 @@ mod tests {
         assert_eq!(s.name, "py");
         assert_eq!(s.image.as_deref(), Some("registry:5000/python:3.12"));
         assert_eq!(s.size, 4);
-        assert_eq!(s.create_args().unwrap(), ["--image=registry:5000/python:3.12", "--memory=256M", "--cpus=1"]);
+        let o = s.to_options().unwrap();
+        assert_eq!(o.sandbox.image.as_deref(), Some("registry:5000/python:3.12"));
+        assert_eq!((o.sandbox.memory.as_deref(), o.sandbox.cpus.as_deref()), (Some("256M"), Some("1")));
         let w = parse_arg("np=python:3.12,warm=python:numpy,pandas,memory=1G:2").unwrap();
         assert_eq!(w.warm.as_deref(), Some("python:numpy,pandas"));
-        assert!(w.create_args().unwrap().contains(&"--warm=python:numpy,pandas".to_string()));
+        assert_eq!(w.to_options().unwrap().warm.as_deref(), Some("python:numpy,pandas"));
         let s = parse_arg("ses=python:3.12,session=python:json,csv,pids=64:4").unwrap();
         assert_eq!(s.session.as_deref(), Some("python:json,csv"));
-        assert!(s.create_args().unwrap().contains(&"--session=python:json,csv".to_string()));
+        assert_eq!(s.to_options().unwrap().session.as_deref(), Some("python:json,csv"));
         let r = parse_arg("bb=rootfs=/srv/bb,pids=64:2").unwrap();
         assert_eq!(r.rootfs.as_deref(), Some("/srv/bb"));
-        assert_eq!(r.create_args().unwrap(), ["--rootfs=/srv/bb", "--pids=64"]);
+        let o = r.to_options().unwrap();
+        assert_eq!(o.sandbox.rootfs.as_deref(), Some(std::path::Path::new("/srv/bb")));
+        assert_eq!(o.sandbox.pids.as_deref(), Some("64"));
     }
 
     #[test]
