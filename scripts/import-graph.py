@@ -16,6 +16,9 @@ types through `super::`) are not counted: a facility's mod.rs is its facade
 and wiring, and a child leaning on it is one room, not a circle between rooms.
 Circles among siblings and across facilities are counted.
 
+No cmd/ file imports another subcommand's (cmd/mod.rs routes between them;
+a subcommand's own folder, cmd/serve/, is one room).
+
 Layers, top down: cmd/ (leaves nothing imports), mcp/ (its tools call the sandbox library), build/ (it runs
 sandboxes for RUN steps), sandbox/, backend/, and
 everything else below. An arrow from a lower layer to a higher one is an
@@ -24,7 +27,7 @@ arrow up. main.rs and lib.rs only declare and dispatch, and are not nodes.
 An optional scripts/import-graph.allow lists arrows a reshaping is still
 removing (one `from -> to` a line, `#` comments): they are left out of both
 checks, and a line that no longer matches an arrow is reported so it can
-be deleted. Today there is none.
+be deleted.
 """
 
 import os
@@ -360,6 +363,14 @@ def main():
             if layer(b) < layer(a):
                 bad += 1
                 print(f"arrow up: {name(a, mods)} -> {name(b, mods)}")
+    # cmd/ files are leaves of one another too: a subcommand's file (and
+    # its own folder, cmd/serve/) names no other subcommand's; what two
+    # share belongs in the library. cmd/mod.rs routes between them.
+    for a in sorted(checked):
+        for b in sorted(checked[a]):
+            if len(a) > 1 and len(b) > 1 and a[0] == b[0] == "cmd" and a[1] != b[1]:
+                bad += 1
+                print(f"cmd file imports another: {name(a, mods)} -> {name(b, mods)}")
     for line in unused:
         print(f"note: {os.path.relpath(ALLOW, ROOT)}: no such arrow any more, delete the line: {line}")
     arrows = sum(len(v) for v in checked.values())

@@ -135,3 +135,13 @@ pub fn sandbox_defaults() -> Result<SandboxOptions, clap::Error> {
     let m = cmd.try_get_matches_from(Vec::<String>::new())?;
     Ok(sandbox_options(&SandboxArgs::from_arg_matches(&m)?))
 }
+
+/// `husk create`'s flags as clap gives them when none is given (husk's
+/// environment applied): what `create --pool` compares against to tell
+/// which flags the caller set.
+pub fn create_defaults() -> Result<CreateArgs, clap::Error> {
+    use clap::{Args, FromArgMatches};
+    let cmd = CreateArgs::augment_args(clap::Command::new("husk")).no_binary_name(true);
+    let m = cmd.try_get_matches_from(Vec::<String>::new())?;
+    CreateArgs::from_arg_matches(&m)
+}

@@ -6,7 +6,7 @@
 //! serve or no such pool means a cold create from this command's own
 //! flags (said on stderr); without it, a clear error (125).
 
-use crate::cli::{Cli, CreateArgs};
+use crate::cli::CreateArgs;
 use crate::outcome::ErrorReport;
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
@@ -39,11 +39,7 @@ fn socket(args: &CreateArgs, paths: &Result<Paths, PathsError>) -> Result<PathBu
 /// The sandbox flags only a cold create reads: refused with --pool alone,
 /// where the pool's spec is the sandbox's and they would silently not apply.
 fn own_flags_given(args: &CreateArgs) -> bool {
-    let Ok(Cli { command: crate::cli::Command::Create(d), .. }) =
-        Cli::parse_from_args(vec!["husk".into(), "create".into()])
-    else {
-        return false;
-    };
+    let Ok(d) = crate::cli::spec::create_defaults() else { return false };
     format!(
         "{:?}{:?}{:?}{:?}{:?}{:?}",
         args.sandbox,

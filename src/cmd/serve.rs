@@ -435,7 +435,13 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
     let m = head.method.as_str();
     match (m, segs.as_slice()) {
         ("GET", ["v1", "health"]) => Ok(Reply::Json(200, json!({"version": env!("CARGO_PKG_VERSION"), "api": 1}))),
-        ("POST", ["v1", "sandboxes"]) => sandboxes::create(ctx, &body),
+        ("POST", ["v1", "sandboxes"]) => {
+            let req: body::CreateBody = body::parse(&body)?;
+            match req.claim()? {
+                Some(c) => claim::claim(ctx, c),
+                None => sandboxes::create(ctx, &req),
+            }
+        }
         ("GET", ["v1", "pools"]) => claim::get(ctx, None),
         ("GET", ["v1", "pools", name]) => claim::get(ctx, Some(name)),
         ("POST", ["v1", "pools"]) => claim::add(ctx, &body),

@@ -10,7 +10,7 @@
 
 use super::body::{self, CreateBody, ExecBody, RenewBody};
 use super::isolated::{self, Answer};
-use super::{ApiError, Ctx, Reply, cancel, claim, failure, lookup, status_of_step, store, with_api_state};
+use super::{ApiError, Ctx, Reply, cancel, failure, lookup, status_of_step, store, with_api_state};
 use crate::outcome::{Outcome, Verdict};
 use crate::paths::Paths;
 use crate::sandbox::{CreateOptions, SandboxError};
@@ -27,11 +27,8 @@ pub fn api_error(e: &SandboxError) -> ApiError {
     failure(v, b"")
 }
 
-pub fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, ApiError> {
-    let req: CreateBody = body::parse(body)?;
-    if let Some(c) = req.claim()? {
-        return claim::claim(ctx, c);
-    }
+/// POST /v1/sandboxes without a pool (a claim is claim.rs's).
+pub fn create(ctx: &Ctx, req: &CreateBody) -> Result<Reply, ApiError> {
     let opts = req.to_options(&ctx.address)?;
     Ok(Reply::Json(201, create_isolated(ctx, &opts)?))
 }
