@@ -26,6 +26,7 @@ pub mod diff;
 pub mod dockerfile;
 pub mod exec;
 pub mod export;
+pub mod fork;
 pub mod ignore;
 pub mod layer;
 pub mod push;

@@ -1,19 +1,16 @@
 //! `husk cp SRC DST`: files and directories between the host and a live
-//! sandbox (src/sandbox/files.rs; docs/sandboxes.md, "Files").
+//! sandbox (src/sandbox/copy.rs and files.rs; docs/sandboxes.md, "Files").
 
 use crate::cli::cp::CpArgs;
-use crate::copy::pack::Packer;
-use crate::copy::tarw::TarWriter;
-use crate::copy::unpack::{Resolve, Shape, Unpacker, open_target};
-use crate::copy::{CopyError, Report, split_source};
+use crate::copy::unpack::Shape;
+use crate::copy::{CopyError, Report};
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
+use crate::sandbox::copy::{copy_in, copy_out, usage};
 use crate::sandbox::files::{self, Files, FilesError};
 use crate::sandbox::state::Store;
-use nix::fcntl::AT_FDCWD;
 use std::io::Write;
-use std::os::fd::AsFd;
 
 /// One operand of `husk cp`.
 #[derive(Debug, PartialEq, Eq)]
@@ -65,10 +62,6 @@ pub fn cp(args: CpArgs, paths: &Result<Paths, PathsError>) -> i32 {
     }
 }
 
-fn usage(m: String) -> FilesError {
-    FilesError::Sandbox(SandboxError::Usage(m))
-}
-
 fn cp_inner(args: &CpArgs, paths: &Result<Paths, PathsError>) -> Result<Report, FilesError> {
     let store = || -> Result<Store, FilesError> {
         let paths = paths.as_ref().map_err(|e| SandboxError::State(e.to_string()))?;
@@ -117,39 +110,6 @@ fn cp_inner(args: &CpArgs, paths: &Result<Paths, PathsError>) -> Result<Report, 
             args.src, dst_text
         ))),
     }
-}
-
-/// A host file or tree into the sandbox, packed here as the caller.
-pub(crate) fn copy_in(store: &Store, f: &Files, host: &str, path: &str) -> Result<Report, FilesError> {
-    // The source is checked before the sandbox is asked for anything.
-    let (parent, name) = check_source(host)?;
-    let shown_root = crate::copy::split_path(host).map(|(p, _)| p).unwrap_or(".");
-    files::put_with(store, f, path, Shape::Tree, &mut |w| {
-        let mut p = Packer { out: TarWriter::new(w), limits: f.limits, report: Report::default(), shown_root };
-        p.add(parent.as_fd(), &name, name.to_bytes())?;
-        p.finish().map(|_| ())
-    })
-}
-
-/// The host source of a copy in: its parent directory and name, when it
-/// is there (never following a symlink in its last component).
-pub(crate) fn check_source(host: &str) -> Result<(std::os::fd::OwnedFd, std::ffi::CString), FilesError> {
-    let (parent, name) = split_source(AT_FDCWD, host, Resolve::Host).map_err(FilesError::Host)?;
-    nix::sys::stat::fstatat(&parent, name.as_c_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-        .map_err(|e| FilesError::Host(CopyError::fs(host, e)))?;
-    Ok((parent, name))
-}
-
-/// A sandbox's file or tree onto the host, unpacked here as the caller:
-/// nothing the sandbox made (a symlink to /etc, a `..` name) is followed.
-pub(crate) fn copy_out(store: &Store, f: &Files, path: &str, host: &str) -> Result<Report, FilesError> {
-    let mut host_report = None;
-    let r = files::get_with(store, f, path, &mut |r| {
-        let target = open_target(AT_FDCWD, host, Resolve::Host, Shape::Tree)?;
-        host_report = Some(Unpacker::new(target, f.limits).run(r)?);
-        Ok(())
-    })?;
-    Ok(host_report.unwrap_or(r))
 }
 
 #[cfg(test)]

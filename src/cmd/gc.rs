@@ -33,7 +33,7 @@ pub struct ImageGcReport {
     pub partial_builds_removed: usize,
     /// `tmp/commit-<pid>-<id>.tar` whose writer is gone.
     pub commit_tars_removed: Vec<String>,
-    pub snapshots: crate::cmd::fork::SnapshotSweep,
+    pub snapshots: crate::sandbox::snapshot_images::SnapshotSweep,
     pub errors: Vec<String>,
 }
 
@@ -83,7 +83,7 @@ pub fn gc_images(paths: &Result<crate::paths::Paths, crate::paths::PathsError>) 
     };
     report.commit_tars_removed = sweep_commit_tars(&paths.root.join("tmp"));
     if let Ok(sandboxes) = crate::sandbox::state::Store::open(&paths.state) {
-        report.snapshots = crate::cmd::fork::sweep_snapshots(&store, &sandboxes);
+        report.snapshots = crate::sandbox::snapshot_images::sweep(&store, &sandboxes);
         report.errors.extend(report.snapshots.errors.iter().cloned());
     }
     report

@@ -1,4 +1,4 @@
-//! `husk image import | ls | inspect | rm | prune | verify`.
+//! `husk image import | export | ls | inspect | rm | prune | verify`.
 
 use crate::cli::{ImageArgs, ImageCommand, ImageImportArgs, ImageVerifyArgs};
 use crate::host::HostFacts;
@@ -33,6 +33,40 @@ pub fn image(args: ImageArgs, paths: &Result<Paths, PathsError>) -> i32 {
     }
 }
 
+/// `husk image export`.
+fn export(store: &Store, owners: &Owners, a: crate::cli::images::ImageExportArgs) -> i32 {
+    let format = match a.format {
+        crate::cli::images::ExportFormat::Oci => crate::build::export::Format::Oci,
+        crate::cli::images::ExportFormat::OciArchive => crate::build::export::Format::OciArchive,
+        crate::cli::images::ExportFormat::DockerArchive => crate::build::export::Format::DockerArchive,
+    };
+    match crate::build::export::export(store, &a.name, owners, &a.output, format) {
+        Ok(r) => {
+            if a.json {
+                crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());
+            } else {
+                crate::outln!(
+                    "exported {} to {} ({}, {} layers, manifest {})",
+                    r.name,
+                    r.path.display(),
+                    r.format,
+                    r.layers,
+                    r.manifest
+                );
+            }
+            0
+        }
+        Err(e) => {
+            if a.json {
+                let report = crate::outcome::ErrorReport::new(crate::step::Phase::Image, e.to_string());
+                crate::cli::report::json_failure(report, Default::default(), false);
+            }
+            crate::errln!("husk: {e}");
+            EXIT_HUSK_FAILED
+        }
+    }
+}
+
 fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageError> {
     let paths = paths.as_ref().map_err(|e| ImageError::Store { path: "?".into(), why: e.to_string() })?;
     let store = Store::open(&paths.root)?;
@@ -42,7 +76,7 @@ fn run(args: ImageArgs, paths: &Result<Paths, PathsError>) -> Result<i32, ImageE
     match args.command {
         ImageCommand::Import(a) => done(import_cmd(&store, &host, a)),
         ImageCommand::Verify(a) => verify_cmd(&store, &host, a),
-        ImageCommand::Export(a) => Ok(super::images::export(&store, &owners, a)),
+        ImageCommand::Export(a) => Ok(export(&store, &owners, a)),
         ImageCommand::Ls(a) => {
             let listing = store.list()?;
             if a.json {

@@ -1,12 +1,12 @@
-//! `husk image export`, `husk push`, `husk commit`, `husk fork`: images
-//! out of the store and out of live sandboxes (docs/build.md).
+//! `husk push`, `husk commit`: images out of the store and out of live
+//! sandboxes (docs/build.md).
 
-use crate::build::export::{Format, export as run_export};
-use crate::cli::images::{CommitArgs, ExportFormat, ImageExportArgs, PushArgs};
+use crate::build::fork::{CommitRequest, commit_report};
+use crate::cli::images::{CommitArgs, PushArgs};
 use crate::host::HostFacts;
+use crate::image::Store;
 use crate::image::registry::ClientOptions;
 use crate::image::root::owners_for;
-use crate::image::{Owners, Store};
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
 
@@ -19,32 +19,6 @@ fn fail(json: bool, e: &dyn std::fmt::Display) -> i32 {
     }
     crate::errln!("husk: {e}");
     EXIT_HUSK_FAILED
-}
-
-pub fn export(store: &Store, owners: &Owners, a: ImageExportArgs) -> i32 {
-    let format = match a.format {
-        ExportFormat::Oci => Format::Oci,
-        ExportFormat::OciArchive => Format::OciArchive,
-        ExportFormat::DockerArchive => Format::DockerArchive,
-    };
-    match run_export(store, &a.name, owners, &a.output, format) {
-        Ok(r) => {
-            if a.json {
-                crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());
-            } else {
-                crate::outln!(
-                    "exported {} to {} ({}, {} layers, manifest {})",
-                    r.name,
-                    r.path.display(),
-                    r.format,
-                    r.layers,
-                    r.manifest
-                );
-            }
-            0
-        }
-        Err(e) => fail(a.json, &e),
-    }
 }
 
 pub fn push(a: PushArgs, paths: &Result<Paths, PathsError>) -> i32 {
@@ -80,18 +54,8 @@ pub fn push(a: PushArgs, paths: &Result<Paths, PathsError>) -> i32 {
 }
 
 pub fn commit(a: CommitArgs, paths: &Result<Paths, PathsError>) -> i32 {
-    let paths = match paths {
-        Ok(p) => p,
-        Err(e) => return fail(a.json, e),
-    };
-    let opened = Store::open(&paths.root)
-        .map_err(|e| e.to_string())
-        .and_then(|s| crate::sandbox::state::Store::open(&paths.state).map(|b| (s, b)).map_err(|e| e.to_string()));
-    let (store, sandboxes) = match opened {
-        Ok(p) => p,
-        Err(e) => return fail(a.json, &e),
-    };
-    match crate::build::commit::commit(&store, &sandboxes, &a.sandbox, &a.name, "commit") {
+    let req = CommitRequest { sandbox: a.sandbox, name: a.name };
+    match crate::build::fork::commit(paths, &req) {
         Ok(r) => {
             if a.json {
                 crate::outln!("{}", serde_json::to_string(&r).unwrap_or_default());
@@ -109,6 +73,12 @@ pub fn commit(a: CommitArgs, paths: &Result<Paths, PathsError>) -> i32 {
             }
             0
         }
-        Err(e) => fail(a.json, &e),
+        Err(e) => {
+            if a.json {
+                crate::cli::report::json_failure(commit_report(&e), Default::default(), false);
+            }
+            crate::errln!("husk: {e}");
+            EXIT_HUSK_FAILED
+        }
     }
 }

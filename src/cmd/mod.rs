@@ -40,12 +40,16 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
         Command::Commit(args) => images::commit(args, &paths),
         Command::Login(args) => pull::login_cmd(args, &paths),
         Command::Logout(args) => pull::logout_cmd(args, &paths),
-        Command::Create(args) if args.from_snapshot.is_some() => fork::create_from_snapshot(*args, &paths),
-        Command::Create(args) if args.pool.is_some() => match claim::create_from_pool(&args, &paths) {
-            Some(code) => code,
-            None => sandbox::create_cold(*args, &paths),
+        Command::Create(args) if args.pool.is_some() && args.from_snapshot.is_none() => {
+            match claim::create_from_pool(&args, &paths) {
+                Some(code) => code,
+                None => sandbox::create_cold(*args, &paths),
+            }
+        }
+        Command::Create(mut args) => match fork::snapshot_for_create(&mut args, &paths) {
+            Ok(snap) => fork::create_done(snap, sandbox::create(*args, &paths)),
+            Err(code) => code,
         },
-        Command::Create(args) => sandbox::create(*args, &paths),
         Command::Fork(args) => fork::fork(args, &paths),
         Command::Exec(args) => sandbox::exec(*args, &paths, t_start),
         Command::Ls(args) => sandbox::ls(args, &paths),

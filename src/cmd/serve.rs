@@ -31,6 +31,7 @@ mod cancel;
 mod claim;
 mod files;
 mod isolated;
+mod ops;
 mod pause;
 mod pool;
 mod sandboxes;
@@ -453,6 +454,8 @@ fn route(head: &Head, body: Vec<u8>, ctx: &Ctx, conn: &mut Conn, t_start: u64) -
         ("POST", ["v1", "sandboxes", id, "pause"]) => pause::pause(ctx, id, &body),
         ("POST", ["v1", "sandboxes", id, "resume"]) => pause::resume(ctx, id),
         ("GET" | "PUT", ["v1", "sandboxes", id, "files"]) => files_route(ctx, head, id, &body),
+        ("POST", ["v1", "sandboxes", id, "fork"]) => ops::fork_route(ctx, id, &body, conn),
+        ("POST", ["v1", "sandboxes", id, "commit"]) => ops::commit_route(ctx, id, &body),
         (
             _,
             ["v1", "health"]

@@ -10,9 +10,10 @@
 //! synchronous (the forks of `run`/`exec` want a single-threaded process).
 //! Every tool is a call of the sandbox library in this process, the calls
 //! the CLI makes (make.rs: `husk run`'s pipeline and `sandbox::create`;
-//! calls.rs: exec, pause, destroy; files.rs: the copier): no husk child,
-//! no argv. This process stays single-threaded for the forks they make,
-//! and lends its fd 0 and signal mask to each call (lend.rs).
+//! calls.rs: exec, pause, destroy; files.rs: the copier; ops.rs: fork and
+//! commit, `build::fork`): no husk child, no argv. This process stays
+//! single-threaded for the forks they make, and lends its fd 0 and signal
+//! mask to each call (lend.rs).
 
 pub mod args;
 pub mod calls;
@@ -20,6 +21,7 @@ pub mod files;
 pub mod lend;
 pub mod make;
 pub mod operator;
+pub mod ops;
 pub mod output;
 pub mod rpc;
 pub mod summary;

@@ -67,3 +67,25 @@ pub fn paused() -> Value {
 pub fn destroyed() -> Value {
     object(json!({"sandbox_id": {"type": "string"}, "destroyed": {"type": "boolean"}}))
 }
+
+/// fork_sandbox and commit_sandbox: a failure also names its step (the
+/// library's, as the CLI's verdict does).
+fn with_step(mut props: Value) -> Value {
+    props["step"] = json!({"type": "string", "description": "The step that failed (sandbox: no such live sandbox)"});
+    object(props)
+}
+
+pub fn forked() -> Value {
+    with_step(json!({
+        "sandbox_ids": {"type": "array", "items": {"type": "string"}, "description": "The new sandboxes"},
+        "snapshot": {"type": "string", "description": "The snapshot image they run on"},
+    }))
+}
+
+pub fn committed() -> Value {
+    with_step(json!({
+        "image": {"type": "string", "description": "The stored image's name"},
+        "id": {"type": "string", "description": "Its image id (sha256:...)"},
+        "bytes": {"type": "integer", "description": "Bytes of changed files stored"},
+    }))
+}

@@ -130,6 +130,24 @@ pub fn list() -> Value {
             "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
             "outputSchema": output::destroyed(),
         },
+        {
+            "name": "fork_sandbox",
+            "description": "Start new sandboxes from a sandbox's current files (not its processes): each fork has the source's limits, network, user, env and working directory, and its own copy of the files. Returns their sandbox_ids; destroy each with destroy_sandbox when done.",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id,
+                "count": {"type": "integer", "minimum": 1, "default": 1, "description": "How many forks (within the server's sandbox limit)"},
+            }, "required": ["sandbox_id"]},
+            "outputSchema": output::forked(),
+        },
+        {
+            "name": "commit_sandbox",
+            "description": "Store a sandbox's current files as an image named mcp/NAME[:TAG] (the sandbox keeps running).",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id,
+                "tag": {"type": "string", "description": "NAME[:TAG] of the image, stored as mcp/NAME[:TAG]"},
+            }, "required": ["sandbox_id", "tag"]},
+            "outputSchema": output::committed(),
+        },
     ])
 }
 
@@ -159,6 +177,8 @@ impl Tools {
             "destroy_sandbox" => self.destroy(args),
             "pause_sandbox" => self.pause(args, true),
             "resume_sandbox" => self.pause(args, false),
+            "fork_sandbox" => self.fork_sandbox(args),
+            "commit_sandbox" => self.commit_sandbox(args),
             _ => Err(ToolError::BadArgs(format!("no tool {name:?}"))),
         }
     }

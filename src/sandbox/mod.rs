@@ -25,6 +25,7 @@
 //!
 //! See docs/sandboxes.md.
 
+pub mod copy;
 pub mod events;
 pub mod exec;
 pub mod files;
@@ -36,6 +37,7 @@ pub mod pool;
 pub mod prepare;
 pub mod proto;
 pub mod registry;
+pub mod snapshot_images;
 pub mod state;
 pub mod supervisor;
 pub mod tombstone;

@@ -181,6 +181,17 @@ class CliTransport(TarFiles):
     def resume(self, sid: str) -> Dict[str, Any]:
         return self._json_or_raise(self._run(["resume", sid, "--json"]), "resume")
 
+    def fork(self, sid: str, count: int = 1, labels: Optional[Dict[str, str]] = None, ttl: Any = None) -> Dict[str, Any]:
+        args = ["fork", sid, "--json", "--count", str(count)]
+        for k, v in (labels or {}).items():
+            args += ["--label", f"{k}={v}"]
+        if ttl is not None:
+            args += ["--ttl", duration_arg(ttl)]
+        return self._json_or_raise(self._run(args), "fork")
+
+    def commit(self, sid: str, tag: str) -> Dict[str, Any]:
+        return self._json_or_raise(self._run(["commit", sid, tag, "--json"]), "commit")
+
     def destroy(self, sid: str) -> None:
         p = self._run(["rm", "--json", sid])
         if p.returncode != 0:

@@ -43,7 +43,7 @@ def _errno_name(e: BaseException) -> Optional[str]:
 
 def _not_idempotent(method: str, path: str) -> bool:
     """A create or an exec: sent twice, it is done twice."""
-    return method == "POST" and (path == "/v1/sandboxes" or path.split("?")[0].endswith("/exec"))
+    return method == "POST" and (path == "/v1/sandboxes" or path.split("?")[0].endswith(("/exec", "/fork")))
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -191,6 +191,19 @@ class HttpTransport(TarFiles):
 
     def destroy(self, sid: str) -> None:
         self._json("DELETE", f"/v1/sandboxes/{self._q(sid)}")
+
+    def fork(self, sid: str, count: int = 1, labels: Optional[Dict[str, str]] = None, ttl: Any = None) -> Dict[str, Any]:
+        from ._common import duration_arg
+
+        body: Dict[str, Any] = {"count": count}
+        if labels:
+            body["labels"] = labels
+        if ttl is not None:
+            body["ttl"] = duration_arg(ttl)
+        return self._json("POST", f"/v1/sandboxes/{self._q(sid)}/fork", body)
+
+    def commit(self, sid: str, tag: str) -> Dict[str, Any]:
+        return self._json("POST", f"/v1/sandboxes/{self._q(sid)}/commit", {"tag": tag})
 
     # ---------------------------------------------------------------- exec --
     @staticmethod

@@ -157,6 +157,15 @@ class AsyncSandbox:
         await _call(self._sb.resume)
         return self
 
+    async def fork(
+        self, count: int = 1, *, labels: Optional[Dict[str, str]] = None, ttl: Union[str, float, None] = None
+    ) -> List["AsyncSandbox"]:
+        forks = await _call(self._sb.fork, count, labels=labels, ttl=ttl)
+        return [AsyncSandbox(f) for f in forks]
+
+    async def commit(self, tag: str) -> Dict[str, Any]:
+        return await _call(self._sb.commit, tag)
+
     async def is_running(self) -> bool:
         return await _call(self._sb.is_running)
 

@@ -257,6 +257,24 @@ class Sandbox:
         self.info = SandboxInfo.from_json(self._t.inspect(self.id))
         return self.id
 
+    def fork(
+        self, count: int = 1, *, labels: Optional[Dict[str, str]] = None, ttl: Union[str, float, None] = None
+    ) -> List["Sandbox"]:
+        """New sandboxes from this one's current files, not its processes
+        (``husk fork``): each has its limits, network, user, env and
+        working directory, and its own copy of the files. All or nothing.
+        ``labels``: on every fork (this one's are not copied); ``ttl``: each
+        fork's lease (default: this one's). The forks are new sandboxes to
+        ``close()`` on their own."""
+        got = self._t.fork(self.id, count, labels, ttl)
+        return [Sandbox(self._t, SandboxInfo.from_json(r)) for r in got.get("sandboxes", [])]
+
+    def commit(self, tag: str) -> Dict[str, Any]:
+        """Stores this sandbox's changes as the image ``tag`` (``NAME[:TAG]``,
+        ``husk commit``); the sandbox keeps running. Returns what was stored:
+        ``{"name", "id", "sandbox", "base", "layer", "changes"}``."""
+        return self._t.commit(self.id, tag)
+
     @classmethod
     def list(
         cls, labels: Optional[Dict[str, str]] = None, transport: Union[str, Transport] = "auto", **connect_kw: Any

@@ -62,7 +62,7 @@ pub fn create_isolated(ctx: &Ctx, opts: &CreateOptions) -> Result<Value, ApiErro
 pub fn list(ctx: &Ctx, head: &Head) -> Result<Reply, ApiError> {
     let want = head
         .query_all("label")
-        .map(|l| crate::sandbox::state::parse_label(l))
+        .map(crate::sandbox::state::parse_label)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| api_error(&e))?;
     let recs = crate::sandbox::list(store(ctx)?, &want);
