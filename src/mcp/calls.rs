@@ -91,7 +91,7 @@ impl Tools {
         let done = self.destroy_one(&id);
         self.sandboxes.remove(&id);
         if let Err(e) = done {
-            return Ok(Reply::err(format!("destroying {id}: {e}")));
+            return Ok(Reply::failed(e.step(), format!("destroying {id}: {e}")));
         }
         Ok(Reply::ok(format!("sandbox {id} destroyed"), json!({"sandbox_id": id, "destroyed": true})))
     }
@@ -113,7 +113,7 @@ impl Tools {
         let verb = if paused { "pause" } else { "resume" };
         if let Err(e) = done {
             self.forget_if_gone(&id, &e);
-            return Ok(Reply::err(format!("{verb} of {id}: {e}")));
+            return Ok(Reply::failed(e.step(), format!("{verb} of {id}: {e}")));
         }
         let text = if paused {
             format!(

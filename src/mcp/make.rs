@@ -16,6 +16,7 @@ use super::operator::Operator;
 use super::tools::{Reply, Tools};
 use crate::outcome::{Outcome, Verdict};
 use crate::request::{CreateOptions, ProcessOptions};
+use crate::step::Phase;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -110,7 +111,7 @@ impl Tools {
                         c.confirm();
                         Ok(made)
                     }
-                    Err(e) => Err(not_made(e.report().message)),
+                    Err(e) => Err(not_made(e.report().step, e.report().message)),
                 }
             }
         };
@@ -148,26 +149,28 @@ impl Tools {
             Some(s) => match s.to_str().and_then(|s| s.strip_prefix("unix:")) {
                 Some(p) if !p.is_empty() => std::path::PathBuf::from(p),
                 _ => {
-                    return Ok(Err(not_made(format!(
-                        "HUSK_SERVER={s:?}: give unix:PATH, the socket husk serve listens on"
-                    ))));
+                    return Ok(Err(not_made(
+                        Phase::Pool,
+                        format!("HUSK_SERVER={s:?}: give unix:PATH, the socket husk serve listens on"),
+                    )));
                 }
             },
             None => match &self.paths {
                 Ok(p) => p.state.join("api.sock"),
-                Err(e) => return Ok(Err(not_made(e))),
+                Err(e) => return Ok(Err(not_made(Phase::State, e))),
             },
         };
         let body = json!({"pool": pool, "ttl": format!("{}ms", self.config.ttl.as_millis())}).to_string();
         let (status, resp) =
             match crate::serve::client::request(&socket, "POST", "/v1/sandboxes", body.as_bytes(), CLAIM_PATIENCE) {
                 Ok(r) => r,
-                Err(e) => return Ok(Err(not_made(e))),
+                Err(e) => return Ok(Err(not_made(Phase::Pool, e))),
             };
         let v: Value = serde_json::from_slice(&resp).unwrap_or(Value::Null);
         match v["id"].as_str() {
             Some(id) if status == 201 => Ok(Ok((id.to_string(), v["workdir"].as_str().unwrap_or("/").to_string()))),
             _ => Ok(Err(not_made(
+                v["error"]["step"].as_str().and_then(Phase::from_name).unwrap_or(Phase::Pool),
                 v["error"]["message"]
                     .as_str()
                     .map(str::to_string)
@@ -177,8 +180,8 @@ impl Tools {
     }
 }
 
-fn not_made(why: impl std::fmt::Display) -> Reply {
-    Reply::err(format!("husk could not create a sandbox: {why}"))
+fn not_made(step: Phase, why: impl std::fmt::Display) -> Reply {
+    Reply::failed(step, format!("husk could not create a sandbox: {why}"))
 }
 
 /// A run that failed before its sandbox started, as its verdict.

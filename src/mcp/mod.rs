@@ -119,11 +119,10 @@ fn handle(tools: &mut Tools, id: &Value, method: &str, params: &Value) -> Value 
             // protocol error.
             let reply = match tools.call(name, &args) {
                 Ok(r) => r,
-                Err(ToolError::BadArgs(m)) => tools::Reply { structured: json!({"error": m}), text: m, is_error: true },
-                Err(e) => {
-                    let m = format!("husk failed: {e}");
-                    tools::Reply { structured: json!({"error": m}), text: m, is_error: true }
+                Err(e @ (ToolError::BadArgs(_) | ToolError::NotInSession { .. })) => {
+                    tools::Reply::failed(e.step(), e.to_string())
                 }
+                Err(e) => tools::Reply::failed(e.step(), format!("husk failed: {e}")),
             };
             rpc::result(
                 id,

@@ -40,6 +40,10 @@ impl Reply {
     pub(super) fn err(text: String) -> Reply {
         Reply { structured: json!({"error": text}), text, is_error: true }
     }
+    /// A failure of the library: its step beside the text.
+    pub(super) fn failed(step: crate::step::Phase, text: String) -> Reply {
+        Reply { structured: json!({"error": text, "step": step.name()}), text, is_error: true }
+    }
 }
 
 pub fn list() -> Value {
@@ -200,11 +204,7 @@ impl Tools {
     pub(super) fn sandbox<'a>(&self, args: &'a Value) -> Result<&'a str, ToolError> {
         let id = required(args, "sandbox_id")?;
         if !self.sandboxes.contains(id) {
-            let known: Vec<&str> = self.sandboxes.iter().map(String::as_str).collect();
-            return Err(ToolError::BadArgs(format!(
-                "no sandbox {id:?} of this session (live: {}); create one with create_sandbox",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            )));
+            return Err(ToolError::NotInSession { id: id.to_string(), live: self.sandboxes.iter().cloned().collect() });
         }
         Ok(id)
     }

@@ -376,3 +376,16 @@ def test_mcp_still_ends_on_sigterm_after_running_commands(husk_bin, state_dir):
         if m.p.poll() is None:
             m.p.kill()
             m.p.wait()
+
+
+def test_mcp_failures_name_their_step(husk_bin, state_dir):
+    """A failed call's structuredContent names the step as the CLI's verdict
+    does: arguments for a refused argument, sandbox for an unknown sandbox."""
+    m = RawMcp(husk_bin, state_dir)
+    m.send(m.call(1, "create_sandbox", {"memory": "12QQ"}), m.call(2, "exec", {"sandbox_id": "nosuchbox", "command": "true"}))
+    bad, unknown = m.reply()["result"], m.reply()["result"]
+    m.p.stdin.close()
+    assert m.p.wait(60) == 0
+    assert bad["isError"] and bad["structuredContent"]["step"] == "arguments", bad
+    assert "invalid size" in bad["structuredContent"]["error"], bad
+    assert unknown["isError"] and unknown["structuredContent"]["step"] == "sandbox", unknown
