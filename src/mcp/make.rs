@@ -6,9 +6,10 @@
 //!
 //! Both fork from this process: the run's sandbox, and the created
 //! sandbox's supervisor. That is safe here: the server is one thread
-//! (`SingleThreaded` holds), and the only fds it has open are its stdio,
-//! which the supervisor puts on /dev/null (it would otherwise keep the
-//! client's pipes open) and the run's command gets as lend.rs lends them.
+//! (`SingleThreaded` holds), and between calls the only fds it has open
+//! are its stdio, which the supervisor puts on /dev/null (it would
+//! otherwise keep the client's pipes open) and the run's command gets as
+//! lend.rs lends them.
 
 use super::args::{ToolError, required, str_arg};
 use super::lend::Lent;
@@ -102,7 +103,9 @@ impl Tools {
                     session: session.map(str::to_string),
                     ..CreateOptions::default()
                 };
-                let _lent = Lent::stdin(None)?;
+                // Not lent: create reads no fd 0 (no ready_cmd here), and a
+                // lent fd would be one more the supervisor inherits (the
+                // client's stream, kept aside).
                 match crate::sandbox::lifecycle::create(&o, &self.paths) {
                     Ok(c) => {
                         let made = (c.record.id.clone(), c.record.workdir.clone());
