@@ -37,6 +37,9 @@ impl Serve {
     fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let body = body.to_string();
         let mut s = UnixStream::connect(&self.sock).expect("connect to serve");
+        // Bounded: a fork's supervisor that kept serve's end of this
+        // connection would keep it open after the answer.
+        s.set_read_timeout(Some(std::time::Duration::from_secs(120))).unwrap();
         write!(
             s,
             "POST {path} HTTP/1.1\r\nHost: husk\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
