@@ -145,3 +145,37 @@ pub fn create_defaults() -> Result<CreateArgs, clap::Error> {
     let m = cmd.try_get_matches_from(Vec::<String>::new())?;
     CreateArgs::from_arg_matches(&m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_naming_nothing_gets_the_cli_defaults() {
+        // What serve starts a body from must lower to what `husk create`
+        // with no flags gives (a drift here would make the API's sandbox
+        // differ from the CLI's for the same request).
+        let o = crate::request::CreateOptions { sandbox: sandbox_defaults().unwrap(), ..Default::default() };
+        let (spec, secrets) = crate::request::lower::create_spec(&o).unwrap();
+        let cli = create_options(&create_defaults().unwrap()).unwrap();
+        let (cli_spec, _) = crate::request::lower::create_spec(&cli).unwrap();
+        assert_eq!(serde_json::to_value(&spec).unwrap(), serde_json::to_value(&cli_spec).unwrap());
+        assert_eq!((o.ttl, o.max_lifetime, o.ready_timeout), (cli.ttl, cli.max_lifetime, cli.ready_timeout));
+        assert!(secrets.is_empty());
+        assert_eq!(spec.hostname, crate::spec::DEFAULT_HOSTNAME);
+        assert_eq!(spec.workdir_size, crate::spec::DEFAULT_WORKDIR_SIZE);
+        assert_eq!(spec.tmp_size, crate::spec::DEFAULT_TMP_SIZE);
+    }
+
+    #[test]
+    fn a_flag_value_is_refused_naming_the_flag() {
+        let mut a = create_defaults().unwrap();
+        a.sandbox.bind = vec!["/nonexistent-husk-src:/x".into()];
+        let e = crate::request::lower::create_spec(&create_options(&a).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("--bind source"), "{e}");
+        let mut a = create_defaults().unwrap();
+        a.sandbox.tmpfs = vec!["/t:0".into()];
+        let e = crate::request::lower::create_spec(&create_options(&a).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("size 0"), "{e}");
+    }
+}

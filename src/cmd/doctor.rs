@@ -61,15 +61,22 @@ fn trial(host: &HostFacts, no_cgroup: bool, backend: &dyn Backend) -> Result<f64
     let mut spec = Spec::new(vec!["sh".into(), "-c".into(), "exit 0".into()]);
     spec.output = OutputSpec::Capture { limit: 4096 };
     spec.limits.no_cgroup = no_cgroup;
-    let (root, _lease) = crate::image::root::root_input(&spec, host, &crate::paths::Paths::from_cli(None, None))
-        .map_err(|e| (e, None))?;
-    // The same hooks `husk run` calls: runsc binds husk's own binary in
-    // (its seccomp loader) and splits the limits with gVisor.
-    let plan = crate::backend::plan_for(backend, spec, host, root, crate::plan::InitRole::Run).map_err(|e| {
-        let what =
-            if e.runtime == "none" { format!("planning a sandbox: {}", e.report.message) } else { e.report.message };
-        (what, e.report.hint)
-    })?;
+    // The pipeline of `husk run` for this backend (sandbox/prepare.rs): the
+    // root, then the plan with the backend's hooks (runsc binds husk's own
+    // binary in, its seccomp loader, and splits the limits with gVisor).
+    let paths = crate::paths::Paths::from_cli(None, None);
+    let (plan, _lease, _) = crate::sandbox::prepare::plan_with(backend, spec, host, &paths, crate::plan::InitRole::Run)
+        .map_err(|e| {
+            if e.report.step == crate::step::Phase::Root {
+                return (e.report.message, None);
+            }
+            let what = if e.runtime == "none" {
+                format!("planning a sandbox: {}", e.report.message)
+            } else {
+                e.report.message
+            };
+            (what, e.report.hint)
+        })?;
     let o = backend.run(plan, RunIo { capture: Some(4096), tap: None, t_start: crate::spawn::now_ns() });
     match o.termination {
         Termination::Exited if o.status == Some(0) => Ok(o.duration_ms),

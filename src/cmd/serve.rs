@@ -124,7 +124,7 @@ impl ApiError {
 /// A response to write.
 enum Reply {
     Json(u16, Value),
-    /// Bytes as a command printed them (a verdict, not re-encoded).
+    /// Bytes already serialized (a verdict).
     Raw(u16, &'static str, Vec<u8>),
     /// Already written to the connection.
     Streamed,
@@ -498,33 +498,21 @@ fn lookup(ctx: &Ctx, what: &str) -> Result<String, ApiError> {
     crate::sandbox::registry::resolve(store(ctx)?, what).map_err(|e| ApiError::of_sandbox(&e))
 }
 
-/// The status of a command's failure object (verdict-shaped, or the older
-/// `{"error": text, "step": ...}` of create/ls/rm --json, made
-/// verdict-shaped here).
-fn failure(v: Value, stderr: &[u8]) -> ApiError {
-    let (step, message, hint, errno) = if v.get("termination").is_some() {
-        let e = &v["error"];
-        (e["step"].as_str(), e["message"].as_str(), e["hint"].as_str(), e["errno"].clone())
-    } else {
-        (v["step"].as_str(), v["error"].as_str(), v["hint"].as_str(), v["errno"].clone())
-    };
-    let stderr = String::from_utf8_lossy(stderr);
-    let message = message.map(str::to_string).unwrap_or_else(|| stderr.trim().trim_start_matches("husk: ").to_string());
-    let step = step.unwrap_or("husk").to_string();
+/// A library failure as the API answers it: `error` is an `ErrorReport`'s
+/// JSON (step, errno, message, hint), `extra` the keys beyond it (a failed
+/// readiness check's `ready_check` verdict, `sandbox_id`); the status is
+/// its step's.
+fn failure(error: &Value, extra: serde_json::Map<String, Value>) -> ApiError {
+    let message = error["message"].as_str().unwrap_or("husk failed without a message").to_string();
+    let step = error["step"].as_str().unwrap_or("husk").to_string();
     let status = status_of_step(&step, &message);
     let step = if status == 404 { "lookup".to_string() } else { step };
-    let mut extra = serde_json::Map::new();
-    for k in ["ready_check", "sandbox_id"] {
-        if let Some(x) = v.get(k) {
-            extra.insert(k.into(), x.clone());
-        }
-    }
     ApiError {
         status,
         step,
-        errno: if errno.is_null() { Value::Null } else { errno },
+        errno: error["errno"].clone(),
         message,
-        hint: hint.map(str::to_string),
+        hint: error["hint"].as_str().map(str::to_string),
         extra: (!extra.is_empty()).then(|| Box::new(extra)),
     }
 }

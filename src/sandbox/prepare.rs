@@ -59,10 +59,25 @@ pub fn prepare(
 ) -> Result<Prepared, PrepareFailure> {
     let none = |report| PrepareFailure { report, runtime: "none" };
     let selected = backend::select_in(&spec, host, state_dir).map_err(|e| none(e.into()))?;
+    let (plan, lease, inputs) = plan_with(selected.backend.as_ref(), spec, host, paths, role)?;
+    Ok(Prepared { backend: selected.backend, note: selected.note, plan, lease, inputs })
+}
+
+/// The stages after the backend's choice, for a backend already chosen
+/// (`prepare`'s; `husk doctor` trials each backend it checks this way):
+/// the root, then the plan.
+pub fn plan_with(
+    backend: &dyn Backend,
+    spec: Spec,
+    host: &HostFacts,
+    paths: &Result<Paths, PathsError>,
+    role: InitRole,
+) -> Result<(Plan, Option<Lease>, super::supervisor::HoldInputs), PrepareFailure> {
+    let none = |report| PrepareFailure { report, runtime: "none" };
     let (root, lease) =
         crate::image::root::root_input(&spec, host, paths).map_err(|e| none(ErrorReport::new(Phase::Root, e)))?;
     let inputs = super::supervisor::HoldInputs::of(&root);
-    let plan = backend::plan_for(selected.backend.as_ref(), spec, host, root, role)
+    let plan = backend::plan_for(backend, spec, host, root, role)
         .map_err(|e| PrepareFailure { report: e.report, runtime: e.runtime })?;
-    Ok(Prepared { backend: selected.backend, note: selected.note, plan, lease, inputs })
+    Ok((plan, lease, inputs))
 }

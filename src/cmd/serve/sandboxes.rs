@@ -22,9 +22,7 @@ use std::os::fd::AsFd;
 /// A library error as the API answers it (the CLI's failure object, with
 /// the status its step maps to).
 pub fn api_error(e: &SandboxError) -> ApiError {
-    let r = e.report();
-    let v = json!({"termination": "setup_failed", "error": r});
-    failure(v, b"")
+    failure(&json!(e.report()), serde_json::Map::new())
 }
 
 /// POST /v1/sandboxes without a pool (a claim is claim.rs's).
@@ -48,13 +46,7 @@ pub fn create_isolated(ctx: &Ctx, opts: &CreateOptions) -> Result<Value, ApiErro
     read.map_err(|e| io("reading the create's answer", &e))?;
     match isolated::read_answer(&out) {
         Ok(Answer::Created(v)) => Ok(with_api_state(v)),
-        Ok(Answer::Failed { error, extra }) => {
-            let mut v = json!({"termination": "setup_failed", "error": error});
-            for (k, x) in extra {
-                v[k] = x;
-            }
-            Err(failure(v, b""))
-        }
+        Ok(Answer::Failed { error, extra }) => Err(failure(&error, extra.into_iter().collect())),
         Err(e) => Err(io("the create ended without an answer", &e)),
     }
 }
@@ -101,8 +93,8 @@ pub fn destroy(ctx: &Ctx, what: &str) -> Result<Reply, ApiError> {
     let r = crate::sandbox::remove(store(ctx)?, &targets, false).map_err(|e| api_error(&e))?;
     if !r.errors.is_empty() {
         // As `husk rm --json` reports it: one failure naming each.
-        let v = json!({"termination": "setup_failed", "error": {"step": "sandbox", "message": r.errors.join("; ")}});
-        return Err(failure(v, b""));
+        let error = json!({"step": "sandbox", "message": r.errors.join("; ")});
+        return Err(failure(&error, serde_json::Map::new()));
     }
     if !r.removed.contains(&id) {
         return Err(ApiError::new(500, "destroy", "the sandbox was not removed"));
