@@ -103,9 +103,11 @@ fn every_json_error_is_verdict_shaped() {
         fail("seccomp check: no such profile", "seccomp", &["seccomp", "check", "--json", "/husk-no-such-profile"]),
         fail("cp --list: an unknown sandbox", "sandbox", &["cp", "--list", "husk-no-such-sandbox:/"]),
         fail("selftest: an unknown probe", "arguments", &["selftest", "--json", "--only", "husk-no-such-probe"]),
+        // The sandbox's own step, as fork, cp and exec name it (serve answers
+        // it 404 from the same library error).
         fail(
             "commit: an unknown sandbox",
-            "image",
+            "sandbox",
             &["--root", store_arg, "commit", "--json", "husk-no-such-sandbox", "img:1"],
         ),
         fail(

@@ -37,6 +37,9 @@ impl Serve {
     fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let body = body.to_string();
         let mut s = UnixStream::connect(&self.sock).expect("connect to serve");
+        // Bounded: a fork's supervisor that kept serve's end of this
+        // connection would keep it open after the answer.
+        s.set_read_timeout(Some(std::time::Duration::from_secs(120))).unwrap();
         write!(
             s,
             "POST {path} HTTP/1.1\r\nHost: husk\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -160,6 +163,30 @@ fn fork_commit_through_cli_serve_and_mcp_agree() {
     assert_eq!(cli["snapshot"]["changes"], api["snapshot"]["changes"], "the same changes read");
     assert_eq!(api["sandboxes"][0]["state"], "READY", "serve's states are upper case");
     assert_eq!(api["sandboxes"][0]["labels"]["via"], "api");
+    // A fork's supervisor keeps every fd its maker had but stdio: serve's
+    // forks' keep nothing of the request (its connection, its pipes): no
+    // more sockets or pipes than a CLI fork's (whose maker had the test's
+    // own fds).
+    let kinds = |rec: &Value, kind: &str| -> usize {
+        let pid = rec["supervisor_pid"].as_u64().expect("a supervisor pid");
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.display().to_string().starts_with(kind)))
+            .count()
+    };
+    // The handover is confirmed after the answer was written, so the
+    // supervisor may still hold its socket to the maker for a moment.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for kind in ["socket:", "pipe:"] {
+        let c = kinds(&cli["sandboxes"][0], kind);
+        let mut a = kinds(&api["sandboxes"][0], kind);
+        while a > c && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            a = kinds(&api["sandboxes"][0], kind);
+        }
+        assert!(a <= c, "a serve fork's supervisor has {a} {kind} fds, a CLI fork's {c}");
+    }
     for id in cli_ids.iter().chain(&api_ids) {
         assert_eq!(live.sh(id, "cat state"), "base\n", "fork {id} starts from the source");
         assert!(live.ok(&["ls"]).contains(id.as_str()), "fork {id} was handed over and lives");

@@ -260,3 +260,33 @@ pub fn fork(paths: &Result<Paths, PathsError>, req: &ForkRequest) -> Result<Fork
     let recs = guard.made.iter().map(|(r, _)| r.clone()).collect();
     Ok(Forked { snapshot: committed, sandboxes: recs, handover: guard })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(count: u32, labels: &[&str], ttl: Option<Duration>) -> ForkRequest {
+        ForkRequest { source: "x".into(), count, labels: labels.iter().map(|l| l.to_string()).collect(), ttl }
+    }
+
+    #[test]
+    fn fork_request_is_refused_before_anything_is_made() {
+        let step = |r: &ForkRequest| check(r).err().map(|e| e.report().step);
+        assert_eq!(step(&req(0, &[], None)), Some(Phase::Arguments));
+        assert_eq!(step(&req(MAX_FORKS + 1, &[], None)), Some(Phase::Arguments));
+        assert_eq!(step(&req(1, &[], Some(Duration::ZERO))), Some(Phase::Arguments));
+        assert!(step(&req(1, &["no-equals-sign"], None)).is_some(), "a label is KEY=VALUE");
+        let labels = check(&req(3, &["a=1", "b=2"], Some(Duration::from_secs(5)))).unwrap();
+        assert_eq!(labels.get("b").map(String::as_str), Some("2"));
+    }
+
+    #[test]
+    fn a_missing_source_reports_the_sandbox_step_through_fork_and_commit() {
+        let missing = SandboxError::Unknown { what: "x".into(), state: "/s".into() };
+        let msg = missing.to_string();
+        let fork = ForkError::from(SandboxError::Unknown { what: "x".into(), state: "/s".into() }).report();
+        let commit = commit_report(&CommitError::Sandbox(missing));
+        assert_eq!((fork.step, &fork.message), (Phase::Sandbox, &msg));
+        assert_eq!((commit.step, &commit.message), (Phase::Sandbox, &msg));
+    }
+}

@@ -2,24 +2,35 @@
 //! in: shared by tools.rs, files.rs and operator.rs (none imports another
 //! for them).
 
-use super::runner::RunError;
 use serde_json::Value;
-use std::ffi::OsString;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
+    /// A tool argument husk refuses (step `arguments`).
     #[error("{0}")]
     BadArgs(String),
+    /// A sandbox_id this session did not make, or has forgotten (step
+    /// `sandbox`): the tools act only on the session's own sandboxes.
+    #[error("no sandbox {id:?} of this session (live: {}); create one with create_sandbox", if live.is_empty() { "none".to_string() } else { live.join(", ") })]
+    NotInSession { id: String, live: Vec<String> },
+    /// fd 0 or the signal mask could not be lent to the call (lend.rs).
     #[error(transparent)]
-    Run(#[from] RunError),
-    #[error(transparent)]
-    Stdin(#[from] super::stdin::StdinError),
+    Lend(#[from] super::lend::LendError),
     #[error("the verdict as JSON: {0}")]
     Verdict(serde_json::Error),
 }
 
-pub(crate) fn os(v: &[&str]) -> Vec<OsString> {
-    v.iter().map(OsString::from).collect()
+impl ToolError {
+    /// The step a failed call's structuredContent names.
+    pub fn step(&self) -> crate::step::Phase {
+        use crate::step::Phase;
+        match self {
+            ToolError::BadArgs(_) => Phase::Arguments,
+            ToolError::NotInSession { .. } => Phase::Sandbox,
+            ToolError::Lend(_) => Phase::Stdio,
+            ToolError::Verdict(_) => Phase::Setup,
+        }
+    }
 }
 
 pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {

@@ -6,11 +6,11 @@
 //! In-process is safe here because the server is one thread and runs one
 //! call at a time (mod.rs): the exec's join and the command are forked
 //! from it (`SingleThreaded` holds), and only fd 0 is shared with the
-//! command, which stdin.rs swaps for the call's own input.
+//! command, which lend.rs swaps for the call's own input.
 
 use super::args::{ToolError, required, str_arg};
+use super::lend::Lent;
 use super::operator::Operator;
-use super::stdin::CommandStdin;
 use super::tools::{Reply, Tools};
 use crate::outcome::{Outcome, Verdict};
 use crate::sandbox::SandboxError;
@@ -46,13 +46,13 @@ impl Tools {
         let result = match run {
             Run::Command { argv, stdin } => {
                 req.exec.argv = argv;
-                let _stdin = CommandStdin::give(stdin)?;
+                let _lent = Lent::stdin(stdin)?;
                 self.store().and_then(|s| crate::sandbox::exec::exec_to(&s, &req, t_start, None))
             }
             Run::Code { code, language } => {
                 // A cold sandbox's interpreter reads the code from fd 0
                 // (exec_code puts it there); the guard gives fd 0 back.
-                let _stdin = CommandStdin::give(None)?;
+                let _lent = Lent::stdin(None)?;
                 self.store().and_then(|s| crate::sandbox::exec::exec_code(&s, &req, code, language, t_start, None))
             }
         };
@@ -71,7 +71,8 @@ impl Tools {
     /// run_code with a sandbox_id: the code goes to the sandbox's warm
     /// interpreter or session, or to a fresh interpreter there
     /// (`sandbox::exec::exec_code`, docs/warm.md).
-    pub(super) fn run_code_in(&mut self, args: &Value, code: &str) -> Result<Reply, ToolError> {
+    pub(super) fn run_code_in(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let code = required(args, "code")?;
         let id = self.sandbox(args)?.to_string();
         if Operator::asks(args) {
             return Err(ToolError::BadArgs(
@@ -92,7 +93,7 @@ impl Tools {
         let done = self.destroy_one(&id);
         self.sandboxes.remove(&id);
         if let Err(e) = done {
-            return Ok(Reply::err(format!("destroying {id}: {e}")));
+            return Ok(Reply::failed(e.step(), format!("destroying {id}: {e}")));
         }
         Ok(Reply::ok(format!("sandbox {id} destroyed"), json!({"sandbox_id": id, "destroyed": true})))
     }
@@ -114,7 +115,7 @@ impl Tools {
         let verb = if paused { "pause" } else { "resume" };
         if let Err(e) = done {
             self.forget_if_gone(&id, &e);
-            return Ok(Reply::err(format!("{verb} of {id}: {e}")));
+            return Ok(Reply::failed(e.step(), format!("{verb} of {id}: {e}")));
         }
         let text = if paused {
             format!(
@@ -147,11 +148,7 @@ impl Tools {
 /// same `Verdict`).
 fn verdict_value(r: &Result<ExecResult, SandboxError>, redact: &crate::redact::Redaction) -> Result<Value, ToolError> {
     let v = match r {
-        Ok(r) => {
-            let mut v = Verdict::new(&r.exec_id, r.backend, &r.outcome, Some(&r.isolation), true, redact);
-            v.extra = r.extra.clone();
-            serde_json::to_value(&v)
-        }
+        Ok(r) => serde_json::to_value(r.verdict(true, redact)),
         Err(e) => {
             let o = Outcome::setup_failed(e.report());
             serde_json::to_value(Verdict::new("", "native", &o, None, true, redact))

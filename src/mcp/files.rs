@@ -35,7 +35,7 @@ impl Tools {
                 self.forget_if_gone(id, s);
             }
             let hint = e.hint().map(|h| format!("; hint: {h}")).unwrap_or_default();
-            Reply::err(format!("{what} {path} failed: {e}{hint}"))
+            Reply::failed(e.report().step, format!("{what} {path} failed: {e}{hint}"))
         })
     }
 

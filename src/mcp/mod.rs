@@ -8,21 +8,22 @@
 //! schemars, uuid and its proc-macro crate, none of which husk has, for
 //! four methods over newline-delimited JSON; and husk's process model is
 //! synchronous (the forks of `run`/`exec` want a single-threaded process).
-//! Sandboxes are made by husk's own subcommands in child processes
-//! (runner.rs); the file tools run `husk cp` (files.rs), so files go
-//! through the sandbox's copier. fork_sandbox and commit_sandbox call the
-//! library in this process (ops.rs): a fork's supervisors are forked from
-//! here, which is single-threaded, and detach from its stdio.
+//! Every tool is a call of the sandbox library in this process, the calls
+//! the CLI makes (make.rs: `husk run`'s pipeline and `sandbox::create`;
+//! calls.rs: exec, pause, destroy; files.rs: the copier; ops.rs: fork and
+//! commit, `build::fork`): no husk child, no argv. This process stays
+//! single-threaded for the forks they make, and lends its fd 0 and signal
+//! mask to each call (lend.rs).
 
 pub mod args;
 pub mod calls;
 pub mod files;
+pub mod lend;
+pub mod make;
 pub mod operator;
 pub mod ops;
 pub mod output;
 pub mod rpc;
-pub mod runner;
-pub mod stdin;
 pub mod summary;
 pub mod tools;
 
@@ -118,11 +119,10 @@ fn handle(tools: &mut Tools, id: &Value, method: &str, params: &Value) -> Value 
             // protocol error.
             let reply = match tools.call(name, &args) {
                 Ok(r) => r,
-                Err(ToolError::BadArgs(m)) => tools::Reply { structured: json!({"error": m}), text: m, is_error: true },
-                Err(e) => {
-                    let m = format!("husk failed: {e}");
-                    tools::Reply { structured: json!({"error": m}), text: m, is_error: true }
+                Err(e @ (ToolError::BadArgs(_) | ToolError::NotInSession { .. })) => {
+                    tools::Reply::failed(e.step(), e.to_string())
                 }
+                Err(e) => tools::Reply::failed(e.step(), format!("husk failed: {e}")),
             };
             rpc::result(
                 id,

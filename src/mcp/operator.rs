@@ -1,13 +1,12 @@
 //! The operator's limits and network for every sandbox `husk mcp` makes
 //! (`husk mcp --memory --cpus --pids --network`).
 //!
-//! Checked once, at start, by the very code `husk run`/`create` use: the
-//! flags are parsed as `SandboxArgs` and go through `cli::spec::limit_spec`,
-//! `cli::spec::network_args` and `Limits::resolve`, so a value the CLI
-//! refuses keeps the server from starting instead of failing every tool
-//! call later. The same flag strings are then passed to every `husk create`
-//! / `husk run` the server spawns (runner.rs), so what was checked is what
-//! runs. (Issue 30 will hand the validated Spec to a library call instead.)
+//! Held as the library's typed request (`request::SandboxOptions`) and
+//! checked once, at start, by the very code every door's create uses
+//! (`request::lower::limits` and `network`, then `Limits::resolve`), so a
+//! value the CLI refuses keeps the server from starting instead of failing
+//! every tool call later; every sandbox the server makes starts from these
+//! options, so what was checked is what runs.
 //!
 //! A tool call may LOWER memory, cpus or pids (an agent that wants a small
 //! sandbox for untrusted code) but never raise them: a value above the
@@ -17,33 +16,20 @@
 
 use super::args::{ToolError, str_arg};
 use crate::cgroup::limits::{self, HostSize, LimitValueError, Limits};
-use crate::cli::SandboxArgs;
-use clap::Parser;
+use crate::request::SandboxOptions;
 use serde_json::Value;
-use std::ffi::OsString;
-
-/// `husk mcp`'s sandbox flags, as `husk run` would parse them.
-#[derive(Parser, Debug)]
-#[command(name = "husk mcp")]
-struct AsRun {
-    #[command(flatten)]
-    sandbox: SandboxArgs,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
-    #[error("{0}")]
-    Parse(String),
     #[error(transparent)]
-    Args(#[from] crate::cli::spec::ArgsError),
+    Args(#[from] crate::request::ArgsError),
     #[error(transparent)]
     Limit(#[from] crate::cgroup::CgroupError),
 }
 
-/// One limit: the operator's flag value and the ceiling it sets.
+/// One limit a call may lower, and the ceiling the operator's value sets.
 struct Limit {
     key: &'static str,
-    given: Option<String>,
     /// The most a call may ask for; None: no ceiling (unlimited).
     cap: Option<u64>,
     parse: fn(&str) -> Result<u64, LimitValueError>,
@@ -51,30 +37,17 @@ struct Limit {
 
 pub struct Operator {
     limits: [Limit; 3],
-    network: Vec<String>,
+    /// What every sandbox starts from: root, the operator's limits and network.
+    base: SandboxOptions,
     /// Cgroups are off (HUSK_NO_CGROUP): no limit can be set at all.
     no_cgroup: bool,
 }
 
 impl Operator {
-    /// Validates the operator's flags as `husk run` would.
-    pub fn new(
-        memory: Option<String>,
-        cpus: Option<String>,
-        pids: Option<String>,
-        network: Vec<String>,
-    ) -> Result<Operator, OperatorError> {
-        let mut argv: Vec<String> = vec!["husk mcp".into()];
-        for (flag, v) in [("--memory", &memory), ("--cpus", &cpus), ("--pids", &pids)] {
-            if let Some(v) = v {
-                argv.push(format!("{flag}={v}"));
-            }
-        }
-        argv.extend(network.iter().map(|n| format!("--network={n}")));
-        // `--flag=value` so a value starting with '-' stays a value.
-        let parsed = AsRun::try_parse_from(&argv).map_err(|e| OperatorError::Parse(e.to_string()))?;
-        let spec = crate::cli::spec::limit_spec(&parsed.sandbox)?;
-        crate::cli::spec::network_args(&parsed.sandbox)?;
+    /// Validates the operator's options as `husk run` would.
+    pub fn new(base: SandboxOptions) -> Result<Operator, OperatorError> {
+        let spec = crate::request::lower::limits(&base)?;
+        crate::request::lower::network(&base)?;
         let no_cgroup = spec.no_cgroup;
         let (mut mem_cap, mut cpu_cap, mut pid_cap) = (None, None, None);
         if !no_cgroup {
@@ -85,11 +58,11 @@ impl Operator {
         }
         Ok(Operator {
             limits: [
-                Limit { key: "memory", given: memory, cap: mem_cap, parse: limits::parse_memory },
-                Limit { key: "cpus", given: cpus, cap: cpu_cap, parse: limits::parse_cpus },
-                Limit { key: "pids", given: pids, cap: pid_cap, parse: limits::parse_pids },
+                Limit { key: "memory", cap: mem_cap, parse: limits::parse_memory },
+                Limit { key: "cpus", cap: cpu_cap, parse: limits::parse_cpus },
+                Limit { key: "pids", cap: pid_cap, parse: limits::parse_pids },
             ],
-            network,
+            base,
             no_cgroup,
         })
     }
@@ -102,41 +75,37 @@ impl Operator {
         Self::KEYS.iter().any(|k| args.get(*k).is_some_and(|v| !v.is_null()))
     }
 
-    /// The flags of one sandbox: the operator's limits, each replaced by a
-    /// lower one the call asks for, and the operator's network.
-    pub fn flags(&self, args: &Value) -> Result<Vec<OsString>, ToolError> {
-        let mut out = Vec::new();
+    /// The options of one sandbox: the operator's, each limit replaced by
+    /// a lower one the call asks for.
+    pub fn options(&self, args: &Value) -> Result<SandboxOptions, ToolError> {
+        let mut o = self.base.clone();
         for l in &self.limits {
-            let value = match str_arg(args, l.key)? {
-                Some(asked) => {
-                    if self.no_cgroup {
-                        return Err(ToolError::BadArgs(format!(
-                            "{}: this server runs its sandboxes without cgroups (HUSK_NO_CGROUP), so no limit can be set",
-                            l.key
-                        )));
-                    }
-                    let v = (l.parse)(asked).map_err(|e| ToolError::BadArgs(format!("{}: {e}", l.key)))?;
-                    if let Some(cap) = l.cap
-                        && v > cap
-                    {
-                        return Err(ToolError::BadArgs(format!(
-                            "{} {asked:?} is above this server's limit ({}); a call may only lower it (the operator sets it with husk mcp --{})",
-                            l.key,
-                            show(l.key, cap),
-                            l.key
-                        )));
-                    }
-                    asked.to_string()
-                }
-                None => match &l.given {
-                    Some(g) => g.clone(),
-                    None => continue,
-                },
+            let Some(asked) = str_arg(args, l.key)? else { continue };
+            if self.no_cgroup {
+                return Err(ToolError::BadArgs(format!(
+                    "{}: this server runs its sandboxes without cgroups (HUSK_NO_CGROUP), so no limit can be set",
+                    l.key
+                )));
+            }
+            let v = (l.parse)(asked).map_err(|e| ToolError::BadArgs(format!("{}: {e}", l.key)))?;
+            if let Some(cap) = l.cap
+                && v > cap
+            {
+                return Err(ToolError::BadArgs(format!(
+                    "{} {asked:?} is above this server's limit ({}); a call may only lower it (the operator sets it with husk mcp --{})",
+                    l.key,
+                    show(l.key, cap),
+                    l.key
+                )));
+            }
+            let slot = match l.key {
+                "memory" => &mut o.memory,
+                "cpus" => &mut o.cpus,
+                _ => &mut o.pids,
             };
-            out.push(format!("--{}={value}", l.key).into());
+            *slot = Some(asked.to_string());
         }
-        out.extend(self.network.iter().map(|n| OsString::from(format!("--network={n}"))));
-        Ok(out)
+        Ok(o)
     }
 }
 

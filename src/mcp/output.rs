@@ -1,12 +1,15 @@
 //! The `outputSchema` of each tool: the shape of its `structuredContent`
 //! (MCP 2025-06-18), so a client can check and use the JSON without parsing
-//! the text. A failed call's structuredContent is `{"error": MESSAGE}`, so
-//! every schema has `error` and requires nothing the failure lacks.
+//! the text. A failed call's structuredContent is `{"error": MESSAGE,
+//! "step": STEP}` (the step as the CLI's verdict names it: `arguments` for
+//! a tool argument husk refuses, `sandbox` for a sandbox that is not
+//! there), so every schema has both and requires nothing a failure lacks.
 
 use serde_json::{Value, json};
 
 fn object(mut props: Value) -> Value {
     props["error"] = json!({"type": "string", "description": "Why the call failed (with isError)"});
+    props["step"] = json!({"type": "string", "description": "The step that failed (with isError; sandbox: no such live sandbox, arguments: a refused argument)"});
     json!({"type": "object", "properties": props})
 }
 
@@ -70,10 +73,8 @@ pub fn destroyed() -> Value {
     object(json!({"sandbox_id": {"type": "string"}, "destroyed": {"type": "boolean"}}))
 }
 
-/// fork_sandbox and commit_sandbox: a failure also names its step (the
-/// library's, as the CLI's verdict does).
-fn with_step(mut props: Value) -> Value {
-    props["step"] = json!({"type": "string", "description": "The step that failed (sandbox: no such live sandbox)"});
+/// fork_sandbox and commit_sandbox (every tool's failure names its step).
+fn with_step(props: Value) -> Value {
     object(props)
 }
 

@@ -1,24 +1,20 @@
-//! The tools: their schemas (tools/list) and what each call does, by
-//! running husk's own subcommands (runner.rs).
+//! The tools: their schemas (tools/list), the server's state and the
+//! dispatch of a call (what each does: make.rs, calls.rs, files.rs).
 
 pub use super::args::ToolError;
-use super::args::{os, required, str_arg};
+use super::args::{required, str_arg};
 use super::operator::Operator;
 use super::output;
-use super::runner::Runner;
 use super::summary;
 use crate::paths::{Paths, PathsError};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// What the operator chose for every sandbox (`husk mcp`'s flags).
 pub struct Config {
-    pub image: Option<String>,
-    pub rootfs: Option<PathBuf>,
-    /// Limits and network of every sandbox (operator.rs).
+    /// Root, limits and network of every sandbox (operator.rs).
     pub operator: Operator,
     pub timeout: Duration,
     pub max_timeout: Duration,
@@ -43,6 +39,10 @@ impl Reply {
     }
     pub(super) fn err(text: String) -> Reply {
         Reply { structured: json!({"error": text}), text, is_error: true }
+    }
+    /// A failure of the library: its step beside the text.
+    pub(super) fn failed(step: crate::step::Phase, text: String) -> Reply {
+        Reply { structured: json!({"error": text, "step": step.name()}), text, is_error: true }
     }
 }
 
@@ -159,16 +159,20 @@ pub fn list() -> Value {
 /// sandboxes it made (the only ones its tools act on).
 pub struct Tools {
     pub config: Config,
-    pub runner: Runner,
     /// `--root` / `--state-dir` as `husk mcp` was given them, resolved.
     pub paths: Result<Paths, PathsError>,
+    /// `--state-dir` as given (runsc's state: `backend::runsc::config`).
+    pub state_dir: Option<PathBuf>,
     pub sandboxes: BTreeSet<String>,
 }
 
 impl Tools {
     pub fn call(&mut self, name: &str, args: &Value) -> Result<Reply, ToolError> {
         match name {
-            "run_code" => self.run_code(args),
+            "run_code" => match args.get("sandbox_id").filter(|v| !v.is_null()) {
+                Some(_) => self.run_code_in(args),
+                None => self.run_once(args),
+            },
             "create_sandbox" => self.create(args),
             "exec" => self.exec(args),
             "write_file" => self.write_file(args),
@@ -197,27 +201,10 @@ impl Tools {
         Ok(t)
     }
 
-    /// Root, limits and network of a new sandbox: the operator's, limits
-    /// lowered where the call asks (operator.rs).
-    fn root_args(&self, args: &Value, out: &mut Vec<OsString>) -> Result<(), ToolError> {
-        if let Some(i) = &self.config.image {
-            out.extend([OsString::from("--image"), i.into()]);
-        }
-        if let Some(r) = &self.config.rootfs {
-            out.extend([OsString::from("--rootfs"), r.into()]);
-        }
-        out.extend(self.config.operator.flags(args)?);
-        Ok(())
-    }
-
     pub(super) fn sandbox<'a>(&self, args: &'a Value) -> Result<&'a str, ToolError> {
         let id = required(args, "sandbox_id")?;
         if !self.sandboxes.contains(id) {
-            let known: Vec<&str> = self.sandboxes.iter().map(String::as_str).collect();
-            return Err(ToolError::BadArgs(format!(
-                "no sandbox {id:?} of this session (live: {}); create one with create_sandbox",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            )));
+            return Err(ToolError::NotInSession { id: id.to_string(), live: self.sandboxes.iter().cloned().collect() });
         }
         Ok(id)
     }
@@ -245,85 +232,5 @@ impl Tools {
             "exception": verdict["exception"],
         });
         Reply { text: summary::summarize(&verdict), structured, is_error: failed }
-    }
-
-    fn run_code(&mut self, args: &Value) -> Result<Reply, ToolError> {
-        let code = required(args, "code")?;
-        if args.get("sandbox_id").is_some_and(|v| !v.is_null()) {
-            return self.run_code_in(args, code);
-        }
-        let argv: &[&str] = match str_arg(args, "language")?.unwrap_or("python") {
-            "python" => &["python3", "-"],
-            "bash" => &["bash", "-s"],
-            "sh" => &["sh", "-s"],
-            other => return Err(ToolError::BadArgs(format!("language {other:?}: use python, bash or sh"))),
-        };
-        let timeout = format!("{}ms", self.timeout(args)?.as_millis());
-        let mut a = os(&["run", "--json", "--timeout", &timeout, "--output-limit"]);
-        a.push(self.config.output_limit.to_string().into());
-        self.root_args(args, &mut a)?;
-        a.push("--".into());
-        a.extend(os(argv));
-        // Code on stdin: argv is bounded and shown by ps.
-        let verdict = self.runner.run(&a, Some(code.as_bytes()))?.json("run")?;
-        Ok(self.verdict_reply(verdict, None))
-    }
-
-    fn create(&mut self, args: &Value) -> Result<Reply, ToolError> {
-        if self.sandboxes.len() >= self.config.max_sandboxes {
-            return Ok(Reply::err(format!(
-                "this server keeps at most {} sandboxes alive; destroy one first (live: {})",
-                self.config.max_sandboxes,
-                self.sandboxes.iter().cloned().collect::<Vec<_>>().join(", ")
-            )));
-        }
-        let mut a = os(&["create", "--json", "--ttl"]);
-        a.push(format!("{}ms", self.config.ttl.as_millis()).into());
-        match str_arg(args, "pool")? {
-            // The pool's spec is the sandbox's (husk create --pool asks the
-            // husk serve of this state dir).
-            Some(pool) => {
-                if !self.config.pools.iter().any(|p| p == pool) {
-                    let offered =
-                        if self.config.pools.is_empty() { "none".into() } else { self.config.pools.join(", ") };
-                    return Err(ToolError::BadArgs(format!(
-                        "pool {pool:?} is not offered by this server (offered: {offered}; the operator lists them with husk mcp --pool)"
-                    )));
-                }
-                if Operator::asks(args) {
-                    return Err(ToolError::BadArgs(
-                        "memory, cpus and pids do not go with pool: a pooled sandbox has its pool's limits".into(),
-                    ));
-                }
-                a.extend([OsString::from("--pool"), pool.into()]);
-            }
-            None => self.root_args(args, &mut a)?,
-        }
-        for key in ["warm", "session"] {
-            if let Some(v) = str_arg(args, key)? {
-                if args.get("pool").is_some_and(|p| !p.is_null()) {
-                    return Err(ToolError::BadArgs(format!(
-                        "{key} does not go with pool: a pooled sandbox has its pool's spec (a pool may be warm)"
-                    )));
-                }
-                a.push(format!("--{key}={v}").into());
-            }
-        }
-        let ran = self.runner.run(&a, None)?;
-        let stderr = ran.stderr.clone();
-        let rec = ran.json("create")?;
-        let Some(id) = rec["id"].as_str().filter(|id| !id.is_empty()) else {
-            let msg = rec["error"]["message"].as_str().or(rec["error"].as_str()).unwrap_or(&stderr);
-            return Ok(Reply::err(format!("husk could not create a sandbox: {msg}")));
-        };
-        self.sandboxes.insert(id.to_string());
-        let workdir = rec["workdir"].as_str().unwrap_or("/");
-        Ok(Reply::ok(
-            format!(
-                "sandbox_id: {id}\nworking directory: {workdir}\nlease: {}s, renewed by every exec",
-                self.config.ttl.as_secs()
-            ),
-            json!({"sandbox_id": id, "workdir": workdir}),
-        ))
     }
 }

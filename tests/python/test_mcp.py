@@ -305,3 +305,87 @@ def test_mcp_tools_with_structured_content_declare_output_schema(husk_bin, state
         jsonschema.validate(result.structured_content, schema)
         # The schema names every key the tool returns.
         assert set(result.structured_content) <= set(schema["properties"]), name
+
+
+class RawMcp:
+    """`husk mcp` driven line by line (requests can be queued behind a call)."""
+
+    def __init__(self, husk_bin, state_dir):
+        self.p = subprocess.Popen(
+            [husk_bin, "--state-dir", state_dir, "mcp", "--rootfs", "/"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    def send(self, *msgs):
+        self.p.stdin.write("".join(json.dumps(m) + "\n" for m in msgs))
+        self.p.stdin.flush()
+
+    def reply(self):
+        return json.loads(self.p.stdout.readline())
+
+    @staticmethod
+    def call(i, name, args):
+        return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": args}}
+
+    @staticmethod
+    def ping(i):
+        return {"jsonrpc": "2.0", "id": i, "method": "ping"}
+
+
+def test_mcp_commands_cannot_read_the_client_stream(husk_bin, state_dir):
+    """The tools run in the server's process (the sandbox library), but a
+    command's stdin is its own (the code, the tool's stdin, or nothing),
+    never the server's: the requests queued behind a call in the client's
+    pipe reach the server, not the command."""
+    m = RawMcp(husk_bin, state_dir)
+    m.send(m.call(1, "run_code", {"code": "cat", "language": "sh"}), m.ping(2))
+    one_shot, pong = m.reply(), m.reply()
+    assert pong["id"] == 2, pong
+    m.send(m.call(3, "create_sandbox", {}))
+    sid = m.reply()["result"]["structuredContent"]["sandbox_id"]
+    m.send(m.call(4, "exec", {"sandbox_id": sid, "command": "cat"}), m.ping(5))
+    nothing, pong = m.reply(), m.reply()
+    assert pong["id"] == 5, pong
+    m.send(m.call(6, "exec", {"sandbox_id": sid, "command": "cat", "stdin": "given\n"}), m.ping(7))
+    given, pong = m.reply(), m.reply()
+    assert pong["id"] == 7, pong
+    m.send(m.call(8, "run_code", {"sandbox_id": sid, "code": "cat", "language": "sh"}), m.ping(9))
+    code, pong = m.reply(), m.reply()
+    assert pong["id"] == 9, pong
+    m.p.stdin.close()
+    assert m.p.wait(60) == 0
+    for r in (one_shot, nothing, code):
+        assert r["result"]["structuredContent"]["exit_code"] == 0, r
+        assert r["result"]["structuredContent"]["stdout_bytes"] == 0, r
+    assert "given" in given["result"]["content"][0]["text"], given
+    assert sid not in live(husk_bin, state_dir)
+
+
+def test_mcp_still_ends_on_sigterm_after_running_commands(husk_bin, state_dir):
+    """A command's watch blocks SIGTERM to read it from a signalfd; the
+    server takes its own signal mask back after each call."""
+    import signal
+
+    m = RawMcp(husk_bin, state_dir)
+    m.send(m.call(1, "run_code", {"code": "true", "language": "sh"}))
+    assert m.reply()["result"]["structuredContent"]["exit_code"] == 0
+    m.p.send_signal(signal.SIGTERM)
+    try:
+        assert m.p.wait(30) == -signal.SIGTERM
+    finally:
+        if m.p.poll() is None:
+            m.p.kill()
+            m.p.wait()
+
+
+def test_mcp_failures_name_their_step(husk_bin, state_dir):
+    """A failed call's structuredContent names the step as the CLI's verdict
+    does: arguments for a refused argument, sandbox for an unknown sandbox."""
+    m = RawMcp(husk_bin, state_dir)
+    m.send(m.call(1, "create_sandbox", {"memory": "12QQ"}), m.call(2, "exec", {"sandbox_id": "nosuchbox", "command": "true"}))
+    bad, unknown = m.reply()["result"], m.reply()["result"]
+    m.p.stdin.close()
+    assert m.p.wait(60) == 0
+    assert bad["isError"] and bad["structuredContent"]["step"] == "arguments", bad
+    assert "invalid size" in bad["structuredContent"]["error"], bad
+    assert unknown["isError"] and unknown["structuredContent"]["step"] == "sandbox", unknown

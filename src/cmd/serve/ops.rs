@@ -5,12 +5,12 @@
 //! way, docs/api.md).
 //!
 //! A fork starts supervisors, which keep every fd of the process that
-//! forks them: this connection's socket among them, which would then
-//! stay open after the answer. So the fork runs in a child of the
-//! connection's process that closed every other fd first; it sends the
-//! result back on a pipe and keeps the forks' handover until the answer
-//! was written to the client: an answer that could not be written leaves
-//! no sandbox behind (as `husk fork` with a closed stdout).
+//! forks them but stdio: this connection's socket among them, for the
+//! sandboxes' lifetime. So the fork runs in a child of the connection's
+//! process with a pipe as stdout (the answer) and one as stdin (the
+//! confirmation) and no other fd; it keeps the forks' handover until the
+//! answer was written to the client: an answer that could not be written
+//! leaves no sandbox behind (as `husk fork` with a closed stdout).
 
 use super::{ApiError, Ctx, Reply, body, json_bytes, status_of_step, with_api_state};
 use crate::build::fork::{CommitRequest, ForkRequest, commit, commit_report, fork};
@@ -112,9 +112,14 @@ pub(super) fn fork_route(ctx: &Ctx, what: &str, raw: &[u8], conn: &mut Conn) -> 
     match crate::sys::process::fork(&one).map_err(|e| internal("forking the fork's process", &e))? {
         crate::sys::process::Forked::Child(_) => {
             drop((result_r, confirm_w));
-            let keep = [result_w.as_raw_fd(), confirm_r.as_raw_fd()];
-            let code = match crate::sys::fd::close_from_except(3, &keep) {
-                Ok(()) => fork_child(ctx, &req, std::fs::File::from(result_w), std::fs::File::from(confirm_r)),
+            // The answer pipe on stdout and the confirmation on stdin, every
+            // other fd closed: the forks' supervisors replace stdio with
+            // /dev/null, so they keep nothing of this request.
+            let wired = crate::sys::fd::dup_onto(result_w.as_raw_fd(), 1)
+                .and_then(|()| crate::sys::fd::dup_onto(confirm_r.as_raw_fd(), 0))
+                .and_then(|()| crate::sys::fd::close_from(3, crate::sys::fd::CloseRange::Close));
+            let code = match wired {
+                Ok(()) => fork_child(ctx, &req),
                 Err(_) => 1,
             };
             crate::sys::process::exit_now(code)
@@ -140,7 +145,8 @@ pub(super) fn fork_route(ctx: &Ctx, what: &str, raw: &[u8], conn: &mut Conn) -> 
 /// In the fork's own process: the library call, its answer on `out` (a
 /// length and the JSON), then the handover confirmed when the connection's
 /// process says the answer was written (one byte on `confirm`).
-fn fork_child(ctx: &Ctx, req: &ForkRequest, mut out: std::fs::File, mut confirm: std::fs::File) -> i32 {
+fn fork_child(ctx: &Ctx, req: &ForkRequest) -> i32 {
+    let mut out = std::io::stdout().lock();
     let forked = match fork(&paths(ctx), req) {
         Ok(f) => f,
         Err(e) => {
@@ -155,21 +161,21 @@ fn fork_child(ctx: &Ctx, req: &ForkRequest, mut out: std::fs::File, mut confirm:
         return 1;
     }
     let mut byte = [0u8; 1];
-    if matches!(confirm.read(&mut byte), Ok(1)) && byte[0] == b'1' {
+    if matches!(std::io::stdin().lock().read(&mut byte), Ok(1)) && byte[0] == b'1' {
         forked.handover.confirm();
     }
     0
 }
 
-fn send(out: &mut std::fs::File, v: &Value) -> std::io::Result<()> {
+fn send(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(v).unwrap_or_default();
     out.write_all(&(bytes.len() as u64).to_le_bytes())?;
-    out.write_all(&bytes)
+    out.write_all(&bytes)?;
+    out.flush()
 }
 
-/// The child's answer: the result, or the failure as it answers it. By
-/// length, not to end of file: the forks' supervisors hold the pipe's
-/// write end too.
+/// The child's answer: the result, or the failure as it answers it (a
+/// length, then the JSON; the child stays until the confirmation).
 fn read_answer(mut r: std::fs::File) -> Result<Value, ApiError> {
     let lost =
         |e: std::io::Error| ApiError::new(500, "serve", format!("the fork's process ended without an answer: {e}"));
