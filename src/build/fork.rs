@@ -204,8 +204,11 @@ pub struct Forked {
     pub handover: ForkHandover,
 }
 
+/// Every fork's labels.
+type Labels = BTreeMap<String, String>;
+
 /// Checks a request before anything is made.
-fn check(req: &ForkRequest) -> Result<BTreeMap<String, String>, ForkError> {
+fn check(req: &ForkRequest) -> Result<Labels, ForkError> {
     if req.count == 0 || req.count > MAX_FORKS {
         return Err(SandboxError::Usage(format!("count must be 1 to {MAX_FORKS}, not {}", req.count)).into());
     }
