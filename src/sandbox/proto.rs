@@ -156,6 +156,9 @@ pub struct Reply {
     /// `pause` with `reclaim`: the bytes the kernel pushed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaimed_bytes: Option<u64>,
+    /// `pause` of a sandbox that pauses by checkpoint (runsc): its image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<super::state::CheckpointRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -5,6 +5,7 @@
 //! reports onto the same `Outcome`. Sandboxes that live: `live`.
 
 pub mod bundle;
+pub mod checkpoint;
 pub mod config;
 pub mod gc;
 pub mod helper;

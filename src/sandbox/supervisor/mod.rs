@@ -238,6 +238,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         network: None,
         published: Vec::new(),
         secret_names: req.secrets.iter().map(|s| s.name.clone()).collect(),
+        checkpoint: None,
     }
 }
 
@@ -399,7 +400,7 @@ impl Supervisor {
         crate::sys::process::scrub_cmdline(&self.plan.arg_areas, title.as_bytes());
         self.rec.supervisor = ProcRef::of(std::process::id() as i32);
         match self.start() {
-            Ok((signals, listener, spawned, cgroup)) => {
+            Ok((signals, listener, mut spawned, cgroup)) => {
                 self.report(
                     &ready,
                     Ready {
@@ -411,7 +412,7 @@ impl Supervisor {
                         hint: None,
                     },
                 );
-                let end = self.hold(&signals, &listener, &spawned, Some(ready));
+                let end = self.hold(&signals, &listener, &mut spawned, Some(ready));
                 drop(listener);
                 self.destroy(end, Some(spawned), cgroup)
             }
