@@ -84,6 +84,20 @@ pub trait Backend {
     /// Starts a sandbox that lives (`plan.role` is `Hold`), its processes
     /// born in `cgroup`; returns once it can take execs.
     fn create(&self, plan: &mut Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport>;
+    /// `create`, with the sandbox's processes restored from the checkpoint
+    /// image in `dir` (another sandbox's, of the same spec: `husk fork
+    /// --memory`) instead of started.
+    fn create_restored(
+        &self,
+        plan: &mut Plan,
+        _cgroup: Option<&dyn CgroupJoin>,
+        _dir: &Path,
+    ) -> Result<Box<dyn Live>, ErrorReport> {
+        Err(ErrorReport::new(
+            crate::step::Phase::Backend,
+            format!("sandbox {}: the {} backend cannot restore saved processes", plan.id, self.name()),
+        ))
+    }
     /// Whether each exec gets a cgroup leaf of its own.
     fn exec_leaves(&self) -> bool {
         true

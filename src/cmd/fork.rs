@@ -42,7 +42,7 @@ impl From<SandboxError> for ForkError {
     }
 }
 
-fn fail(json: bool, e: &ForkError) -> i32 {
+pub(super) fn fail(json: bool, e: &ForkError) -> i32 {
     if json {
         let report = match e {
             ForkError::Sandbox(s) | ForkError::Create { err: s, .. } => s.report(),
@@ -170,7 +170,7 @@ pub fn sweep_snapshots(images: &Images, sandboxes: &state::Store) -> SnapshotSwe
     out
 }
 
-fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, ForkError> {
+pub(super) fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, ForkError> {
     let mut labels = BTreeMap::new();
     for l in raw {
         let (k, v) = state::parse_label(l)?;
@@ -240,6 +240,9 @@ fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(Commit
 }
 
 pub fn fork(a: ForkArgs, paths: &Result<Paths, PathsError>) -> i32 {
+    if a.memory {
+        return super::fork_memory::fork(&a, paths);
+    }
     match fork_inner(&a, paths) {
         Ok((snap, _)) => {
             if !a.json {

@@ -5,6 +5,7 @@ pub mod claim;
 pub mod cp;
 pub mod doctor;
 pub mod fork;
+pub mod fork_memory;
 pub mod gc;
 pub mod image;
 pub mod images;

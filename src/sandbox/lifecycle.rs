@@ -45,6 +45,18 @@ pub fn create_spec(
     meta: Meta,
     paths: &Result<Paths, PathsError>,
 ) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
+    create_restored(spec, meta, paths, None)
+}
+
+/// `create_spec`; `restore`: the sandbox's processes are not started but
+/// restored from the checkpoint image in that directory (`husk fork
+/// --memory`: its source's spec and memory).
+pub fn create_restored(
+    spec: Spec,
+    meta: Meta,
+    paths: &Result<Paths, PathsError>,
+    restore: Option<std::path::PathBuf>,
+) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
     let store = store_of(paths)?;
     // The same choice as `husk run`.
     let state = store.state_dir();
@@ -69,6 +81,7 @@ pub fn create_spec(
         runtime_choice: selected.note,
         ready_check: meta.ready_check,
         secrets: meta.secrets,
+        restore,
     };
     crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
 }

@@ -107,6 +107,11 @@ pub enum Request {
     /// `husk resume`: let a paused sandbox run again (a no-op if it is
     /// not paused); its lease restarts from now.
     Resume,
+    /// `husk fork --memory`: save the sandbox's processes with their
+    /// memory into `<sandbox dir>/memfork-<tag>` (`tag` an id) and let it
+    /// run on; the answer's `checkpoint` names the image, which the forks
+    /// restore from and the caller removes.
+    SaveMemory { tag: String },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]

@@ -341,6 +341,16 @@ impl Supervisor {
                     self.answer(c, Reply { error: Some(why), paused: true, ..self.lease() })
                 }
             },
+            Request::SaveMemory { tag } => match self.save_memory(init, active, &tag) {
+                Ok(checkpoint) => {
+                    self.sync_state(active);
+                    self.answer(c, Reply { ok: true, checkpoint: Some(checkpoint), ..self.lease() })
+                }
+                Err(why) => {
+                    self.sync_state(active);
+                    self.answer(c, Reply { error: Some(why), paused: self.is_paused(), ..self.lease() })
+                }
+            },
             Request::Secrets => {
                 let secrets = crate::redact::env_pairs(&self.secrets);
                 self.answer(c, Reply { ok: true, secrets, ..self.lease() })

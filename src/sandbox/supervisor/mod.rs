@@ -66,6 +66,9 @@ pub struct CreateRequest {
     pub ready_check: bool,
     /// Given to every exec (`Request::Secrets`), held in memory only.
     pub secrets: Vec<crate::redact::Secret>,
+    /// Restore the sandbox's processes from the checkpoint image in this
+    /// directory instead of starting them (`husk fork --memory`).
+    pub restore: Option<PathBuf>,
 }
 
 fn setup_err(step: Phase, message: impl std::fmt::Display) -> SandboxError {
@@ -175,6 +178,7 @@ pub fn create(
                 warm_error: None,
                 checking: req.ready_check,
                 secrets: req.secrets,
+                restore: req.restore,
                 frozen: None,
                 paused: false,
             };
@@ -370,6 +374,8 @@ struct Supervisor {
     frozen: Option<freeze::Held>,
     /// `husk pause` holds the freeze (`Request::Pause`).
     paused: bool,
+    /// `CreateRequest::restore`, until the sandbox started from it.
+    restore: Option<PathBuf>,
 }
 
 /// The sandbox, held.
@@ -468,7 +474,10 @@ impl Supervisor {
             self.rec.limits = Some(AppliedLimits::NoCgroup);
         }
         let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
-        let init = self.backend.create(&mut self.plan, join)?;
+        let init = match self.restore.take() {
+            Some(dir) => self.backend.create_restored(&mut self.plan, join, &dir)?,
+            None => self.backend.create(&mut self.plan, join)?,
+        };
         self.rec.init = ProcRef::of(init.pid());
         self.rec.published = init.published();
         // Ready means warm: an interpreter that cannot start (python3

@@ -122,6 +122,11 @@ impl Supervisor {
     /// restored; it stays paused, its image kept (resume may be retried,
     /// or the sandbox removed).
     pub(super) fn resume(&mut self, init: &mut Init) -> Result<(), String> {
+        self.resume_keeping(init, false)
+    }
+
+    /// `resume`; `keep_image`: the image stays on disk (`save_memory`'s).
+    fn resume_keeping(&mut self, init: &mut Init, keep_image: bool) -> Result<(), String> {
         if !self.paused {
             return Ok(());
         }
@@ -135,7 +140,9 @@ impl Supervisor {
                 .map_err(|e| format!("restoring sandbox {} from {}: {}", self.rec.id, cp.path.display(), e.message))?;
             self.rec.checkpoint = None;
             self.rec.init = ProcRef::of(init.pid());
-            let _ = std::fs::remove_dir_all(&cp.path);
+            if !keep_image {
+                let _ = std::fs::remove_dir_all(&cp.path);
+            }
             self.paused = false;
         } else {
             self.paused = false;
@@ -144,6 +151,49 @@ impl Supervisor {
         // From its full TTL: a paused sandbox's lease did not run.
         self.renew(None);
         Ok(())
+    }
+
+    /// `husk fork --memory`: a checkpoint into `memfork-<tag>` and at once
+    /// a restore from it, so the sandbox runs on (its processes stopped for
+    /// the two, about a second; runsc 2022-12's own `--leave-running`
+    /// destroys the container and cannot restore it rootless). If the
+    /// restore fails the sandbox stays paused on that image, as after
+    /// `husk pause` (resume retries).
+    pub(super) fn save_memory(&mut self, init: &mut Init, active: usize, tag: &str) -> Result<CheckpointRecord, String> {
+        let id = self.rec.id.clone();
+        if init.pause_kind() != PauseKind::Checkpoint {
+            return Err(format!(
+                "sandbox {id} runs on the native backend, whose processes husk cannot save: that needs process checkpointing (CRIU), and Debian's CRIU 3.17 fails `criu check` on this kernel (6.13+ changed the vDSO layout); create the sandbox with --runtime runsc to fork it with its memory, or fork its files only (husk fork without --memory)"
+            ));
+        }
+        if !crate::sandbox::state::is_id(tag) {
+            return Err(format!("not a fork tag: {tag:?}"));
+        }
+        if self.paused {
+            return Err(format!("sandbox {id} is paused; `husk resume {id}` first, then fork it"));
+        }
+        if active > 0 {
+            return Err(PauseError::ExecsRunning(id, active).to_string());
+        }
+        if self.is_frozen() {
+            return Err(PauseError::Frozen(id).to_string());
+        }
+        let dir = self.dir.join(format!("memfork-{tag}"));
+        let saved = match init.checkpoint(&self.plan, &dir, false) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e.message);
+            }
+        };
+        let cp = CheckpointRecord { path: saved.dir, bytes: saved.bytes, taken_ms: now_ms(), took_ms: saved.ms };
+        self.rec.checkpoint = Some(cp.clone());
+        self.rec.init = None;
+        self.paused = true;
+        self.renew(None);
+        // The image stays for the forks: resume must not remove it.
+        self.resume_keeping(init, true)?;
+        Ok(cp)
     }
 
     /// Its processes are saved in an image, not running: the init's pid
