@@ -27,14 +27,17 @@ while True:
     time.sleep(0.05)
 "#;
 
-/// A shell that holds a variable in memory only and answers `/tmp/ask`.
+/// A shell that holds a variable in memory only, answers `/tmp/ask` with
+/// it and takes a new value from `/tmp/set`.
 const HOLDER_SH: &str = "v=mem$$-$(cat /proc/uptime | cut -d' ' -f1); touch /tmp/ready; \
-    while :; do if [ -e /tmp/ask ]; then rm /tmp/ask; echo \"$v\" > /tmp/ans.tmp; mv /tmp/ans.tmp /tmp/ans; fi; sleep 0.05; done";
+    while :; do if [ -e /tmp/set ]; then v=$(cat /tmp/set); rm /tmp/set; fi; if [ -e /tmp/ask ]; then rm /tmp/ask; echo \"$v\" > /tmp/ans.tmp; mv /tmp/ans.tmp /tmp/ans; fi; sleep 0.05; done";
 
 /// Starts `argv` in the background in sandbox `id` and waits for its
 /// `/tmp/ready`.
 fn start_holder(s: &Sbx, id: &str, argv: &str) {
-    let script = format!("{argv} >/dev/null 2>&1 </dev/null & i=0; while [ ! -e /tmp/ready ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; cat /tmp/ready >/dev/null && echo up");
+    let script = format!(
+        "{argv} >/dev/null 2>&1 </dev/null & i=0; while [ ! -e /tmp/ready ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; cat /tmp/ready >/dev/null && echo up"
+    );
     let (out, code) = s.sh(id, &script);
     assert_eq!((out.as_str(), code), ("up\n", 0), "the holder did not start");
 }
@@ -116,7 +119,10 @@ fn assert_checkpointed(s: &Sbx, id: &str, paused: &Value) -> PathBuf {
 fn pause_resume_keeps_session_variables_under_runsc() {
     require_root!();
     require_runsc!();
-    assert!(Path::new("/usr/bin/python3").exists(), "SKIP: /usr/bin/python3 missing (scripts/test.sh installs python3)");
+    assert!(
+        Path::new("/usr/bin/python3").exists(),
+        "SKIP: /usr/bin/python3 missing (scripts/test.sh installs python3)"
+    );
     let s = Sbx::new();
     let id = s.create_with(&["--runtime", "runsc", "--ttl", "5m"]);
     start_holder(&s, &id, &format!("python3 -c \"{}\"", HOLDER_PY.replace('"', "\\\"")));
@@ -173,10 +179,7 @@ fn runsc_pause_survives_husk_restart() {
 
     ok(&s.out(&["resume", &id]), "resume by a new husk");
     assert_eq!(ask(&s, &id), before, "the shell's variable changed across pause/resume");
-    assert!(
-        wait_until(Duration::from_secs(15), || !s.dir(&id).exists()),
-        "the resumed sandbox's lease never ran out"
-    );
+    assert!(wait_until(Duration::from_secs(15), || !s.dir(&id).exists()), "the resumed sandbox's lease never ran out");
     assert!(wait_until(Duration::from_secs(10), || runsc_processes_of(&id).is_empty()));
     assert_dev_null_untouched();
 }
@@ -198,5 +201,121 @@ fn runsc_pause_refuses_writable_layer_and_keeps_running() {
     assert!(err.contains("writable layer") && err.contains("--writable"), "{err}");
     assert_eq!(s.inspect(&id)["state"], "ready");
     assert_eq!(s.sh(&id, "cat /kept"), ("kept\n".into(), 0));
+    assert_dev_null_untouched();
+}
+
+/// `husk fork --memory --count N` (ids, one a line).
+fn fork_memory(s: &Sbx, id: &str, count: &str) -> std::process::Output {
+    s.out(&["fork", "--memory", "--count", count, id])
+}
+
+/// A variable set before the fork is in every fork's memory (and the
+/// source keeps running with it); a change in one fork is seen neither in
+/// another nor in the source; each fork has its own id, lease and cgroup;
+/// the image is gone once the forks run.
+#[test]
+fn runsc_fork_with_memory_keeps_session_state() {
+    require_root!();
+    require_runsc!();
+    let s = Sbx::new();
+    let root = busybox_rootfs().display().to_string();
+    let id = s.create_with(&["--runtime", "runsc", "--rootfs", &root, "--ttl", "5m", "--memory", "256M"]);
+    start_holder(&s, &id, &format!("sh -c '{}'", HOLDER_SH.replace('\'', "'\\''")));
+    assert_eq!(s.sh(&id, "echo before > /tmp/file; echo ok"), ("ok\n".into(), 0));
+    let before = ask(&s, &id);
+
+    let out = fork_memory(&s, &id, "3");
+    let text = ok(&out, "fork --memory");
+    let forks: Vec<String> = text.lines().map(str::to_string).collect();
+    assert_eq!(forks.len(), 3, "{text}");
+    for f in &forks {
+        assert_ne!(f, &id);
+        assert_eq!(ask(&s, f), before, "fork {f} lost the source's memory");
+        let rec = s.inspect(f);
+        assert_eq!((&rec["state"], &rec["backend"]), (&Value::from("ready"), &Value::from("runsc")), "{rec:#}");
+        assert_eq!(rec["ttl_ms"], 300_000);
+        assert_eq!(rec["spec"]["limits"], s.inspect(&id)["spec"]["limits"], "fork {f} has other limits");
+        let cg = rec["cgroup"]["dirs"][0]["path"].as_str().unwrap().to_string();
+        assert!(cg.contains(f.as_str()), "fork {f} is not in a cgroup of its own: {cg}");
+    }
+    assert_eq!(ask(&s, &id), before, "the source lost its memory to the fork");
+    // The fork's files in gVisor's tmpfs were its own copy too.
+    assert_eq!(s.sh(&forks[0], "echo changed > /tmp/file; cat /tmp/file"), ("changed\n".into(), 0));
+    // A change in one fork's memory.
+    let (o, code) = s.sh(&forks[0], "echo changed-in-fork > /tmp/set; i=0; while [ -e /tmp/set ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; echo set");
+    assert_eq!((o.as_str(), code), ("set\n", 0));
+    assert_eq!(ask(&s, &forks[0]), "changed-in-fork");
+    for other in [&forks[1], &forks[2], &id] {
+        assert_eq!(s.sh(other, "cat /tmp/file"), ("before\n".into(), 0), "{other} saw fork {}'s change", forks[0]);
+        assert_eq!(ask(&s, other), before);
+    }
+    assert!(
+        std::fs::read_dir(s.dir(&id))
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("memfork-")),
+        "the fork's image stays in the source's dir"
+    );
+    assert_dev_null_untouched();
+}
+
+/// All or nothing: when one fork cannot be restored (here runsc, through
+/// a wrapper, refuses the third restore: the source's own and the first
+/// fork's pass), the forks made before it are removed, the image goes,
+/// and the source runs on with its memory. Natively `--memory` is refused
+/// with the reason and the way to get it.
+#[test]
+fn fork_memory_all_or_nothing() {
+    require_root!();
+    require_runsc!();
+    use std::os::unix::fs::PermissionsExt;
+    let s = Sbx::new();
+    // runsc runs as the sandbox's mapped root: it must reach the wrapper
+    // and its counter.
+    let tmp = TempDir::new("memfork-wrap");
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let real = ["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    let count = tmp.join("restores");
+    let wrapper = tmp.join("runsc");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = restore ]; then\n    n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}\n    if [ $n -ge 3 ]; then echo \"restore $n refused by the test's wrapper\" >&2; exit 1; fi\n  fi\ndone\nexec {real} \"$@\"\n",
+            c = count.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = busybox_rootfs().display().to_string();
+    let wrap = wrapper.display().to_string();
+    let id = s.create_with(&["--runtime", "runsc", "--runsc-path", &wrap, "--rootfs", &root, "--ttl", "5m"]);
+    start_holder(&s, &id, &format!("sh -c '{}'", HOLDER_SH.replace('\'', "'\\''")));
+    let before = ask(&s, &id);
+
+    let out = fork_memory(&s, &id, "3");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("fork 2 of 3") && err.contains("removed"), "{err}");
+    assert!(out.stdout.is_empty(), "ids of failed forks were printed");
+    assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3", "not the third restore that failed");
+    assert_eq!(s.ids(), vec![id.clone()], "forks of a failed fork remain");
+    assert!(
+        std::fs::read_dir(s.dir(&id))
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("memfork-")),
+        "the failed fork's image stays in the source's dir"
+    );
+    assert_eq!(ask(&s, &id), before, "the source lost its memory");
+
+    let native = s.create(&[]);
+    let out = fork_memory(&s, &native, "1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("CRIU") && err.contains("--runtime runsc"), "{err}");
+    assert_eq!(s.ids().len(), 2, "a refused native fork made a sandbox");
     assert_dev_null_untouched();
 }

@@ -37,7 +37,9 @@ fn report(out: Result<(String, Reply), SandboxError>, json: bool, done: &str) ->
             } else if r.paused {
                 let reclaimed = r.reclaimed_bytes.map(|b| format!(" ({} KiB of memory pushed out)", b / 1024));
                 let reclaimed = reclaimed.or_else(|| {
-                    r.checkpoint.as_ref().map(|c| format!(" (checkpointed: {} KiB image in {})", c.bytes / 1024, c.path.display()))
+                    r.checkpoint
+                        .as_ref()
+                        .map(|c| format!(" (checkpointed: {} KiB image in {})", c.bytes / 1024, c.path.display()))
                 });
                 crate::outln!("{id} {done}{}", reclaimed.unwrap_or_default());
             } else {

@@ -97,9 +97,8 @@ pub fn save(
     let t = Instant::now();
     ctl.runsc(&args).map_err(|err| CheckpointError::Runsc { id: id.into(), err })?;
     let ms = t.elapsed().as_millis() as u64;
-    let bytes = std::fs::metadata(&image)
-        .map_err(|_| CheckpointError::NoImage { id: id.into(), path: image.clone() })?
-        .len();
+    let bytes =
+        std::fs::metadata(&image).map_err(|_| CheckpointError::NoImage { id: id.into(), path: image.clone() })?.len();
     Ok(Saved { dir: dir.to_path_buf(), bytes, ms })
 }
 

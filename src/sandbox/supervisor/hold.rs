@@ -325,9 +325,9 @@ impl Supervisor {
                 Ok(reclaimed_bytes) => {
                     self.sync_state(active);
                     {
-                    let checkpoint = self.rec.checkpoint.clone();
-                    self.answer(c, Reply { ok: true, paused: true, reclaimed_bytes, checkpoint, ..self.lease() })
-                }
+                        let checkpoint = self.rec.checkpoint.clone();
+                        self.answer(c, Reply { ok: true, paused: true, reclaimed_bytes, checkpoint, ..self.lease() })
+                    }
                 }
                 Err(why) => self.answer(c, Reply { error: Some(why.to_string()), ..self.lease() }),
             },

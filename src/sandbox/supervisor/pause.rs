@@ -159,7 +159,12 @@ impl Supervisor {
     /// destroys the container and cannot restore it rootless). If the
     /// restore fails the sandbox stays paused on that image, as after
     /// `husk pause` (resume retries).
-    pub(super) fn save_memory(&mut self, init: &mut Init, active: usize, tag: &str) -> Result<CheckpointRecord, String> {
+    pub(super) fn save_memory(
+        &mut self,
+        init: &mut Init,
+        active: usize,
+        tag: &str,
+    ) -> Result<CheckpointRecord, String> {
         let id = self.rec.id.clone();
         if init.pause_kind() != PauseKind::Checkpoint {
             return Err(format!(
