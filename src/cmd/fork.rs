@@ -42,7 +42,7 @@ impl From<SandboxError> for ForkError {
     }
 }
 
-pub(super) fn fail(json: bool, e: &ForkError) -> i32 {
+fn fail(json: bool, e: &ForkError) -> i32 {
     if json {
         let report = match e {
             ForkError::Sandbox(s) | ForkError::Create { err: s, .. } => s.report(),
@@ -170,7 +170,7 @@ pub fn sweep_snapshots(images: &Images, sandboxes: &state::Store) -> SnapshotSwe
     out
 }
 
-pub(super) fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, ForkError> {
+fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, ForkError> {
     let mut labels = BTreeMap::new();
     for l in raw {
         let (k, v) = state::parse_label(l)?;

@@ -3,8 +3,8 @@
 //! or with --json the image and the forks' records. The ids are printed
 //! before the handovers are confirmed, as create does.
 
-use super::fork::{ForkError, fail, parse_labels};
 use crate::cli::images::ForkArgs;
+use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};
 use crate::sandbox::SandboxError;
 use crate::sandbox::lifecycle::{destroy, store_of, summary};
@@ -14,12 +14,23 @@ use serde_json::json;
 pub fn fork(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> i32 {
     match fork_inner(a, paths) {
         Ok(()) => 0,
-        Err(e) => fail(a.json, &e),
+        Err(e) => {
+            if a.json {
+                crate::cli::report::json_failure(e.report(), std::collections::BTreeMap::new(), false);
+            }
+            crate::errln!("husk: {e}");
+            EXIT_HUSK_FAILED
+        }
     }
 }
 
-fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(), ForkError> {
-    let req = MemoryForkRequest { target: &a.sandbox, count: a.count, ttl: a.ttl, labels: parse_labels(&a.label)? };
+fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(), SandboxError> {
+    let mut labels = std::collections::BTreeMap::new();
+    for l in &a.label {
+        let (k, v) = crate::sandbox::state::parse_label(l)?;
+        labels.insert(k, v);
+    }
+    let req = MemoryForkRequest { target: &a.sandbox, count: a.count, ttl: a.ttl, labels };
     let made = fork_memory(paths, &req)?;
     if a.json {
         let forks: Vec<_> = made.forks.iter().map(|(r, _)| summary(r)).collect();
@@ -35,7 +46,7 @@ fn fork_inner(a: &ForkArgs, paths: &Result<Paths, PathsError>) -> Result<(), For
             drop(handover);
             let _ = destroy(&store, &rec.id, true);
         }
-        return Err(SandboxError::Usage("stdout is closed: the forks' ids could not be printed".into()).into());
+        return Err(SandboxError::Usage("stdout is closed: the forks' ids could not be printed".into()));
     }
     if !a.json {
         crate::errln!(

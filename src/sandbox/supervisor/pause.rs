@@ -171,6 +171,9 @@ impl Supervisor {
                 "sandbox {id} runs on the native backend, whose processes husk cannot save: that needs process checkpointing (CRIU), and Debian's CRIU 3.17 fails `criu check` on this kernel (6.13+ changed the vDSO layout); create the sandbox with --runtime runsc to fork it with its memory, or fork its files only (husk fork without --memory)"
             ));
         }
+        if self.checking {
+            return Err(PauseError::Creating(id).to_string());
+        }
         if !crate::sandbox::state::is_id(tag) {
             return Err(format!("not a fork tag: {tag:?}"));
         }
