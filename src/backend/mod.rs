@@ -133,11 +133,10 @@ pub trait Live {
         PauseKind::Freeze
     }
     /// Saves every process of the sandbox with its memory into `dir`
-    /// (`PauseKind::Checkpoint`); `leave_running`: they go on running,
-    /// else they end once saved (the sandbox's pid is then gone until
-    /// `restore`). `plan`: the sandbox's, to refuse what an image cannot
-    /// carry.
-    fn checkpoint(&mut self, plan: &Plan, _dir: &Path, _leave_running: bool) -> Result<MemoryImage, ErrorReport> {
+    /// (`PauseKind::Checkpoint`); they end once saved (the sandbox's pid
+    /// is then gone until `restore`). `plan`: the sandbox's, to refuse
+    /// what an image cannot carry.
+    fn checkpoint(&mut self, plan: &Plan, _dir: &Path) -> Result<MemoryImage, ErrorReport> {
         Err(ErrorReport::new(
             crate::step::Phase::Backend,
             format!("sandbox {}: this backend does not save process memory", plan.id),

@@ -68,16 +68,12 @@ pub fn unsupported(plan: &Plan) -> Option<CheckpointError> {
     })
 }
 
-/// `runsc checkpoint --image-path DIR ID` (`leave_running`: the sandbox
-/// goes on running after it). Without `leave_running` the sentry exits
-/// once the image is written; reaping it is the caller's.
-pub fn save(
-    cfg: &RunscConfig,
-    network: NetworkMode,
-    id: &str,
-    dir: &Path,
-    leave_running: bool,
-) -> Result<Saved, CheckpointError> {
+/// `runsc checkpoint --image-path DIR ID`: the sentry exits once the
+/// image is written; reaping it is the caller's. (runsc 2022-12's
+/// `--leave-running` destroys the container and restores it, which fails
+/// rootless and leaves nothing: a caller that wants the sandbox to run on
+/// restores it itself.)
+pub fn save(cfg: &RunscConfig, network: NetworkMode, id: &str, dir: &Path) -> Result<Saved, CheckpointError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -89,13 +85,9 @@ pub fn save(
     let _ = std::fs::remove_file(&image);
     let ctl = Ctl { cfg, network, id };
     let path = dir.display().to_string();
-    let mut args = vec!["checkpoint", "--image-path", &path];
-    if leave_running {
-        args.push("--leave-running");
-    }
-    args.push(id);
     let t = Instant::now();
-    ctl.runsc(&args).map_err(|err| CheckpointError::Runsc { id: id.into(), err })?;
+    ctl.runsc(&["checkpoint", "--image-path", &path, id])
+        .map_err(|err| CheckpointError::Runsc { id: id.into(), err })?;
     let ms = t.elapsed().as_millis() as u64;
     let bytes =
         std::fs::metadata(&image).map_err(|_| CheckpointError::NoImage { id: id.into(), path: image.clone() })?.len();

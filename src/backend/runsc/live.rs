@@ -209,23 +209,21 @@ impl Live for RunscLive {
         crate::backend::PauseKind::Checkpoint
     }
 
-    /// `runsc checkpoint` (checkpoint.rs). Without `leave_running` the
-    /// sentry exits once the image is written: it and the gofer (the
-    /// supervisor's adopted children) are reaped and runsc's container
-    /// state deleted, so `restore` can make the container again under its
-    /// id; the run directory (bundle) stays for it.
-    fn checkpoint(&mut self, plan: &Plan, dir: &Path, leave_running: bool) -> Result<MemoryImage, ErrorReport> {
+    /// `runsc checkpoint` (checkpoint.rs). The sentry exits once the
+    /// image is written: it and the gofer (the supervisor's adopted
+    /// children) are reaped and runsc's container state deleted, so
+    /// `restore` can make the container again under its id; the run
+    /// directory (bundle) stays for it.
+    fn checkpoint(&mut self, plan: &Plan, dir: &Path) -> Result<MemoryImage, ErrorReport> {
         if let Some(e) = checkpoint::unsupported(plan) {
             return Err(ErrorReport::new(Phase::Runsc, e.to_string()));
         }
-        let saved = checkpoint::save(&self.cfg, self.network, &self.id, dir, leave_running)
+        let saved = checkpoint::save(&self.cfg, self.network, &self.id, dir)
             .map_err(|e| ErrorReport::new(Phase::Runsc, e.to_string()))?;
-        if !leave_running {
-            let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
-            rout::reap_descendants();
-            let mut report = gc::RunscGcReport::default();
-            gc::delete(&self.cfg, &self.id, &mut report);
-        }
+        let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+        rout::reap_descendants();
+        let mut report = gc::RunscGcReport::default();
+        gc::delete(&self.cfg, &self.id, &mut report);
         Ok(saved)
     }
 

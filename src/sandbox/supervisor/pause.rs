@@ -108,7 +108,7 @@ impl Supervisor {
             return Err(PauseError::Frozen(id));
         }
         let dir = self.dir.join("checkpoint");
-        let saved = init.checkpoint(&self.plan, &dir, false).map_err(|e| PauseError::Checkpoint(e.message))?;
+        let saved = init.checkpoint(&self.plan, &dir).map_err(|e| PauseError::Checkpoint(e.message))?;
         self.rec.checkpoint =
             Some(CheckpointRecord { path: saved.dir, bytes: saved.bytes, taken_ms: now_ms(), took_ms: saved.ms });
         self.rec.init = None;
@@ -187,7 +187,7 @@ impl Supervisor {
             return Err(PauseError::Frozen(id).to_string());
         }
         let dir = self.dir.join(format!("memfork-{tag}"));
-        let saved = match init.checkpoint(&self.plan, &dir, false) {
+        let saved = match init.checkpoint(&self.plan, &dir) {
             Ok(s) => s,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
