@@ -14,12 +14,13 @@
 //! does); a writable layer over the image's files is refused
 //! (backend/runsc/checkpoint.rs). So no file snapshot is taken.
 //!
-//! All or nothing: a fork that fails removes the ones made before it. The
-//! image is removed once every fork was restored from it (a fork's
-//! restore reads it whole at its start).
+//! The forks' supervisors all start before the first is waited for, so
+//! their restores run side by side. All or nothing: if a fork fails, every
+//! other one is removed. The image is removed once every fork was
+//! restored from it (a fork's restore reads it whole at its start).
 
 use super::SandboxError;
-use super::lifecycle::{Meta, create_restored, destroy, store_of};
+use super::lifecycle::{Meta, begin_spec, destroy, store_of};
 use super::proto::{Client, Request};
 use super::registry::live_record;
 use super::state::{CheckpointRecord, Record};
@@ -66,7 +67,10 @@ pub fn fork_memory(
     for p in &mut spec.publish {
         p.host_port = 0;
     }
-    let mut forks: Vec<(Record, Handover)> = Vec::new();
+    // Every fork's supervisor starts restoring before the first is waited
+    // for: the restores run side by side.
+    let mut starting = Vec::new();
+    let mut failed = None;
     for n in 1..=req.count {
         let meta = Meta {
             name: None,
@@ -77,20 +81,32 @@ pub fn fork_memory(
             ready_check: false,
             secrets: secrets.clone(),
         };
-        match create_restored(spec.clone(), meta, paths, Some(image.path.clone())) {
-            Ok(made) => forks.push(made),
+        match begin_spec(spec.clone(), meta, paths, Some(image.path.clone())) {
+            Ok(s) => starting.push(s),
             Err(err) => {
-                for (rec, handover) in forks {
-                    drop(handover);
-                    let _ = destroy(&store, &rec.id, true);
-                }
-                let _ = std::fs::remove_dir_all(&image.path);
-                return Err(SandboxError::Supervisor(format!(
-                    "fork {n} of {} from the memory of {}: {err} (the forks made before it were removed)",
-                    req.count, source.id
-                )));
+                failed = Some((n, err));
+                break;
             }
         }
+    }
+    let mut forks: Vec<(Record, Handover)> = Vec::new();
+    for (i, s) in starting.into_iter().enumerate() {
+        match s.wait() {
+            Ok(made) => forks.push(made),
+            Err(err) if failed.is_none() => failed = Some((i as u32 + 1, err)),
+            Err(_) => {}
+        }
+    }
+    if let Some((n, err)) = failed {
+        for (rec, handover) in forks {
+            drop(handover);
+            let _ = destroy(&store, &rec.id, true);
+        }
+        let _ = std::fs::remove_dir_all(&image.path);
+        return Err(SandboxError::Supervisor(format!(
+            "fork {n} of {} from the memory of {}: {err} (the forks made besides it were removed)",
+            req.count, source.id
+        )));
     }
     let _ = std::fs::remove_dir_all(&image.path);
     Ok(MemoryForks { source: source.id, image, forks })

@@ -97,6 +97,31 @@ pub fn create(
     req: CreateRequest,
     lease: Option<Lease>,
 ) -> Result<(Record, Handover), SandboxError> {
+    begin(store, plan, inputs, req, lease)?.wait()
+}
+
+/// A sandbox whose supervisor runs and is starting it (`begin`).
+pub struct Starting {
+    ready: OwnedFd,
+    id: String,
+}
+
+impl Starting {
+    /// Waits for READY (or the failure), as `create` does.
+    pub fn wait(self) -> Result<(Record, Handover), SandboxError> {
+        await_ready(self.ready, &self.id)
+    }
+}
+
+/// `create` up to the supervisor's fork: several sandboxes can then start
+/// at once (`husk fork --memory` restores its forks so), each waited for.
+pub fn begin(
+    store: &Store,
+    plan: Plan,
+    inputs: HoldInputs,
+    req: CreateRequest,
+    lease: Option<Lease>,
+) -> Result<Starting, SandboxError> {
     debug_assert_eq!(plan.role, InitRole::Hold);
     let id = plan.id.clone();
     if let Some(name) = &req.name {
@@ -190,7 +215,7 @@ pub fn create(
             // copies would unlock the open file descriptions we share with it.
             std::mem::forget(lock);
             std::mem::forget(lease);
-            await_ready(ready_r, &id)
+            Ok(Starting { ready: ready_r, id })
         }
     }
 }
