@@ -50,6 +50,8 @@ PACKAGES+=(python3-venv)
 # through fcntl.ioctl) in a host-mode sandbox; setsid and stty (util-linux,
 # coreutils) drive husk on a pty.
 PACKAGES+=(python3)
+# tests/warm_results.rs: a matplotlib figure comes back from a warm call as a PNG.
+PACKAGES+=(python3-matplotlib)
 # --network allow= (tests/network.rs): curl and python3 (above) as the sandbox's
 # clients (host mode), openssl for the test CA and TLS server.
 PACKAGES+=(curl)

@@ -5,41 +5,8 @@
 mod common;
 mod sandboxkit;
 
-use common::*;
 use sandboxkit::*;
 use serde_json::Value;
-use std::io::Write;
-use std::process::{Output, Stdio};
-
-/// `husk exec [extra] ID --code -` with `code` on stdin.
-fn code_out(s: &Sbx, id: &str, extra: &[&str], code: &str) -> Output {
-    let mut args = vec!["exec"];
-    args.extend_from_slice(extra);
-    args.extend([id, "--code", "-"]);
-    let mut child = s.husk(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(code.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-/// The verdict of `husk exec --json [extra] ID --code -`, and its exit code.
-fn code_json(s: &Sbx, id: &str, extra: &[&str], code: &str) -> (Value, i32) {
-    let mut e = vec!["--json"];
-    e.extend_from_slice(extra);
-    let out = code_out(s, id, &e, code);
-    (verdict_of(&out), out.status.code().unwrap_or(-1))
-}
-
-fn stdout_of(v: &Value) -> &str {
-    v["stdout"]["text"].as_str().unwrap_or("")
-}
-
-fn python3() -> &'static str {
-    assert!(
-        std::path::Path::new("/usr/bin/python3").exists(),
-        "SKIP: /usr/bin/python3 missing (scripts/test.sh installs python3)"
-    );
-    "/usr/bin/python3"
-}
 
 #[test]
 fn warm_python_each_exec_has_fresh_state() {
@@ -48,14 +15,14 @@ fn warm_python_each_exec_has_fresh_state() {
     let s = Sbx::new();
     let id = s.create_with(&["--warm", "python:json"]);
     let (v, code) = code_json(&s, &id, &[], "import json, sys\nX = 41\njson.marker = 'set'\nprint(X + 1)");
-    assert_eq!((code, stdout_of(&v)), (0, "42\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "42\n"), "{v:#}");
     assert_eq!(v["warm"]["mode"], "fork", "{v:#}");
     // A global, and an attribute set on a preloaded module, are gone next time.
     let (v, code) = code_json(&s, &id, &[], "import json\nprint('X' in globals(), hasattr(json, 'marker'), __name__)");
-    assert_eq!((code, stdout_of(&v)), (0, "False False __main__\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "False False __main__\n"), "{v:#}");
     // The preloaded module is really preloaded (imported by the zygote, not by the call).
     let (v, _) = code_json(&s, &id, &[], "import sys\nprint('json' in sys.modules)");
-    assert_eq!(stdout_of(&v), "True\n", "{v:#}");
+    assert_eq!(stdout_text(&v), "True\n", "{v:#}");
     // Exit statuses and exceptions as `python3 -` gives them.
     let (v, code) = code_json(&s, &id, &[], "raise SystemExit(7)");
     assert_eq!((code, v["exit_code"].as_i64()), (7, Some(7)), "{v:#}");
@@ -69,7 +36,7 @@ fn warm_python_each_exec_has_fresh_state() {
         &["--env", "GREETING=hi", "--workdir", "/tmp"],
         "import os\nprint(os.environ['GREETING'], os.getcwd())",
     );
-    assert_eq!(stdout_of(&v), "hi /tmp\n", "{v:#}");
+    assert_eq!(stdout_text(&v), "hi /tmp\n", "{v:#}");
     // Plain output, without --json, goes to husk exec's stdout.
     let out = code_out(&s, &id, &[], "print('plain')");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "plain\n");
@@ -123,7 +90,7 @@ print(res)
 "#;
     let (v, code) = code_json(&s, &id, &[], probe);
     assert_eq!(code, 0, "{v:#}");
-    let out = stdout_of(&v);
+    let out = stdout_text(&v);
     assert!(out.contains("('ppid', 0)") || out.contains("('ppid', 1)"), "{out}");
     assert!(out.contains("('mem', 13)") || out.contains("('mem', 1)"), "the parent's memory was readable: {out}");
     assert!(
@@ -135,7 +102,7 @@ print(res)
     assert!(out.contains("('socket_fds', [])"), "the child holds a socket: {out}");
     // The zygote survived every signal: the next call works, fresh.
     let (v, code) = code_json(&s, &id, &[], "print('alive')");
-    assert_eq!((code, stdout_of(&v)), (0, "alive\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "alive\n"), "{v:#}");
     // A child's writes to the files of a module do not reach the zygote's
     // memory: it has no file of its own (the shim comes over its socket).
     let rec = s.inspect(&id);
@@ -162,9 +129,9 @@ fn warm_exec_timeout_kills_only_that_exec() {
     // the zygote is not: the next call runs.
     let census = "import os\nn = 0\nfor p in os.listdir('/proc'):\n    try:\n        n += p.isdigit() and open(f'/proc/{p}/comm').read().strip() == 'husk-timed-out'\n    except OSError:\n        pass\nprint(n)";
     let (v, code) = code_json(&s, &id, &[], census);
-    assert_eq!((code, stdout_of(&v)), (0, "0\n"), "processes of the timed-out call outlived it: {v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "0\n"), "processes of the timed-out call outlived it: {v:#}");
     let (v, code) = code_json(&s, &id, &[], "print('next')");
-    assert_eq!((code, stdout_of(&v)), (0, "next\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "next\n"), "{v:#}");
 }
 
 #[test]
@@ -180,7 +147,7 @@ fn warm_oom_reported_per_exec() {
     assert!(leaf.contains(&format!("sbx-{id}/exec-")), "the call was not accounted in its exec's leaf: {leaf}");
     // The zygote lives on; the next call has clean accounting.
     let (v, code) = code_json(&s, &id, &[], "print('ok')");
-    assert_eq!((code, stdout_of(&v)), (0, "ok\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "ok\n"), "{v:#}");
     assert_eq!(v["resources"]["oom_kills"], 0, "{}", v["resources"]);
 }
 
@@ -213,7 +180,7 @@ fn warm_preforked_child_runs_in_its_own_exec_leaf() {
         // Every hierarchy husk uses (memory and the unified one here)
         // names the exec's leaf.
         let lines: Vec<&str> =
-            stdout_of(&v).lines().filter(|l| l.contains(":memory:") || l.starts_with("0::")).collect();
+            stdout_text(&v).lines().filter(|l| l.contains(":memory:") || l.starts_with("0::")).collect();
         assert!(!lines.is_empty(), "{v:#}");
         for l in lines {
             assert!(l.ends_with(&format!("/{leaf}")), "the call ran outside its exec's leaf {leaf}: {l}");
@@ -227,7 +194,7 @@ fn warm_preforked_child_runs_in_its_own_exec_leaf() {
         let (v, code) = code_json(&s, &id, &[], "print(open('/proc/self/cgroup').read())");
         assert_eq!(code, 0, "{v:#}");
         let leaf = leaf_of(&v);
-        assert!(stdout_of(&v).lines().any(|l| l.starts_with("0::") && l.ends_with(&format!("/{leaf}"))), "{v:#}");
+        assert!(stdout_text(&v).lines().any(|l| l.starts_with("0::") && l.ends_with(&format!("/{leaf}"))), "{v:#}");
         assert!(!seen.contains(&leaf), "two calls shared the leaf {leaf}");
         seen.push(leaf);
     }
@@ -265,7 +232,7 @@ fn warm_concurrent_calls_each_run_in_their_own_leaf() {
             assert_eq!(*code, 0, "{v:#}");
             let leaf = leaf_of(v);
             assert!(
-                stdout_of(v).lines().any(|l| l.starts_with("0::") && l.ends_with(&format!("/{leaf}"))),
+                stdout_text(v).lines().any(|l| l.starts_with("0::") && l.ends_with(&format!("/{leaf}"))),
                 "a concurrent call ran outside its exec's leaf {leaf}: {v:#}"
             );
             assert!(!leaves.contains(&leaf), "two calls shared the leaf {leaf}");
@@ -350,7 +317,7 @@ X = "planted"
                 &[],
                 "import os\nif os.path.exists('/tmp/.tamper'): print(open('/tmp/.tamper').read())",
             );
-            out = stdout_of(&v).to_string();
+            out = stdout_text(&v).to_string();
             if !out.is_empty() {
                 break;
             }
@@ -362,10 +329,10 @@ X = "planted"
         // (`placed_ahead` says whether a spare was moved into the call's
         // leaf: always false without cgroups.)
         let (v, code) = code_json(&s, &id, &[], "import os\nos.unlink('/tmp/.tamper')\nprint('X' in globals())");
-        assert_eq!((code, stdout_of(&v)), (0, "False\n"), "after {sig} of the spare: {v:#}");
+        assert_eq!((code, stdout_text(&v)), (0, "False\n"), "after {sig} of the spare: {v:#}");
         std::thread::sleep(std::time::Duration::from_millis(300));
         let (v, code) = code_json(&s, &id, &[], "print('again')");
-        assert_eq!((code, stdout_of(&v)), (0, "again\n"), "{v:#}");
+        assert_eq!((code, stdout_text(&v)), (0, "again\n"), "{v:#}");
     }
 }
 
@@ -412,12 +379,12 @@ fn python_session_keeps_variables_between_calls() {
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["warm"]["mode"], "session");
     let (v, code) = code_json(&s, &id, &[], "print(f(22), math.pi > 3)");
-    assert_eq!((code, stdout_of(&v)), (0, "42 True\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "42 True\n"), "{v:#}");
     // An exception does not end the session.
     let (_, code) = code_json(&s, &id, &[], "raise ValueError('x')");
     assert_eq!(code, 1);
     let (v, _) = code_json(&s, &id, &[], "print(x)");
-    assert_eq!(stdout_of(&v), "20\n", "{v:#}");
+    assert_eq!(stdout_text(&v), "20\n", "{v:#}");
     // --language must be the session's.
     let out = code_out(&s, &id, &["--language", "bash"], "echo hi");
     assert_eq!(out.status.code(), Some(125));
@@ -433,20 +400,20 @@ fn bash_session_keeps_cwd_and_exports() {
     assert_eq!(code, 0, "{v:#}");
     let (v, code) = code_json(&s, &id, &[], "pwd; echo $COLOR $N; echo err >&2; false");
     assert_eq!(code, 1, "{v:#}");
-    assert_eq!(stdout_of(&v), "/tmp/proj\ngreen 5\n", "{v:#}");
+    assert_eq!(stdout_text(&v), "/tmp/proj\ngreen 5\n", "{v:#}");
     assert_eq!(v["stderr"]["text"], "err\n", "{v:#}");
     // Output without a final newline is kept as written.
     let (v, _) = code_json(&s, &id, &[], "printf abc");
-    assert_eq!(stdout_of(&v), "abc", "{v:#}");
+    assert_eq!(stdout_text(&v), "abc", "{v:#}");
     // A call cannot read the session's own command stream.
     let (v, code) = code_json(&s, &id, &[], "cat; echo after");
-    assert_eq!((code, stdout_of(&v)), (0, "after\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "after\n"), "{v:#}");
     // `exit` ends the shell: the call reports its status, the session restarts.
     let (v, code) = code_json(&s, &id, &[], "exit 3");
     assert_eq!(code, 3, "{v:#}");
     assert_eq!(v["warm"]["restarted"], true, "{v:#}");
     let (v, code) = code_json(&s, &id, &[], "echo ${COLOR:-unset}");
-    assert_eq!((code, stdout_of(&v)), (0, "unset\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "unset\n"), "{v:#}");
 }
 
 #[test]
@@ -465,7 +432,7 @@ fn session_call_timeout_interrupts_and_reports_restart() {
         "{v:#}"
     );
     let (v, _) = code_json(&s, &id, &[], "print(kept)");
-    assert_eq!(stdout_of(&v), "yes\n", "{v:#}");
+    assert_eq!(stdout_text(&v), "yes\n", "{v:#}");
     // A call that does not yield to the interrupt (signals ignored in C
     // code) is killed with the session, which restarts with fresh state.
     let stuck = "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: time.sleep(0.05)";
@@ -476,7 +443,7 @@ fn session_call_timeout_interrupts_and_reports_restart() {
     for _ in 0..50 {
         let (v, code) = code_json(&s, &id, &[], "print('kept' in globals())");
         if code == 0 {
-            fresh = Some(stdout_of(&v).to_string());
+            fresh = Some(stdout_text(&v).to_string());
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -489,7 +456,7 @@ fn session_call_timeout_interrupts_and_reports_restart() {
     assert_eq!((code, &v["termination"]), (124, &serde_json::json!("wall_timeout")), "{v:#}");
     assert_eq!((&v["warm"]["interrupted"], &v["warm"]["restarted"]), (&Value::Bool(true), &Value::Bool(true)), "{v:#}");
     let (v, code) = code_json(&s, &b, &[], "echo ${KEEP:-gone}");
-    assert_eq!((code, stdout_of(&v)), (0, "gone\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "gone\n"), "{v:#}");
 }
 
 #[test]
@@ -563,16 +530,16 @@ fn session_fork_bomb_dies_with_its_call() {
     // backstop it is killed with the leaf and says so.
     let kept = v["warm"]["restarted"] == false;
     let (v, code) = code_json(&s, &id, &[], &census("husk-bomb"));
-    assert_eq!((code, stdout_of(&v)), (0, "0\n"), "the fork bomb outlived its call: {v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "0\n"), "the fork bomb outlived its call: {v:#}");
     if kept {
         let (v, _) = code_json(&s, &id, &[], "print(keep)");
-        assert_eq!(stdout_of(&v), "42\n", "an interrupted session lost its state: {v:#}");
+        assert_eq!(stdout_text(&v), "42\n", "an interrupted session lost its state: {v:#}");
     }
     // A session call's forks are the call's, not sessions of their own:
     // a child whose code ends does not take the next call.
     let (v, code) =
         code_json(&s, &id, &[], "import os\nif os.fork() == 0:\n    raise SystemExit(0)\nos.wait()\nprint('parent')");
-    assert_eq!((code, stdout_of(&v)), (0, "parent\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "parent\n"), "{v:#}");
     for _ in 0..3 {
         let (v, code) = code_json(&s, &id, &[], "import os\nprint(os.getpid())");
         assert_eq!(code, 0, "{v:#}");
@@ -601,7 +568,7 @@ fn session_oom_kill_is_reported_and_restarts_the_session() {
         "{v:#}"
     );
     let (v, code) = answer_after_restart(&s, &id, "print('keep' in globals())");
-    assert_eq!((code, stdout_of(&v)), (0, "False\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "False\n"), "{v:#}");
 }
 
 /// The host pid of the sandbox `id`'s zygote: pid 1 of its own pid
@@ -646,7 +613,7 @@ fn warm_zygote_death_during_a_call_is_reported() {
         "the zygote's death during the call was not reported: {v:#}"
     );
     let (v, code) = answer_after_restart(&s, &id, "print('again')");
-    assert_eq!((code, stdout_of(&v)), (0, "again\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "again\n"), "{v:#}");
     assert_eq!(v["warm"]["restarted"], false, "{v:#}");
 }
 
@@ -665,23 +632,23 @@ fn warm_call_leaves_nothing_for_the_next_call() {
         let id = s.create_with(how);
         let wd = ["--workdir", "/tmp"];
         let (v, code) = code_json(&s, &id, &wd, leave);
-        assert_eq!((code, stdout_of(&v)), (0, "left\n"), "{how:?}: {v:#}");
+        assert_eq!((code, stdout_text(&v)), (0, "left\n"), "{how:?}: {v:#}");
         let (v, code) = code_json(&s, &id, &wd, &census("husk-daemon"));
-        assert_eq!((code, stdout_of(&v)), (0, "0\n"), "{how:?}: a daemon of the previous call runs on: {v:#}");
+        assert_eq!((code, stdout_text(&v)), (0, "0\n"), "{how:?}: a daemon of the previous call runs on: {v:#}");
         let (v, code) = code_json(&s, &id, &wd, "import csv, sys\nprint(csv.__file__.startswith(sys.prefix))");
-        assert_eq!((code, stdout_of(&v)), (0, "True\n"), "{how:?}: the previous call's csv.py was imported: {v:#}");
+        assert_eq!((code, stdout_text(&v)), (0, "True\n"), "{how:?}: the previous call's csv.py was imported: {v:#}");
         // A module of the call's own in its working directory still imports.
         let (v, code) =
             code_json(&s, &id, &wd, "open('husk_mine.py', 'w').write('X = 7')\nimport husk_mine\nprint(husk_mine.X)");
-        assert_eq!((code, stdout_of(&v)), (0, "7\n"), "{how:?}: {v:#}");
+        assert_eq!((code, stdout_text(&v)), (0, "7\n"), "{how:?}: {v:#}");
         s.rm(&id);
     }
     // A bash session's background job, and one that left its session.
     let id = s.create_with(&["--session", "bash"]);
     let (v, code) = code_json(&s, &id, &[], "sleep 4242 & setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo left");
-    assert_eq!((code, stdout_of(&v)), (0, "left\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "left\n"), "{v:#}");
     let (v, code) = code_json(&s, &id, &[], "grep -l 42[4]2 /proc/[0-9]*/cmdline 2>/dev/null | grep -vc self");
-    assert_eq!(stdout_of(&v), "0\n", "a job of the previous call runs on ({code}): {v:#}");
+    assert_eq!(stdout_text(&v), "0\n", "a job of the previous call runs on ({code}): {v:#}");
 }
 
 /// Issue 31, item 3: after a session died while its call's processes held
@@ -700,7 +667,7 @@ fn session_restarts_after_its_call_held_every_pid() {
     assert_eq!(code, 137, "{v:#}");
     assert_eq!(v["warm"]["restarted"], true, "{v:#}");
     let (v, code) = answer_after_restart(&s, &id, "print('back')");
-    assert_eq!((code, stdout_of(&v)), (0, "back\n"), "the session did not come back: {v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "back\n"), "the session did not come back: {v:#}");
 }
 
 /// Issue 31, item 5: a fork bomb in a warm call ran the sandbox out of
@@ -728,6 +695,6 @@ fn warm_fork_bomb_leaves_the_zygote_alone() {
     }
     assert!(ooms > 0, "the bomb never ran the sandbox out of memory: this test proves nothing");
     let (v, code) = code_json(&s, &id, &[], "print('after')");
-    assert_eq!((code, stdout_of(&v)), (0, "after\n"), "{v:#}");
+    assert_eq!((code, stdout_text(&v)), (0, "after\n"), "{v:#}");
     assert_eq!(zygote_of(&id), Some(zygote), "{v:#}");
 }

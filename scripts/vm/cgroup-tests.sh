@@ -188,6 +188,40 @@ if [ $rc = 0 ] && [ $r1 = 0 ] && printf '%s' "$w1" | grep -q '"placed_ahead":tru
     pass warm_spare_placed_on_v2
 else fail warm_spare_placed_on_v2 "rc=$rc/$r1/$r2/$r3/$r4 $(cat /tmp/err) | $w1 | $w2 | $w3"; fi
 
+# --- v2_device_rules_enforced: OCI mode's device rules on pure v2 are an
+# eBPF program (src/cgroup/devices.rs). The rules are Docker's default list
+# (moby's DefaultLinuxSpec: deny all, mknod of any node, the usual
+# character devices): /dev/null is usable, the host's /dev/kmsg bound in is
+# not. The same container without rules writes to /dev/kmsg: the test
+# tells the two apart.
+mkdir -p /tmp/ocib
+devcfg() { # $1: linux.resources
+    cat > /tmp/ocib/config.json <<EOF
+{"ociVersion":"1.0.2",
+ "process":{"terminal":false,"user":{"uid":0,"gid":0},"env":["PATH=/bin"],"cwd":"/","noNewPrivileges":true,
+  "args":["sh","-c","echo x > /dev/null && echo NULL_OK; echo husk-vm > /dev/kmsg 2>/dev/null && echo KMSG_OK || echo KMSG_DENIED"],
+  "capabilities":{"bounding":["CAP_KILL"],"effective":["CAP_KILL"],"permitted":["CAP_KILL"]}},
+ "root":{"path":"/rootfs","readonly":true},"hostname":"devtest",
+ "mounts":[{"destination":"/proc","type":"proc","source":"proc"},
+  {"destination":"/dev","type":"tmpfs","source":"tmpfs","options":["nosuid","strictatime","mode=755","size=65536k"]},
+  {"destination":"/dev/kmsg","type":"bind","source":"/dev/kmsg","options":["rbind","rw"]}],
+ "linux":{"namespaces":[{"type":"pid"},{"type":"ipc"},{"type":"uts"},{"type":"mount"}],"resources":$1}}
+EOF
+}
+devcfg '{"devices":[{"allow":false,"access":"rwm"},{"allow":true,"type":"c","access":"m"},{"allow":true,"type":"b","access":"m"},
+ {"allow":true,"type":"c","major":1,"minor":3,"access":"rwm"},{"allow":true,"type":"c","major":1,"minor":5,"access":"rwm"},
+ {"allow":true,"type":"c","major":1,"minor":7,"access":"rwm"},{"allow":true,"type":"c","major":5,"minor":0,"access":"rwm"},
+ {"allow":true,"type":"c","major":5,"minor":1,"access":"rwm"},{"allow":true,"type":"c","major":5,"minor":2,"access":"rwm"},
+ {"allow":true,"type":"c","major":1,"minor":8,"access":"rwm"},{"allow":true,"type":"c","major":1,"minor":9,"access":"rwm"},
+ {"allow":true,"type":"c","major":136,"access":"rwm"},{"allow":true,"type":"c","major":10,"minor":200,"access":"rwm"}]}'
+out=$(cd /tmp/ocib && /husk oci --root /tmp/ocistate run devt1 </dev/null 2>&1); rc=$?
+devcfg '{}'
+ctl=$(cd /tmp/ocib && /husk oci --root /tmp/ocistate run devt2 </dev/null 2>&1); rc2=$?
+if [ $rc = 0 ] && echo "$out" | grep -q NULL_OK && echo "$out" | grep -q KMSG_DENIED \
+    && [ $rc2 = 0 ] && echo "$ctl" | grep -q KMSG_OK; then
+    pass v2_device_rules_enforced
+else fail v2_device_rules_enforced "rc=$rc/$rc2 rules: $out | none: $ctl"; fi
+
 echo "HUSK-VM-DONE fails=$FAILS"
 sync
 poweroff -f

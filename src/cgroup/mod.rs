@@ -18,6 +18,7 @@
 //! hierarchy, and it has neither a hybrid mode (limits in v1, membership and
 //! kill in the unified tree) nor CLONE_INTO_CGROUP.
 
+pub mod devices;
 pub mod freeze;
 mod fs;
 pub mod gc;

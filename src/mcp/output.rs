@@ -25,6 +25,8 @@ pub fn ran() -> Value {
         "stderr_bytes": maybe("integer", "Bytes the command wrote to stderr"),
         "duration_ms": maybe("number", "Wall-clock time of the command"),
         "warm": {"type": ["object", "null"], "description": "The warm interpreter or session that ran the code, if any"},
+        "results": {"type": ["array", "null"], "description": "run_code in a warm python sandbox: the value of the last expression, display() calls and matplotlib figures, each {type, is_main_result, data: MIME bundle (text/plain, text/html, image/png base64, ...)}"},
+        "exception": {"type": ["object", "null"], "description": "run_code in a warm python sandbox: the exception that ended the code: {name, value, traceback}"},
     }))
 }
 

@@ -93,7 +93,37 @@ pub fn summarize(verdict: &Value) -> String {
         Stream::of(verdict, "stdout").describe(&mut out);
         Stream::of(verdict, "stderr").describe(&mut out);
     }
+    results(verdict, &mut out);
     out
+}
+
+/// A warm python call's results (docs/warm.md, Results) in words: the
+/// value of its last expression and what it displayed as text, what else
+/// each offers named (an image is not text a model can read here), and the
+/// exception by name and value (its traceback is on stderr above).
+fn results(verdict: &Value, out: &mut String) {
+    for r in verdict["results"].as_array().into_iter().flatten() {
+        let what = if r["is_main_result"] == true { "result" } else { "display" };
+        let data = &r["data"];
+        out.push_str(&format!("{what}: {}\n", data["text/plain"].as_str().unwrap_or("")));
+        let other: Vec<&str> = data
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.keys())
+            .map(String::as_str)
+            .filter(|k| *k != "text/plain")
+            .collect();
+        if !other.is_empty() {
+            out.push_str(&format!("  (also as {}: in the structured result)\n", other.join(", ")));
+        }
+    }
+    if verdict["results_truncated"] == true {
+        out.push_str("results TRUNCATED: more than the output limit; later ones were dropped\n");
+    }
+    let e = &verdict["exception"];
+    if let (Some(name), Some(value)) = (e["name"].as_str(), e["value"].as_str()) {
+        out.push_str(&format!("exception: {name}: {value}\n"));
+    }
 }
 
 #[cfg(test)]
@@ -113,6 +143,17 @@ mod tests {
         assert!(s.starts_with("exited with code 0 after 3 ms\n"), "{s}");
         assert!(s.contains("stdout (TRUNCATED: the command wrote 107 bytes;"), "{s}");
         assert!(s.contains("stderr: (empty)"), "{s}");
+    }
+
+    #[test]
+    fn results_and_exception_are_told_in_words() {
+        let v = json!({"termination": "exited", "exit_code": 1, "duration_ms": 3.0,
+            "stdout": out("", 0, false), "stderr": out("", 0, false),
+            "results": [{"type": "result", "is_main_result": true, "data": {"text/plain": "42", "text/html": "<b>42</b>"}}],
+            "exception": {"name": "ValueError", "value": "bad", "traceback": "..."}});
+        let s = summarize(&v);
+        assert!(s.contains("result: 42\n  (also as text/html: in the structured result)\n"), "{s}");
+        assert!(s.contains("exception: ValueError: bad\n"), "{s}");
     }
 
     #[test]

@@ -218,6 +218,8 @@ impl Tools {
             "stderr_bytes": verdict["stderr"]["bytes"],
             "duration_ms": verdict["duration_ms"],
             "warm": verdict["warm"],
+            "results": verdict["results"],
+            "exception": verdict["exception"],
         });
         Reply { text: summary::summarize(&verdict), structured, is_error: failed }
     }

@@ -28,6 +28,8 @@ pub enum OciCgroupError {
     Write { field: &'static str, path: PathBuf, value: String, source: std::io::Error },
     #[error("linux.resources.{0}: not supported by husk on this host (refused rather than ignored)")]
     Unsupported(&'static str),
+    #[error("linux.resources.devices: {0}")]
+    Devices(#[from] crate::cgroup::devices::DeviceError),
 }
 
 /// The cgroup hierarchies of this host.
@@ -366,11 +368,21 @@ fn apply_v2(dir: &Path, res: &Resources) -> Result<(), OciCgroupError> {
     if let Some(m) = res.cpuset_mems.as_deref().filter(|m| !m.is_empty()) {
         write("cpu.mems", dir, "cpuset.mems", m)?;
     }
-    if !res.devices.is_empty() && res.devices.iter().any(|d| d.allow && d.is_all()) {
-        // An allow-all list needs no program.
-    } else if !res.devices.is_empty() {
-        // v2's device controller is an eBPF program; husk does not load one.
-        return Err(OciCgroupError::Unsupported("devices (cgroup v2 device rules need an eBPF program)"));
+    if !res.devices.is_empty() {
+        // v2's device controller is an eBPF program (cgroup/devices.rs),
+        // attached before any process of the container is in the cgroup.
+        let rules: Vec<crate::cgroup::devices::Rule> = res
+            .devices
+            .iter()
+            .map(|d| crate::cgroup::devices::Rule {
+                allow: d.allow,
+                kind: d.kind,
+                major: d.major.and_then(|m| u32::try_from(m).ok()),
+                minor: d.minor.and_then(|m| u32::try_from(m).ok()),
+                access: if d.access.is_empty() { "rwm".into() } else { d.access.clone() },
+            })
+            .collect();
+        crate::cgroup::devices::apply(dir, &rules)?;
     }
     for (k, v) in &res.unified {
         if k.contains('/') || k.starts_with("cgroup.") {

@@ -164,6 +164,7 @@ pub fn exec_code(
     crate::warm::attribute(&mut warm, &mut x.outcome, oom_seen);
     let mut r = result(&rec, &reply, &plan.process, x.outcome, x.exec_id, x.backend);
     r.extra.insert(VERDICT_KEYS[3], serde_json::json!(events));
+    r.extra.extend(crate::warm::take_results(&mut warm));
     r.extra.insert(VERDICT_KEYS[4], warm);
     Ok(r)
 }
@@ -192,7 +193,12 @@ fn cold_code(
     let mut r = req.clone();
     r.exec.argv = argv.iter().map(|s| s.to_string()).collect();
     let mut res = exec_to(store, &r, t_start, tap)?;
-    res.extra.insert(VERDICT_KEYS[4], crate::warm::verdict("cold", false, None, false));
+    // The same keys as a warm call's verdict; a plain `python3 -` run has
+    // no results but its output.
+    let mut warm = crate::warm::verdict("cold", false, None, false);
+    crate::warm::put_results(&mut warm, Default::default());
+    res.extra.extend(crate::warm::take_results(&mut warm));
+    res.extra.insert(VERDICT_KEYS[4], warm);
     Ok(res)
 }
 

@@ -5,6 +5,7 @@
 //! Rule for callers: these functions never allocate, so they are usable in
 //! the child between clone and execve.
 
+pub mod bpf;
 pub mod caps;
 pub mod command;
 pub mod fd;

@@ -178,13 +178,95 @@ pub fn send_call(
     request: &OwnedFd,
     stdio: [BorrowedFd<'_>; 3],
     status: BorrowedFd<'_>,
+    results: BorrowedFd<'_>,
 ) -> Result<(), Errno> {
-    let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status];
+    let fds = [request.as_fd(), stdio[0], stdio[1], stdio[2], status, results];
     let word = match leaf {
         Some(l) => format!("call {l}"),
         None => "call".into(),
     };
     crate::sys::socket::send_with_fds(ctl, word.as_bytes(), &fds)
+}
+
+/// The empty memfd a python call writes its notebook-style results to
+/// (shim.py, `Results`): JSON lines husk reads after the call.
+pub fn results_fd() -> Result<OwnedFd, Errno> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    memfd_create(c"husk-results", MFdFlags::MFD_CLOEXEC)
+}
+
+/// What a call left in its results memfd: `results` (the value of its
+/// last expression, display() calls, figures: each `{type, is_main_result,
+/// data: MIME bundle}`) and `exception` (`{name, value, traceback}`).
+/// At most `limit` bytes are read; what the code wrote there is its own
+/// output (untrusted: lines that are not the shim's JSON are dropped), and
+/// every string in it goes through redaction like its stdout.
+#[derive(Debug, Default, PartialEq)]
+pub struct CallResults {
+    pub results: Vec<serde_json::Value>,
+    pub exception: Option<serde_json::Value>,
+    /// The memfd held more than `limit` bytes: later results were dropped.
+    pub truncated: bool,
+}
+
+pub fn read_results(fd: &OwnedFd, limit: u64) -> CallResults {
+    use std::io::Read;
+    let mut raw = Vec::new();
+    let mut f = match fd.try_clone() {
+        Ok(d) => std::fs::File::from(d),
+        Err(_) => return CallResults::default(),
+    };
+    let _ = std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(0));
+    let _ = f.by_ref().take(limit.saturating_add(1)).read_to_end(&mut raw);
+    let truncated = raw.len() as u64 > limit;
+    raw.truncate(limit as usize);
+    parse_results(&raw, truncated)
+}
+
+fn parse_results(raw: &[u8], truncated: bool) -> CallResults {
+    let mut out = CallResults { truncated, ..Default::default() };
+    for line in raw.split(|b| *b == b'\n') {
+        let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(line) else { continue };
+        redact_strings(&mut v);
+        match v["type"].as_str() {
+            Some("result" | "display") if v["data"].is_object() => out.results.push(v),
+            Some("error") => {
+                let o = v.as_object_mut().expect("an object: it has a type");
+                o.remove("type");
+                out.exception = Some(v);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn redact_strings(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => *s = crate::redact::text(s),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_strings),
+        serde_json::Value::Object(o) => o.values_mut().for_each(redact_strings),
+        _ => {}
+    }
+}
+
+/// The keys of a call's results in the verdict (top level: they are the
+/// call's, not the interpreter's). `put_results` stores them with the
+/// backend's `warm` value; the exec lifts them out (`take_results`).
+pub const RESULT_KEYS: [&str; 3] = ["results", "exception", "results_truncated"];
+
+pub fn put_results(warm: &mut serde_json::Value, r: CallResults) {
+    let [results, exception, truncated] = RESULT_KEYS;
+    warm[results] = r.results.into();
+    warm[exception] = r.exception.into();
+    warm[truncated] = r.truncated.into();
+}
+
+/// The results out of a call's `warm` value, as (key, value) pairs for the
+/// verdict; none when the call had none (a bash call, a cold one).
+pub fn take_results(warm: &mut serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
+    let Some(o) = warm.as_object_mut() else { return Vec::new() };
+    RESULT_KEYS.iter().filter_map(|k| o.remove(*k).map(|v| (*k, v))).collect()
 }
 
 /// One word from the shim on the control socket after it is ready: a
@@ -319,6 +401,20 @@ pub fn language_fits(w: &WarmSpec, asked: Option<&str>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn results_keep_only_lines_of_the_shims_shape() {
+        // The code can reach its results memfd (/proc/self/fd): what it
+        // writes there is kept only in the shim's shape.
+        let raw = b"garbage\n{\"type\": \"result\", \"is_main_result\": true, \"data\": {\"text/plain\": \"1\"}}\n\
+            {\"type\": \"result\", \"data\": 5}\n[1,2]\n{\"type\": \"error\", \"name\": \"E\", \"value\": \"v\", \"traceback\": \"t\"}\n{\"type\": \"resu";
+        let r = parse_results(raw, true);
+        assert_eq!(r.results.len(), 1);
+        assert_eq!(r.results[0]["data"]["text/plain"], "1");
+        assert_eq!(r.exception, Some(serde_json::json!({"name": "E", "value": "v", "traceback": "t"})));
+        assert!(r.truncated);
+    }
+
     use super::*;
 
     #[test]

@@ -3,9 +3,11 @@
 # reads this source as the first message on stdin), confined like any
 # exec, with fd 0 a SOCK_SEQPACKET control socket whose other end only
 # husk holds (nothing in the sandbox's filesystem names it). Each call
-# arrives as one message with five fds attached: the request (a memfd: one
-# JSON header line, then the code), the call's stdin, stdout, stderr, and
-# its status socket, on which husk's sync records (src/sync.rs) go back.
+# arrives as one message with six fds attached: the request (a memfd: one
+# JSON header line, then the code), the call's stdin, stdout, stderr, its
+# status socket, on which husk's sync records (src/sync.rs) go back, and
+# its results (an empty memfd: the notebook-style results of a python call
+# go there as JSON lines, which husk reads after the call, bounded).
 #
 # fork mode: the shim is the init of a pid namespace of its own, so a child
 # it forks can neither name it nor signal it (SIGKILL from inside a pid
@@ -25,7 +27,14 @@ MODE, LANG = sys.argv[1], sys.argv[2]
 MODULES = sys.argv[3:]
 
 REC = struct.Struct("=Ii8Q")
+# fork() attempts (5 ms apart) while a fork bomb's zombies free their pids.
+FORK_TRIES = 400
 RELEASE, EXITED, SIGNALED, JOINED, INTERRUPTED = 1, 4, 5, 9, 14
+# request, stdin, stdout, stderr, status, results
+CALL_FDS = 6
+# Frames of this file are cut from a call's traceback (crate::warm::BOOT
+# compiles the shim under this name).
+SHIM_FILE = "<husk-warm-shim>"
 
 
 def rec(tag, a=0):
@@ -65,7 +74,7 @@ try:
         signal.signal(s, signal.SIG_IGN)
     os.dup2(null, 1)
     os.dup2(null, 2)
-    import traceback, builtins, time, secrets, gc
+    import traceback, builtins, time, secrets, gc, ast, base64, warnings
     for m in MODULES:
         __import__(m)
     # What the zygote holds now is never collected in its children: a
@@ -91,7 +100,7 @@ def recv_message():
 def recv_call():
     while True:
         _word, fds = recv_message()
-        if len(fds) != 5:
+        if len(fds) != CALL_FDS:
             for fd in fds:
                 os.close(fd)
             continue
@@ -147,10 +156,153 @@ class CallTimeout(BaseException):
     pass
 
 
-def run_python(code, g):
-    """Runs `code` as `python3 -` would; the exit status."""
+class Results:
+    """Where a python call's notebook-style results go (docs/warm.md,
+    Results): the value of its last expression, what it passed to
+    display(), its open matplotlib figures, and its exception, as JSON
+    lines on the call's results memfd. husk reads at most the exec's output
+    limit of it; what the code writes there itself is its own output, no
+    more trusted than its stdout."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, obj):
+        if self.fd < 0:
+            return
+        try:
+            line = json.dumps(obj, default=repr).encode() + b"\n"
+            while line:
+                line = line[os.write(self.fd, line):]
+        except (OSError, ValueError, TypeError):
+            pass
+
+    def value(self, obj, main):
+        self.write({"type": "result" if main else "display", "is_main_result": main, "data": bundle(obj)})
+
+    def figures(self):
+        """Open matplotlib figures become PNG results (and are closed), as
+        a notebook's inline backend shows them, without a savefig."""
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        try:
+            for n in plt.get_fignums():
+                self.value(plt.figure(n), False)
+            plt.close("all")
+        except Exception:
+            pass
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+NO_RESULTS = Results(-1)
+# The call's results while it runs (display() writes there).
+CURRENT = [NO_RESULTS]
+
+
+def bundle(obj):
+    """A MIME bundle for `obj`, as IPython's display formatter builds one:
+    _repr_mimebundle_ first, then the _repr_*_ methods, text/plain last."""
+    data = {}
+    if isinstance(obj, type):
+        return {"text/plain": repr(obj)}
     try:
-        exec(compile(code, "<code>", "exec"), g)
+        m = getattr(obj, "_repr_mimebundle_", None)
+        if callable(m):
+            r = m()
+            r = r[0] if isinstance(r, tuple) else r
+            if isinstance(r, dict):
+                data.update({k: v for k, v in r.items() if isinstance(k, str)})
+    except Exception:
+        pass
+    for meth, mime in (
+        ("_repr_html_", "text/html"),
+        ("_repr_markdown_", "text/markdown"),
+        ("_repr_svg_", "image/svg+xml"),
+        ("_repr_png_", "image/png"),
+        ("_repr_jpeg_", "image/jpeg"),
+        ("_repr_latex_", "text/latex"),
+        ("_repr_json_", "application/json"),
+        ("_repr_javascript_", "application/javascript"),
+    ):
+        if mime in data:
+            continue
+        try:
+            f = getattr(obj, meth, None)
+            r = f() if callable(f) else None
+        except Exception:
+            r = None
+        r = r[0] if isinstance(r, tuple) else r
+        if r is not None:
+            data[mime] = r
+    if "image/png" not in data and hasattr(obj, "savefig") and type(obj).__module__.startswith("matplotlib"):
+        try:
+            import io
+            buf = io.BytesIO()
+            obj.savefig(buf, format="png")
+            data["image/png"] = buf.getvalue()
+        except Exception:
+            pass
+    for mime in ("image/png", "image/jpeg"):
+        if isinstance(data.get(mime), (bytes, bytearray)):
+            data[mime] = base64.b64encode(data[mime]).decode()
+    try:
+        data["text/plain"] = repr(obj)
+    except Exception as e:
+        data["text/plain"] = "<repr failed: %s>" % type(e).__name__
+    return data
+
+
+def display(*objs, **_kw):
+    """IPython's display(): each object becomes a result of the call."""
+    for o in objs:
+        CURRENT[0].value(o, False)
+
+
+builtins.display = display
+# Figures come back as results: plt.show() has nothing to show on Agg.
+warnings.filterwarnings("ignore", message=".*non-interactive.*cannot be shown")
+
+
+def user_tb(tb):
+    """The traceback from the call's own first frame (the shim's cut)."""
+    while tb is not None and tb.tb_frame.f_code.co_filename == SHIM_FILE:
+        tb = tb.tb_next
+    return tb
+
+
+def report(e, results):
+    """Prints the exception as python3 would (without the shim's frames)
+    and records it as the call's structured error."""
+    lines = traceback.format_exception(type(e), e, user_tb(e.__traceback__))
+    text = "".join(lines)
+    try:
+        sys.stderr.write(text)
+    except BaseException:
+        pass
+    results.write({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": text})
+
+
+def run_python(code, g, results=NO_RESULTS):
+    """Runs `code` as `python3 -` would; the exit status. With `results`,
+    the value of a last expression statement is the call's main result
+    (a notebook cell's Out), as IPython does it."""
+    CURRENT[0] = results
+    try:
+        tree = compile(code, "<code>", "exec", ast.PyCF_ONLY_AST)
+        last = None
+        if results is not NO_RESULTS and tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, "<code>", "exec"), g)
+        if last is not None:
+            value = eval(compile(last, "<code>", "eval"), g)
+            if value is not None:
+                results.value(value, True)
+        results.figures()
         return 0
     except CallTimeout:
         raise
@@ -162,10 +314,11 @@ def run_python(code, g):
             return c & 0xFF
         print(c, file=sys.stderr)
         return 1
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as e:
+        report(e, results)
         return 1
     finally:
+        CURRENT[0] = NO_RESULTS
         for f in (sys.stdout, sys.stderr):
             try:
                 f.flush()
@@ -227,7 +380,7 @@ def detach(keep):
 
 
 def run_call(fds):
-    req, stdin, stdout, stderr, status = fds
+    req, stdin, stdout, stderr, status, results = fds
     for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
         os.dup2(fd, target)
     for fd in (stdin, stdout, stderr):
@@ -244,7 +397,7 @@ def run_call(fds):
     sys.stdout = open(1, "w", closefd=False, buffering=1 if os.isatty(1) else -1)
     sys.stderr = open(2, "w", closefd=False, buffering=1)
     sys.argv = ["-"]
-    os._exit(run_python(code, fresh_main()))
+    os._exit(run_python(code, fresh_main(), Results(results)))
 
 
 def fresh_child(fds):
@@ -288,12 +441,12 @@ def spare_main(sock):
         pass  # only a head start: the call does it all again
     while True:
         try:
-            _data, fds, _flags, _addr = socket.recv_fds(sock, 64, 5)
+            _data, fds, _flags, _addr = socket.recv_fds(sock, 64, CALL_FDS)
         except InterruptedError:
             continue
         break
     sock.close()
-    if len(fds) != 5:
+    if len(fds) != CALL_FDS:
         os._exit(0)  # the shim let this spare go
     run_call(fds)
 
@@ -358,7 +511,22 @@ def zygote():
         return s
 
     def fork_call(fds):
-        pid = os.fork()
+        # Right after a call that ran into the pids limit (a fork bomb),
+        # its killed processes still hold their pids as zombies until this
+        # loop reaps them (orphans come to the zygote): reap and retry for
+        # a while rather than give the next call up at once ("ended the
+        # call before it started").
+        tries = FORK_TRIES
+        while True:
+            try:
+                pid = os.fork()
+                break
+            except BlockingIOError:
+                tries -= 1
+                if tries <= 0:
+                    raise
+                reap()
+                select.select([], [], [], 0.005)
         if pid == 0:
             only_child(fresh_child, fds)
         try:
@@ -423,7 +591,7 @@ def zygote():
                     spare.placed = True
                     spare.leaf = parts[2] if len(parts) > 2 else None
                 continue
-            if len(fds) != 5:
+            if len(fds) != CALL_FDS:
                 for f in fds:
                     os.close(f)
                 continue
@@ -455,7 +623,7 @@ def zygote():
                     pass  # closing its status socket tells husk exec
                 if pfd >= 0:
                     poller.register(pfd, select.POLLIN)
-            for f in fds[:4]:
+            for f in fds[:4] + fds[5:]:
                 os.close(f)
             if pid < 0:
                 os.close(fds[4])
@@ -511,13 +679,13 @@ def python_session():
         # during a call, whose code may wait for its children itself.
         signal.signal(signal.SIGCHLD, reap)
         reap()
-        req, stdin, stdout, stderr, status = recv_call()
+        req, stdin, stdout, stderr, status, results = recv_call()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         st = joined(status)
         # husk exec moves the session into the call's leaf first: what the
         # call forks is born there, and killed with it when the call ends.
         if not released(st):
-            for fd in (req, stdin, stdout, stderr):
+            for fd in (req, stdin, stdout, stderr, results):
                 os.close(fd)
             st.close()
             continue
@@ -534,13 +702,15 @@ def python_session():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if timeout:
             signal.setitimer(signal.ITIMER_REAL, timeout / 1000.0)
+        out = Results(results)
         try:
-            code_rc = run_python(code, g)
+            code_rc = run_python(code, g, out)
         except CallTimeout:
             code_rc = 124
             interrupted = True
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            out.close()
         if os.getpid() != me:
             # A child the call forked, whose code ended: it is not the
             # session and must not go on as one.
@@ -593,7 +763,8 @@ def bash_session():
     bash = start()
     say({"ok": True, "pid": os.getpid()})
     while True:
-        req, stdin, stdout, stderr, status = recv_call()
+        req, stdin, stdout, stderr, status, results = recv_call()
+        os.close(results)  # a bash call has no results but its output
         # The shell is the call's process: husk exec moves it into the
         # call's leaf, so what the call starts is killed with the leaf.
         st = joined(status, bash[0])

@@ -103,3 +103,17 @@ def test_mcp_run_code_uses_the_sandboxs_session_or_warm_interpreter(husk_bin, st
     assert out["w2"].structured_content["warm"]["mode"] == "fork"
     assert "TIMED OUT" in text(out["slow"]) and "interrupted" in text(out["slow"])
     assert "42" in text(out["after"])
+
+
+def test_run_code_returns_results_and_a_structured_exception(connect_kw):
+    # Notebook-style results (docs/warm.md, Results) through the client.
+    with Sandbox.create(rootfs="/", ttl="2m", session="python", **connect_kw) as sb:
+        r = sb.run_code("x = 40\ndisplay('shown')\nx + 2")
+        assert r.ok and r.text == "42", r.raw
+        assert [(x.is_main_result, x.text) for x in r.results] == [(False, "'shown'"), (True, "42")]
+        assert r.exception is None
+        r = sb.run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
+        assert r.ok and len(r.results) == 1 and r.results[0].png.startswith(b"\x89PNG"), r.raw
+        r = sb.run_code("def f():\n    raise KeyError('k')\nf()")
+        assert not r.ok and r.exception.name == "KeyError" and r.exception.value == "'k'", r.raw
+        assert "husk-warm-shim" not in r.exception.traceback and '"<code>", line 3' in r.exception.traceback

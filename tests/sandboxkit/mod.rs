@@ -5,8 +5,9 @@
 
 use crate::common::*;
 use serde_json::Value;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// A state dir and the sandboxes in it.
@@ -250,4 +251,36 @@ pub fn create_killed_before_handover(sbx: &Sbx, args: &[&str]) -> Value {
     child.kill().unwrap();
     let _ = child.wait();
     rec.unwrap()
+}
+
+// ------------------------------------------------ exec --code (docs/warm.md)
+
+/// `husk exec [extra] ID --code -` with `code` on stdin.
+pub fn code_out(s: &Sbx, id: &str, extra: &[&str], code: &str) -> Output {
+    let mut args = vec!["exec"];
+    args.extend_from_slice(extra);
+    args.extend([id, "--code", "-"]);
+    let mut child = s.husk(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(code.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The verdict of `husk exec --json [extra] ID --code -`, and its exit code.
+pub fn code_json(s: &Sbx, id: &str, extra: &[&str], code: &str) -> (Value, i32) {
+    let mut e = vec!["--json"];
+    e.extend_from_slice(extra);
+    let out = code_out(s, id, &e, code);
+    (verdict_of(&out), out.status.code().unwrap_or(-1))
+}
+
+pub fn stdout_text(v: &Value) -> &str {
+    v["stdout"]["text"].as_str().unwrap_or("")
+}
+
+pub fn python3() -> &'static str {
+    assert!(
+        std::path::Path::new("/usr/bin/python3").exists(),
+        "SKIP: /usr/bin/python3 missing (scripts/test.sh installs python3)"
+    );
+    "/usr/bin/python3"
 }

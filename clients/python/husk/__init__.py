@@ -22,7 +22,7 @@ from .errors import (
 from .runtime import HuskRuntime
 from .aio import AsyncSandbox
 from .sandbox import Sandbox, connect, open_transport
-from .types import ErrorInfo, ExecResult, FileEntry, Output, OutputChunk, SandboxInfo
+from .types import CodeError, ErrorInfo, ExecResult, FileEntry, Output, OutputChunk, Result, SandboxInfo
 
 __version__ = "0.1.0"
 
@@ -33,6 +33,8 @@ __all__ = [
     "open_transport",
     "connect",
     "ExecResult",
+    "Result",
+    "CodeError",
     "Output",
     "OutputChunk",
     "SandboxInfo",

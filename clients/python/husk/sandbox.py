@@ -341,7 +341,10 @@ class Sandbox:
         ``warm`` or ``session`` its interpreter runs it (``language``, when
         given, must be that interpreter's); otherwise a fresh ``python3``,
         ``bash`` or ``sh`` does (language: python, the default, bash or sh).
-        ``result.warm`` says how it ran (mode fork, session or cold).
+        ``result.warm`` says how it ran (mode fork, session or cold); in a
+        warm python sandbox ``result.results`` holds the value of its last
+        expression (``result.text``), its display() calls and figures, and
+        ``result.exception`` the exception that ended it.
         ``timeout``: 300 s unless given (None: none); past it the code is
         interrupted (``wall_timeout``). ``cwd``: where it runs;
         ``output_limit``: bytes captured per stream."""

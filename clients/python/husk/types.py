@@ -58,6 +58,64 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True)
+class Result:
+    """One notebook-style result of ``run_code`` in a warm python sandbox:
+    the value of the code's last expression (``is_main_result``), or what
+    it passed to ``display()``, or an open matplotlib figure. ``data`` is
+    its MIME bundle: ``text/plain`` always; ``text/html``, ``image/png``
+    (base64), ``image/svg+xml``, ``application/json``, ... when the object
+    offers them (docs/warm.md, Results)."""
+
+    data: Dict[str, Any]
+    is_main_result: bool = False
+
+    @property
+    def text(self) -> Optional[str]:
+        return self.data.get("text/plain")
+
+    @property
+    def html(self) -> Optional[str]:
+        return self.data.get("text/html")
+
+    @property
+    def png(self) -> Optional[bytes]:
+        b = self.data.get("image/png")
+        return base64.b64decode(b) if isinstance(b, str) else None
+
+    @property
+    def svg(self) -> Optional[str]:
+        return self.data.get("image/svg+xml")
+
+    @property
+    def json(self) -> Any:
+        return self.data.get("application/json")
+
+    def formats(self) -> List[str]:
+        return sorted(self.data)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "Result":
+        return cls(dict(obj.get("data") or {}), bool(obj.get("is_main_result", False)))
+
+
+@dataclass(frozen=True)
+class CodeError:
+    """The exception that ended ``run_code``'s code: its class name, its
+    value (``str`` of it) and the traceback as python prints it (without
+    husk's own frames)."""
+
+    name: str
+    value: str
+    traceback: str
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Optional["CodeError"]:
+        if not isinstance(obj, dict):
+            return None
+        return cls(str(obj.get("name", "")), str(obj.get("value", "")), str(obj.get("traceback", "")))
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """The verdict of one exec (``husk exec --json``), typed.
 
@@ -86,6 +144,12 @@ class ExecResult:
     #: "interrupted": bool, "restarted": bool, "restart_cause": ...,
     #: "placed_ahead": bool}`` (docs/warm.md); None for a command.
     warm: Any = None
+    #: ``run_code`` in a warm python sandbox: the results (last expression,
+    #: display() calls, figures), in order.
+    results: List[Result] = field(default_factory=list)
+    #: ``run_code`` in a warm python sandbox: the exception that ended the
+    #: code (None when none).
+    exception: Optional[CodeError] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -106,8 +170,20 @@ class ExecResult:
             sandbox_id=v.get("sandbox_id"),
             network=v.get("network"),
             warm=v.get("warm"),
+            results=[Result.from_json(r) for r in v.get("results") or [] if isinstance(r, dict)],
+            exception=CodeError.from_json(v.get("exception")),
             raw=v,
         )
+
+    @property
+    def text(self) -> Optional[str]:
+        """The text of the main result (the last expression's value), as a
+        notebook's ``Out`` shows it; None when the code ended in a
+        statement."""
+        for r in self.results:
+            if r.is_main_result:
+                return r.text
+        return None
 
     @property
     def ok(self) -> bool:

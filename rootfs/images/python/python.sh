@@ -1,11 +1,12 @@
 #!/bin/sh
-# Recipe layer 2 (python): python3, python3-numpy and python3-pip from Debian, installed
+# Recipe layer 2 (python): python3, python3-numpy, python3-pip and python3-matplotlib
+# (figures come back from run_code as PNG results: docs/warm.md) from Debian, installed
 # with apt in a chroot of the base (numpy: what warm interpreters preload in
 # scripts/bench-warm.sh and docs/warm.md's examples). The resulting diff is
 # cached in $CACHE, by package list.
 set -eu
 : "${ROOTFS:?}" "${CACHE:?}"
-packages="python3 python3-numpy python3-pip"
+packages="python3 python3-numpy python3-pip python3-matplotlib"
 cached="$CACHE/python-layer-$(echo "$packages" | sha256sum | cut -c1-12).tar"
 if [ -s "$cached" ]; then
     # The cache holds the whole tree after installation.

@@ -269,13 +269,13 @@ impl Call<'_> {
         let head =
             crate::warm::CallHead::new(self.plan.process.envp.iter(), &self.plan.workdir, timeout.filter(|_| session));
         let req = crate::warm::request(&head, self.code).map_err(|e| errno_err("the call's request", e))?;
+        let results = crate::warm::results_fd().map_err(|e| errno_err("the call's results", e))?;
         let t_send = now_ns();
-        crate::warm::send_call(self.ctl, self.leaf_name, &req, [null.as_fd(), stdout, stderr], theirs.fd()).map_err(
-            |e| {
-                warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
-                    .with_errno(Some(e))
-            },
-        )?;
+        let stdio = [null.as_fd(), stdout, stderr];
+        crate::warm::send_call(self.ctl, self.leaf_name, &req, stdio, theirs.fd(), results.as_fd()).map_err(|e| {
+            warm_err(format!("the warm interpreter is gone ({e}); the supervisor restarts it, try again"))
+                .with_errno(Some(e))
+        })?;
         drop((theirs, req, null));
         let pidfd = self.answer(&status)?;
         let mut preforked = false;
@@ -358,12 +358,16 @@ impl Call<'_> {
             _ if interpreter_died => Some(RestartCause::Killed),
             _ => None,
         };
-        let warm = crate::warm::verdict(
+        let mut warm = crate::warm::verdict(
             if session { "session" } else { "fork" },
             interrupted.is_some_and(|r| r != 2) || (session && killed),
             restart,
             preforked,
         );
+        // The call's results, read once it ended, as much as its output
+        // may hold (its own bytes, like its stdout).
+        let limit = self.plan.capture.unwrap_or(crate::spec::DEFAULT_OUTPUT_LIMIT);
+        crate::warm::put_results(&mut warm, crate::warm::read_results(&results, limit));
         Ok((o, t_end, warm, lives_on))
     }
 
