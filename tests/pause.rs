@@ -161,20 +161,6 @@ fn killed_pause_client_leaves_pause_owned_by_supervisor() {
     assert_gone(&s, &rec, None);
 }
 
-/// Under runsc a pause would need checkpoint/restore: refused with the
-/// reason, and the sandbox keeps running.
-#[test]
-fn pause_under_runsc_is_refused_with_the_reason() {
-    require_runsc!();
-    let s = Sbx::new();
-    let id = s.create_with(&["--runtime", "runsc", "--rootfs", &busybox_rootfs().to_string_lossy()]);
-    let out = s.out(&["pause", &id]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert!(err.contains("not yet supported under runsc"), "{err}");
-    assert_eq!(s.sh(&id, "echo up"), ("up\n".into(), 0));
-}
-
 /// `husk gc` kills supervisors long past their recorded lease (stuck
 /// ones): a paused sandbox, whose lease does not run, is not one of them.
 #[test]

@@ -427,7 +427,7 @@ fn session_calls_take_turns_in_a_concurrent_sandbox() {
         assert_eq!(code, 0, "{v:#}");
     });
     let (v, _) = code_json(&s, &id, &["--wait"], "print(v)");
-    assert_eq!(stdout_of(&v), "1\n", "{v:#}");
+    assert_eq!(stdout_text(&v), "1\n", "{v:#}");
 }
 
 #[test]

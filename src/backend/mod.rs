@@ -86,6 +86,20 @@ pub trait Backend {
     /// Starts a sandbox that lives (`plan.role` is `Hold`), its processes
     /// born in `cgroup`; returns once it can take execs.
     fn create(&self, plan: &mut Plan, cgroup: Option<&dyn CgroupJoin>) -> Result<Box<dyn Live>, ErrorReport>;
+    /// `create`, with the sandbox's processes restored from the checkpoint
+    /// image in `dir` (another sandbox's, of the same spec: `husk fork
+    /// --memory`) instead of started.
+    fn create_restored(
+        &self,
+        plan: &mut Plan,
+        _cgroup: Option<&dyn CgroupJoin>,
+        _dir: &Path,
+    ) -> Result<Box<dyn Live>, ErrorReport> {
+        Err(ErrorReport::new(
+            crate::step::Phase::Backend,
+            format!("sandbox {}: the {} backend cannot restore saved processes", plan.id, self.name()),
+        ))
+    }
     /// Whether each exec gets a cgroup leaf of its own.
     fn exec_leaves(&self) -> bool {
         true
@@ -116,7 +130,42 @@ pub trait Live {
     /// it. `kill_group` kills the sandbox's cgroup; each backend calls it
     /// where its teardown needs it.
     fn stop(self: Box<Self>, kill_group: &dyn Fn());
+    /// How `husk pause` stops this sandbox.
+    fn pause_kind(&self) -> PauseKind {
+        PauseKind::Freeze
+    }
+    /// Saves every process of the sandbox with its memory into `dir`
+    /// (`PauseKind::Checkpoint`); they end once saved (the sandbox's pid
+    /// is then gone until `restore`). `plan`: the sandbox's, to refuse
+    /// what an image cannot carry.
+    fn checkpoint(&mut self, plan: &Plan, _dir: &Path) -> Result<MemoryImage, ErrorReport> {
+        Err(ErrorReport::new(
+            crate::step::Phase::Backend,
+            format!("sandbox {}: this backend does not save process memory", plan.id),
+        ))
+    }
+    /// Boots the sandbox again from the image `checkpoint` left in `dir`,
+    /// born in `cgroup`; its pid and pidfd are the new ones after.
+    fn restore(&mut self, plan: &mut Plan, _dir: &Path, _cgroup: Option<&dyn CgroupJoin>) -> Result<(), ErrorReport> {
+        Err(ErrorReport::new(
+            crate::step::Phase::Backend,
+            format!("sandbox {}: this backend does not restore process memory", plan.id),
+        ))
+    }
 }
+
+/// How a backend pauses a live sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PauseKind {
+    /// Its cgroup frozen in place: processes and memory stay in RAM.
+    Freeze,
+    /// Its processes saved to an image and ended (gVisor's checkpoint):
+    /// nothing runs or stays in RAM; resume restores them.
+    Checkpoint,
+}
+
+/// A checkpoint image a backend wrote.
+pub use runsc::checkpoint::Saved as MemoryImage;
 
 /// A live sandbox as `husk exec` reaches it: what its record keeps and
 /// what its supervisor handed over for this exec. (An exec runs in `husk

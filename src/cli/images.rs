@@ -79,6 +79,10 @@ pub struct ForkArgs {
     /// Print the snapshot and the forks' records as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Fork its running processes with their memory too (gVisor sandboxes,
+    /// `--runtime runsc`: one checkpoint, restored in every fork).
+    #[arg(long)]
+    pub memory: bool,
 }
 
 /// `husk image rm NAME...`: several at once, as `docker rmi` takes them.

@@ -5,6 +5,7 @@ pub mod claim;
 pub mod cp;
 pub mod doctor;
 pub mod fork;
+pub mod fork_memory;
 pub mod gc;
 pub mod image;
 pub mod images;
@@ -50,6 +51,7 @@ pub fn dispatch(cli: Cli, t_start: u64) -> i32 {
             Ok(snap) => fork::create_done(snap, sandbox::create(*args, &paths)),
             Err(code) => code,
         },
+        Command::Fork(args) if args.memory => fork_memory::fork(&args, &paths),
         Command::Fork(args) => fork::fork(args, &paths),
         Command::Exec(args) => sandbox::exec(*args, &paths, t_start),
         Command::Ls(args) => sandbox::ls(args, &paths),

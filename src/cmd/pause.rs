@@ -30,9 +30,17 @@ fn report(out: Result<(String, Reply), SandboxError>, json: bool, done: &str) ->
                 if let Some(b) = r.reclaimed_bytes {
                     v["reclaimed_bytes"] = json!(b);
                 }
+                if let Some(cp) = &r.checkpoint {
+                    v["checkpoint"] = json!(cp);
+                }
                 crate::outln!("{v}");
             } else if r.paused {
                 let reclaimed = r.reclaimed_bytes.map(|b| format!(" ({} KiB of memory pushed out)", b / 1024));
+                let reclaimed = reclaimed.or_else(|| {
+                    r.checkpoint
+                        .as_ref()
+                        .map(|c| format!(" (checkpointed: {} KiB image in {})", c.bytes / 1024, c.path.display()))
+                });
                 crate::outln!("{id} {done}{}", reclaimed.unwrap_or_default());
             } else {
                 crate::outln!("{id} {done}; its lease (--ttl) restarted: expires in {}s", left.div_ceil(1000));

@@ -73,6 +73,13 @@ impl Source {
         Ok(())
     }
 
+    /// Lets go of the cloned tree, so the next `open` clones it afresh: a
+    /// clone attached once (in a mount namespace that is gone now) cannot
+    /// be attached again (runsc's restore stages the root a second time).
+    pub fn forget_tree(&mut self) {
+        self.fd.take();
+    }
+
     /// The detached tree; EBADF if `open` never ran.
     pub fn tree(&self) -> Result<BorrowedFd<'_>, Errno> {
         self.fd.get().map(|f| f.as_fd()).ok_or(Errno::EBADF)
@@ -227,6 +234,23 @@ impl MountPlan {
     /// Every host tree the plan mounts, in execution order.
     pub fn sources(&self) -> impl Iterator<Item = &Source> {
         self.root_sources().chain(self.ops.iter().flat_map(|op| op.sources()))
+    }
+
+    /// Lets go of every cloned tree (`Source::forget_tree`).
+    pub fn forget_trees(&mut self) {
+        if let RootPlan::Overlay(ov) = &mut self.root {
+            ov.lowers.iter_mut().for_each(|(_, s)| s.forget_tree());
+            if let Some(UpperPlan::Keep(s)) = &mut ov.upper {
+                s.forget_tree();
+            }
+        }
+        for op in &mut self.ops {
+            match &mut op.kind {
+                MountKind::Bind { source, .. } => source.forget_tree(),
+                MountKind::Overlay(ov) => ov.lowers.iter_mut().for_each(|(_, s)| s.forget_tree()),
+                _ => {}
+            }
+        }
     }
 
     /// Drops every bind's idmap (see `Source::fold`): for a backend that

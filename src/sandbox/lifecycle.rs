@@ -44,6 +44,19 @@ pub fn create_spec(
     meta: Meta,
     paths: &Result<Paths, PathsError>,
 ) -> Result<(Record, crate::sandbox::supervisor::Handover), SandboxError> {
+    begin_spec(spec, meta, paths, None)?.wait()
+}
+
+/// `create_spec` up to the supervisor's start (`supervisor::begin`);
+/// `restore`: the sandbox's processes are not started but restored from
+/// the checkpoint image in that directory (`husk fork --memory`: its
+/// source's spec and memory).
+pub fn begin_spec(
+    spec: Spec,
+    meta: Meta,
+    paths: &Result<Paths, PathsError>,
+    restore: Option<std::path::PathBuf>,
+) -> Result<crate::sandbox::supervisor::Starting, SandboxError> {
     let store = store_of(paths)?;
     let _ = crate::sandbox::gc::sweep(&store);
     let state = store.state_dir();
@@ -61,8 +74,9 @@ pub fn create_spec(
         runtime_choice: note,
         ready_check: meta.ready_check,
         secrets: meta.secrets,
+        restore,
     };
-    crate::sandbox::supervisor::create(&store, plan, inputs, req, lease)
+    crate::sandbox::supervisor::begin(&store, plan, inputs, req, lease)
 }
 
 /// How `--ready-cmd` failed: the check's own verdict when it ran.

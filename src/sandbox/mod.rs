@@ -32,6 +32,7 @@ pub mod files;
 pub mod gc;
 pub mod held;
 pub mod lifecycle;
+pub mod memfork;
 pub mod pause;
 pub mod pool;
 pub mod prepare;

@@ -107,6 +107,11 @@ pub enum Request {
     /// `husk resume`: let a paused sandbox run again (a no-op if it is
     /// not paused); its lease restarts from now.
     Resume,
+    /// `husk fork --memory`: save the sandbox's processes with their
+    /// memory into `<sandbox dir>/memfork-<tag>` (`tag` an id) and let it
+    /// run on; the answer's `checkpoint` names the image, which the forks
+    /// restore from and the caller removes.
+    SaveMemory { tag: String },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
@@ -156,6 +161,9 @@ pub struct Reply {
     /// `pause` with `reclaim`: the bytes the kernel pushed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaimed_bytes: Option<u64>,
+    /// `pause` of a sandbox that pauses by checkpoint (runsc): its image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<super::state::CheckpointRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {

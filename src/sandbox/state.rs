@@ -134,6 +134,22 @@ pub struct Record {
     /// in the supervisor's memory (`Request::Secrets`), never on disk.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_names: Vec<String>,
+    /// Paused by a checkpoint (runsc): where its memory image is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointRecord>,
+}
+
+/// A paused sandbox's checkpoint image (`husk pause` under runsc).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct CheckpointRecord {
+    /// The directory holding the image (inside the sandbox's state dir).
+    pub path: PathBuf,
+    /// The image's size.
+    pub bytes: u64,
+    /// When it was taken (ms since the epoch).
+    pub taken_ms: u64,
+    /// How long the checkpoint took.
+    pub took_ms: u64,
 }
 
 pub fn now_ms() -> u64 {

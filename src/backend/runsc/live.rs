@@ -27,8 +27,8 @@
 //! is that sandbox's.
 
 use super::config::{self, RunscConfig};
-use super::{self as rb, Ctl, RunDir, bundle, gc, helper, launch, layout, outcome as rout, prepare};
-use crate::backend::{Attached, Executed, Live};
+use super::{self as rb, Ctl, RunDir, bundle, checkpoint, gc, helper, launch, layout, outcome as rout, prepare};
+use crate::backend::{Attached, Executed, Live, MemoryImage};
 use crate::cgroup::CgroupJoin;
 use crate::cgroup::nested::Tree;
 use crate::outcome::{ErrorReport, Outcome, Termination};
@@ -41,7 +41,7 @@ use crate::sync::Msg;
 use crate::sys::process::{ExitStatus, decode_wait_status, pidfd_open, pidfd_send_signal, wait_pidfd};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The bind that puts the husk binary (this very file, read-only) at
@@ -72,12 +72,23 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// Starts the sandbox (see the module docs). `cgroup`: the sandbox's
 /// `init` leaf, which runsc, its gofer and the sentry are born in.
 pub fn start(plan: &mut Plan, cfg: RunscConfig, cgroup: Option<&dyn CgroupJoin>) -> Result<RunscLive, ErrorReport> {
+    start_as(plan, cfg, cgroup, prepare::Invocation::Detach)
+}
+
+/// `start`, or (`Invocation::Restore`) the same sandbox booted from a
+/// checkpoint image (checkpoint.rs).
+pub fn start_as(
+    plan: &mut Plan,
+    cfg: RunscConfig,
+    cgroup: Option<&dyn CgroupJoin>,
+    how: prepare::Invocation,
+) -> Result<RunscLive, ErrorReport> {
     // As root, host trees are cloned here, as host root, so runsc's mapped
     // root needs no search permission on their parents.
     crate::spawn::open_sources(plan).map_err(crate::backend::native::spawn_error)?;
     layout::scaffold_mount_points(&mut plan.mounts);
     let plan = &*plan;
-    let p = prepare::prepare(plan, &cfg, prepare::Invocation::Detach)?;
+    let p = prepare::prepare(plan, &cfg, how)?;
     let prepare::Prepared { layout, dir, bin, argv, envp, user_ns, expose, log } = p;
     // The gofer and the sentry outlive `runsc run --detach`: as its
     // subreaper the supervisor gets them, watches the sentry by pidfd and
@@ -192,6 +203,42 @@ impl Live for RunscLive {
     fn stop(self: Box<Self>, kill_group: &dyn Fn()) {
         self.destroy();
         kill_group();
+    }
+
+    fn pause_kind(&self) -> crate::backend::PauseKind {
+        crate::backend::PauseKind::Checkpoint
+    }
+
+    /// `runsc checkpoint` (checkpoint.rs). The sentry exits once the
+    /// image is written: it and the gofer (the supervisor's adopted
+    /// children) are reaped and runsc's container state deleted, so
+    /// `restore` can make the container again under its id; the run
+    /// directory (bundle) stays for it.
+    fn checkpoint(&mut self, plan: &Plan, dir: &Path) -> Result<MemoryImage, ErrorReport> {
+        if let Some(e) = checkpoint::unsupported(plan) {
+            return Err(ErrorReport::new(Phase::Runsc, e.to_string()));
+        }
+        let saved = checkpoint::save(&self.cfg, self.network, &self.id, dir)
+            .map_err(|e| ErrorReport::new(Phase::Runsc, e.to_string()))?;
+        let _ = pidfd_send_signal(self.pidfd.as_fd(), libc::SIGKILL);
+        rout::reap_descendants();
+        let mut report = gc::RunscGcReport::default();
+        gc::delete(&self.cfg, &self.id, &mut report);
+        Ok(saved)
+    }
+
+    /// `runsc restore --detach` through the same launch as the start:
+    /// the root staged afresh (new clones of its host trees: the old ones
+    /// were attached in runsc's mount namespace, gone with its gofer).
+    fn restore(&mut self, plan: &mut Plan, dir: &Path, cgroup: Option<&dyn CgroupJoin>) -> Result<(), ErrorReport> {
+        checkpoint::image_of(dir).map_err(|e| ErrorReport::new(Phase::Runsc, e.to_string()))?;
+        plan.mounts.forget_trees();
+        let how = prepare::Invocation::Restore { image_dir: dir.to_path_buf() };
+        let new = start_as(plan, self.cfg.clone(), cgroup, how)?;
+        let mut old = std::mem::replace(self, new);
+        // The run directory is the same path, the new sandbox's now.
+        old.dir.keep = true;
+        Ok(())
     }
 }
 

@@ -5,6 +5,7 @@
 //! reports onto the same `Outcome`. Sandboxes that live: `live`.
 
 pub mod bundle;
+pub mod checkpoint;
 pub mod config;
 pub mod copy;
 pub mod gc;
@@ -92,7 +93,10 @@ impl Backend for Runsc {
             ErrorReport::new(Phase::Runsc, format!("finding husk's own binary (/proc/self/exe): {e}"))
                 .with_errno(crate::step::io_errno(&e))
         })?;
-        spec.binds.push(bind);
+        // A fork's spec is its source's, which has it already.
+        if !spec.binds.contains(&bind) {
+            spec.binds.push(bind);
+        }
         Ok(())
     }
 
@@ -102,6 +106,17 @@ impl Backend for Runsc {
         cgroup: Option<&dyn crate::cgroup::CgroupJoin>,
     ) -> Result<Box<dyn Live>, ErrorReport> {
         Ok(Box::new(live::start(plan, self.cfg.clone(), cgroup)?))
+    }
+
+    fn create_restored(
+        &self,
+        plan: &mut Plan,
+        cgroup: Option<&dyn crate::cgroup::CgroupJoin>,
+        dir: &std::path::Path,
+    ) -> Result<Box<dyn Live>, ErrorReport> {
+        checkpoint::image_of(dir).map_err(|e| ErrorReport::new(crate::step::Phase::Runsc, e.to_string()))?;
+        let how = prepare::Invocation::Restore { image_dir: dir.to_path_buf() };
+        Ok(Box::new(live::start_as(plan, self.cfg.clone(), cgroup, how)?))
     }
 
     /// `--pids` and `--memory` split between gVisor and the host cgroup

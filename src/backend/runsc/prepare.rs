@@ -28,6 +28,16 @@ pub enum Invocation {
     /// `runsc run --detach` of husk's holder; runsc's own output goes to
     /// the log file, which the caller passes as stdout/stderr.
     Detach,
+    /// `runsc restore --detach` of a held sandbox from the checkpoint image
+    /// in this directory (checkpoint.rs): the same bundle as `Detach`.
+    Restore { image_dir: PathBuf },
+}
+
+impl Invocation {
+    /// A held sandbox (husk's holder as its process, the OCI profile).
+    fn held(&self) -> bool {
+        matches!(self, Invocation::Detach | Invocation::Restore { .. })
+    }
 }
 
 /// Everything `launch::Launch` needs besides the plan and the stdio.
@@ -57,7 +67,7 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     // the OCI profile; each exec loads the compiled filter too. A profile
     // that cannot be rendered is refused, never dropped (fail closed).
     let profile = match (&plan.seccomp, &how) {
-        (Some(p), Invocation::Detach) => Some(p.profile_json().ok_or_else(|| {
+        (Some(p), how) if how.held() => Some(p.profile_json().ok_or_else(|| {
             err(Phase::Seccomp, format!("cannot read seccomp profile {} to hand it to runsc", p.name))
         })?),
         _ => None,
@@ -69,14 +79,14 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     let mut process = config.process().clone().ok_or_else(|| err(Phase::Bundle, "no process in the bundle".into()))?;
     match (&how, &plan.seccomp) {
         // Nothing from the image keeps the sandbox alive: husk's holder does.
-        (Invocation::Detach, _) => {
+        (how, _) if how.held() => {
             process.set_args(Some(helper::hold_argv()));
         }
         (Invocation::Run { marker, .. }, Some(p)) => {
             let cmd = process.args().clone().unwrap_or_default();
             process.set_args(Some(helper::exec_argv(marker, &p.to_bytes(), &cmd)));
         }
-        (Invocation::Run { .. }, None) => {}
+        _ => {}
     }
     config.set_process(Some(process));
 
@@ -106,9 +116,18 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
     let path = |p: &Path| p.display().to_string();
     let mut argv: Vec<String> = vec![path(&cfg.bin)];
     argv.extend(cfg.global_args(plan.network));
+    if matches!(how, Invocation::Restore { .. }) {
+        // runsc (2022-12) refuses `restore` with --rootless. Its only effect
+        // on a start here (runsc already runs as root of husk's user
+        // namespace, which maps no host root) is to re-exec runsc in a new
+        // user namespace when it is not root, which it is: dropped, the
+        // restore runs exactly as confined as the start.
+        argv.retain(|a| a != "--rootless");
+    }
     if profile.is_some() {
         argv.push("--oci-seccomp".into());
     }
+    let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
     match how {
         Invocation::Run { debug, .. } => {
             // Only `run` logs unless debugging: the line "Exiting with
@@ -124,6 +143,11 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
             argv.push("run".into());
         }
         Invocation::Detach => argv.extend(["run".into(), "--detach".into()]),
+        Invocation::Restore { image_dir } => {
+            argv.extend(["restore".into(), "--detach".into(), "--image-path".into(), path(&image_dir)]);
+            // runsc restore, as the sandbox's mapped root, opens the image.
+            exposed.push(image_dir);
+        }
     }
     argv.extend(["--bundle".into(), path(&dir.path), "--pid-file".into(), path(&dir.pid_file())]);
     argv.push(plan.id.clone());
@@ -142,7 +166,6 @@ pub fn prepare(plan: &Plan, cfg: &RunscConfig, how: Invocation) -> Result<Prepar
         }
     }
     let staging = PathBuf::from(plan.mounts.staging.to_string_lossy().into_owned());
-    let mut exposed = vec![cfg.runsc_root(), dir.path.clone()];
     exposed.extend(cfg.bin.parent().filter(|d| d.starts_with(&staging)).map(Path::to_path_buf));
     let expose = Expose::new(cfg.state.clone(), &exposed);
     if cfg.mode == Mode::Root {

@@ -49,7 +49,7 @@ impl Supervisor {
         &mut self,
         signals: &SignalFd,
         listener: &OwnedFd,
-        init: &Init,
+        init: &mut Init,
         mut handover: Option<OwnedFd>,
     ) -> End {
         let mut conns: Vec<Conn> = Vec::new();
@@ -77,8 +77,11 @@ impl Supervisor {
                     }
                     None => PollTimeout::NONE,
                 };
+            // Checkpointed (pause.rs), the sandbox has no process to watch.
+            let saved = self.saved();
+            let init_fd = if saved { signals.as_fd() } else { init.pidfd().as_fd() };
             let mut fds = vec![
-                PollFd::new(init.pidfd().as_fd(), PollFlags::POLLIN),
+                PollFd::new(init_fd, PollFlags::POLLIN),
                 PollFd::new(signals.as_fd(), PollFlags::POLLIN),
                 PollFd::new(listener.as_fd(), PollFlags::POLLIN),
             ];
@@ -104,7 +107,7 @@ impl Supervisor {
             }
             let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
             drop(fds);
-            if ready[0] {
+            if ready[0] && !saved {
                 // The init's end waits for every process of its pid
                 // namespace to be reaped: the warm interpreter's waiter is
                 // ours to reap.
@@ -172,7 +175,7 @@ impl Supervisor {
                 }
                 changed = true;
                 let active = active_of(&conns);
-                match self.serve(&mut conns[i], active, init.as_ref()) {
+                match self.serve(&mut conns[i], active, init) {
                     Served::Keep => {}
                     Served::Close => {
                         keep[i] = false;
@@ -206,12 +209,12 @@ impl Supervisor {
     }
 
     /// Answers one request.
-    fn serve(&mut self, c: &mut Conn, active: usize, init: &dyn Live) -> Served {
+    fn serve(&mut self, c: &mut Conn, active: usize, init: &mut Init) -> Served {
         let req = match proto::recv::<Request>(c.fd.as_fd()) {
             Ok(Some((r, _))) => r,
             // Hang-up (or garbage): the exec is over, however it ended.
             _ => {
-                self.end_exec(c, init);
+                self.end_exec(c, init.as_ref());
                 if c.freeze.take().is_some() {
                     self.release_freeze();
                 }
@@ -260,7 +263,7 @@ impl Supervisor {
                     }
                     return self.answer(c, Reply { busy: true, error: Some("busy".into()), ..self.lease() });
                 }
-                if self.start_exec(c, init) { Served::Keep } else { Served::Close }
+                if self.start_exec(c, init.as_ref()) { Served::Keep } else { Served::Close }
             }
             Request::Renew { ttl_ms } => {
                 self.renew(ttl_ms);
@@ -318,18 +321,36 @@ impl Supervisor {
                 };
                 self.answer(c, reply)
             }
-            Request::Pause { reclaim } => match self.pause(reclaim) {
+            Request::Pause { reclaim } => match self.pause(reclaim, init, active) {
                 Ok(reclaimed_bytes) => {
                     self.sync_state(active);
-                    self.answer(c, Reply { ok: true, paused: true, reclaimed_bytes, ..self.lease() })
+                    {
+                        let checkpoint = self.rec.checkpoint.clone();
+                        self.answer(c, Reply { ok: true, paused: true, reclaimed_bytes, checkpoint, ..self.lease() })
+                    }
                 }
                 Err(why) => self.answer(c, Reply { error: Some(why.to_string()), ..self.lease() }),
             },
-            Request::Resume => {
-                self.resume();
-                self.sync_state(active);
-                self.answer(c, Reply { ok: true, paused: false, ..self.lease() })
-            }
+            Request::Resume => match self.resume(init) {
+                Ok(()) => {
+                    self.sync_state(active);
+                    self.answer(c, Reply { ok: true, paused: false, ..self.lease() })
+                }
+                Err(why) => {
+                    self.sync_state(active);
+                    self.answer(c, Reply { error: Some(why), paused: true, ..self.lease() })
+                }
+            },
+            Request::SaveMemory { tag } => match self.save_memory(init, active, &tag) {
+                Ok(checkpoint) => {
+                    self.sync_state(active);
+                    self.answer(c, Reply { ok: true, checkpoint: Some(checkpoint), ..self.lease() })
+                }
+                Err(why) => {
+                    self.sync_state(active);
+                    self.answer(c, Reply { error: Some(why), paused: self.is_paused(), ..self.lease() })
+                }
+            },
             Request::Secrets => {
                 let secrets = crate::redact::env_pairs(&self.secrets);
                 self.answer(c, Reply { ok: true, secrets, ..self.lease() })

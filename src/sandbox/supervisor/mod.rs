@@ -66,6 +66,9 @@ pub struct CreateRequest {
     pub ready_check: bool,
     /// Given to every exec (`Request::Secrets`), held in memory only.
     pub secrets: Vec<crate::redact::Secret>,
+    /// Restore the sandbox's processes from the checkpoint image in this
+    /// directory instead of starting them (`husk fork --memory`).
+    pub restore: Option<PathBuf>,
 }
 
 fn setup_err(step: Phase, message: impl std::fmt::Display) -> SandboxError {
@@ -94,6 +97,31 @@ pub fn create(
     req: CreateRequest,
     lease: Option<Lease>,
 ) -> Result<(Record, Handover), SandboxError> {
+    begin(store, plan, inputs, req, lease)?.wait()
+}
+
+/// A sandbox whose supervisor runs and is starting it (`begin`).
+pub struct Starting {
+    ready: OwnedFd,
+    id: String,
+}
+
+impl Starting {
+    /// Waits for READY (or the failure), as `create` does.
+    pub fn wait(self) -> Result<(Record, Handover), SandboxError> {
+        await_ready(self.ready, &self.id)
+    }
+}
+
+/// `create` up to the supervisor's fork: several sandboxes can then start
+/// at once (`husk fork --memory` restores its forks so), each waited for.
+pub fn begin(
+    store: &Store,
+    plan: Plan,
+    inputs: HoldInputs,
+    req: CreateRequest,
+    lease: Option<Lease>,
+) -> Result<Starting, SandboxError> {
     debug_assert_eq!(plan.role, InitRole::Hold);
     let id = plan.id.clone();
     if let Some(name) = &req.name {
@@ -175,6 +203,7 @@ pub fn create(
                 warm_error: None,
                 checking: req.ready_check,
                 secrets: req.secrets,
+                restore: req.restore,
                 frozen: None,
                 paused: false,
             };
@@ -186,7 +215,7 @@ pub fn create(
             // copies would unlock the open file descriptions we share with it.
             std::mem::forget(lock);
             std::mem::forget(lease);
-            await_ready(ready_r, &id)
+            Ok(Starting { ready: ready_r, id })
         }
     }
 }
@@ -238,6 +267,7 @@ fn initial_record(plan: &Plan, inputs: HoldInputs, req: &CreateRequest) -> Recor
         network: None,
         published: Vec::new(),
         secret_names: req.secrets.iter().map(|s| s.name.clone()).collect(),
+        checkpoint: None,
     }
 }
 
@@ -369,6 +399,8 @@ struct Supervisor {
     frozen: Option<freeze::Held>,
     /// `husk pause` holds the freeze (`Request::Pause`).
     paused: bool,
+    /// `CreateRequest::restore`, until the sandbox started from it.
+    restore: Option<PathBuf>,
 }
 
 /// The sandbox, held.
@@ -399,7 +431,7 @@ impl Supervisor {
         crate::sys::process::scrub_cmdline(&self.plan.arg_areas, title.as_bytes());
         self.rec.supervisor = ProcRef::of(std::process::id() as i32);
         match self.start() {
-            Ok((signals, listener, spawned, cgroup)) => {
+            Ok((signals, listener, mut spawned, cgroup)) => {
                 self.report(
                     &ready,
                     Ready {
@@ -411,7 +443,7 @@ impl Supervisor {
                         hint: None,
                     },
                 );
-                let end = self.hold(&signals, &listener, &spawned, Some(ready));
+                let end = self.hold(&signals, &listener, &mut spawned, Some(ready));
                 drop(listener);
                 self.destroy(end, Some(spawned), cgroup)
             }
@@ -467,7 +499,10 @@ impl Supervisor {
             self.rec.limits = Some(AppliedLimits::NoCgroup);
         }
         let join = cgroup.as_ref().map(|(_, leaf)| leaf as &dyn CgroupJoin);
-        let init = self.backend.create(&mut self.plan, join)?;
+        let init = match self.restore.take() {
+            Some(dir) => self.backend.create_restored(&mut self.plan, join, &dir)?,
+            None => self.backend.create(&mut self.plan, join)?,
+        };
         self.rec.init = ProcRef::of(init.pid());
         self.rec.published = init.published();
         // Ready means warm: an interpreter that cannot start (python3
