@@ -32,6 +32,7 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     // One store for everything (images, compiled seccomp profiles).
     if let Ok(p) = paths {
         host.store_root = p.root.clone();
+        crate::backend::native::teardown::detach_in(&p.state);
     }
     let (root, _lease) = match crate::image::root::root_input(&spec, &host, paths) {
         Ok(r) => r,
