@@ -39,7 +39,8 @@ impl GcReport {
         let removed = r.removed.iter().map(|id| format!("removed runsc container {id}"));
         let killed = r.killed.iter().map(|pid| format!("killed runsc sandbox pid {pid}"));
         let running = r.running.iter().map(|id| format!("kept runsc run {id}: its husk is still running"));
-        let finished = self.native.finished.iter().map(|d| format!("finished the teardown of a killed reaper: removed {d}"));
+        let finished =
+            self.native.finished.iter().map(|d| format!("finished the teardown of a killed reaper: removed {d}"));
         removed.chain(killed).chain(running).chain(finished).collect()
     }
 

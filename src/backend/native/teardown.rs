@@ -75,9 +75,8 @@ pub(crate) fn hand_over(t: Teardown) -> Option<String> {
     let Some(dir) = DETACH.get() else { return t.finish_here() };
     let Ok(one) = SingleThreaded::check() else { return t.finish_here() };
     let Some(slot) = Slot::take(dir) else { return t.finish_here() };
-    let hold = cfg!(debug_assertions)
-        .then(|| std::env::var(HOLD_ENV).ok()?.parse().ok().map(Duration::from_millis))
-        .flatten();
+    let hold =
+        cfg!(debug_assertions).then(|| std::env::var(HOLD_ENV).ok()?.parse().ok().map(Duration::from_millis)).flatten();
     let mut record = slot.pending.as_ref().map(Leftover::record).unwrap_or_default();
     if let Some(c) = &t.cgroup {
         record.push_str(&c.record());
