@@ -72,11 +72,15 @@ pub fn reap(cmd: Pid, chan: &Channel) -> ! {
                     let at = crate::spawn::now_ns();
                     let alone = reap_the_rest();
                     if alone {
-                        // No writer of the command's output is left but us:
-                        // the parent's reads of it end now, not at our exit.
+                        // No writer of the command's output is left but us
+                        // (stdio, and the capture pipes' ends we were given
+                        // before they were dup'ed there): the parent's reads
+                        // of it end now, not at our exit. We leave by
+                        // `exit_now`, so nothing closed here is dropped.
                         for fd in 0..3 {
                             let _ = nix::unistd::close(fd);
                         }
+                        let _ = crate::sys::fd::close_all_except(&[std::os::fd::AsRawFd::as_raw_fd(&chan.fd())]);
                     }
                     let _ = chan.send(Msg::Reaped { at });
                     let _ = chan.send(msg);
