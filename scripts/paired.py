@@ -19,7 +19,8 @@ steadier than wall time). As root on a host with a cgroup v1 cpuacct
 hierarchy, every command runs in a cpuacct cgroup of its own, so the count
 holds every process of its tree, also those that outlive it (bwrap exits
 while its sandbox's pid 1 still tears down, reaped by nobody who waits for
-it). Otherwise it is wait4's rusage: only what was reaped inside the tree.
+it; husk run's detached teardown reaper too). Otherwise it is wait4's
+rusage: only what was reaped inside the tree.
 Kernel work done later by kworkers (a freed namespace's or cgroup's
 deferred teardown) is in neither.
 """

@@ -112,6 +112,11 @@ pub struct Watched {
     /// A warm session's call that ran past its timeout: how the session
     /// took it (`Msg::Interrupted`).
     pub call_interrupted: Option<i32>,
+    /// The init reported the command's status and that nothing else of
+    /// the sandbox is left (`Msg::Alone`): it waits, alive and idle, until
+    /// the channel is closed. The watch ended without waiting for its exit
+    /// (`init` is then `None`).
+    pub alone: bool,
 }
 
 struct Stream {
@@ -204,7 +209,9 @@ impl Watch<'_> {
             // A reader of the stream that is behind holds the drain open:
             // what the command wrote is delivered, not cut at DRAIN_LIMIT.
             let tap_full = tap.is_some_and(Tap::full);
-            if out.init.is_some() {
+            // After `Msg::Alone` nothing of the sandbox writes any more:
+            // the output is complete once drained, as after the init's end.
+            if out.init.is_some() || (out.alone && out.command.is_some()) {
                 let done = streams.iter().all(|s| s.fd.is_none()) && relay.as_ref().is_none_or(Relay::done);
                 if done || (drain_until.is_some_and(|d| now >= d) && !tap_full) {
                     break;
@@ -214,6 +221,7 @@ impl Watch<'_> {
                 && now >= d
                 && !out.timed_out
                 && out.init.is_none()
+                && !out.alone
             {
                 out.timed_out = true;
                 match self.kill_grace {
@@ -227,6 +235,7 @@ impl Watch<'_> {
             if let Some(k) = kill_at
                 && now >= k
                 && out.init.is_none()
+                && !out.alone
             {
                 force_at = hard_kill(self.group);
                 kill_at = None;
@@ -234,6 +243,7 @@ impl Watch<'_> {
             if let Some(f) = force_at
                 && now >= f
                 && out.init.is_none()
+                && !out.alone
             {
                 force(self.group);
                 force_at = None;
@@ -309,6 +319,9 @@ impl Watch<'_> {
                     }
                     1 => {
                         chan_open = read_chan(self.chan, &mut out, &mut listener, &mut wanted);
+                        if out.alone && drain_until.is_none() {
+                            drain_until = Some(Instant::now() + DRAIN_LIMIT);
+                        }
                         if self.status == StatusFrom::Channel && out.init.is_none() {
                             // Its status, or the end of whoever would have
                             // sent it: either way the command is over.
@@ -432,6 +445,10 @@ fn read_chan(chan: &Channel, out: &mut Watched, listener: &mut Option<OwnedFd>, 
         Ok(Some((Msg::Signaled { signal }, _))) => out.command = Some(ExitStatus::Signaled(signal)),
         Ok(Some((Msg::SeccompListener, fd))) if want_listener => *listener = fd,
         Ok(Some((Msg::Reaped { at }, _))) => out.t_reaped = at,
+        Ok(Some((Msg::Alone, _))) => {
+            out.alone = true;
+            out.t_exit = crate::spawn::now_ns();
+        }
         Ok(Some((Msg::Interrupted { restarted }, _))) => {
             out.call_interrupted = Some(restarted);
             // 2: the interpreter ended on its own (`exit`), no timeout.

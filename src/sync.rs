@@ -61,6 +61,11 @@ pub enum Msg {
     Interrupted {
         restarted: i32,
     },
+    /// Init -> parent, after the status: the command was reaped and no
+    /// other process is left in the sandbox; the init has closed its stdio
+    /// and waits, idle, until the parent has read the counters the verdict
+    /// needs and closes the channel (`native::teardown`).
+    Alone,
 }
 
 const LEN: usize = 4 + 4 + 8 * MAX_TIMES;
@@ -88,6 +93,7 @@ impl Msg {
             Msg::EgressListeners => (12, 0, [0; MAX_TIMES]),
             Msg::PublishFactory => (13, 0, [0; MAX_TIMES]),
             Msg::Interrupted { restarted } => (14, restarted, [0; MAX_TIMES]),
+            Msg::Alone => (15, 0, [0; MAX_TIMES]),
         };
         b[0..4].copy_from_slice(&tag.to_ne_bytes());
         b[4..8].copy_from_slice(&a.to_ne_bytes());
@@ -126,6 +132,7 @@ impl Msg {
             12 => Msg::EgressListeners,
             13 => Msg::PublishFactory,
             14 => Msg::Interrupted { restarted: a },
+            15 => Msg::Alone,
             _ => return None,
         })
     }
@@ -259,6 +266,7 @@ mod tests {
             Msg::PtyMaster,
             Msg::EgressListeners,
             Msg::PublishFactory,
+            Msg::Alone,
         ];
         for m in msgs {
             a.send(m).unwrap();

@@ -54,8 +54,26 @@ fn leaves_under(parent: &str) -> Vec<PathBuf> {
     out
 }
 
-/// Removes the private parent the test had husk create (never anything else).
+/// How long a run's detached teardown may take to remove its cgroup
+/// (src/backend/native/teardown.rs): a bound for a loaded VM.
+const TEARDOWN: Duration = Duration::from_secs(30);
+
+/// Run cgroups left under `parent` once the runs' reapers are done.
+fn leaves_after_teardown(parent: &str) -> Vec<PathBuf> {
+    wait_until(TEARDOWN, || leaves_under(parent).is_empty());
+    leaves_under(parent)
+}
+
+/// True once `p` (a run's cgroup) is gone; its reaper may still be at work
+/// when husk returns.
+fn gone_after_teardown(p: &serde_json::Value) -> bool {
+    wait_until(TEARDOWN, || !Path::new(p.as_str().unwrap()).exists())
+}
+
+/// Removes the private parent the test had husk create (never anything
+/// else), once the runs' reapers have removed what is in it.
 fn remove_parent(parent: &str) {
+    wait_until(TEARDOWN, || leaves_under(parent).is_empty());
     for (m, _) in cgroup_mounts() {
         let p = m.join(parent);
         if p.exists() {
@@ -86,7 +104,7 @@ fn limits_are_applied_and_reported_by_default() {
     assert_eq!(l["swap"]["applied_bytes"], 0, "{l}");
     assert!(l["cpus"].is_null());
     for p in l["cgroup"]["paths"].as_array().unwrap() {
-        assert!(!Path::new(p.as_str().unwrap()).exists(), "{p} left behind");
+        assert!(gone_after_teardown(p), "{p} left behind");
     }
     let r = &v["resources"];
     assert!(u(&r["memory_peak_bytes"]) > 0, "{r}");
@@ -177,7 +195,7 @@ fn fork_bomb_is_bounded_by_pids() {
         assert!(u(&r["pids_peak"]) <= 64, "{r}");
     }
     for p in v["limits"]["cgroup"]["paths"].as_array().unwrap() {
-        assert!(!Path::new(p.as_str().unwrap()).exists(), "{p} left behind");
+        assert!(gone_after_teardown(p), "{p} left behind");
     }
 }
 
@@ -244,7 +262,7 @@ fn timeout_kills_via_cgroup() {
     let kill = v["limits"]["cgroup"]["kill"].as_str().unwrap();
     assert!(["cgroup.kill", "freeze+sigkill"].contains(&kill), "{kill}");
     for p in v["limits"]["cgroup"]["paths"].as_array().unwrap() {
-        assert!(!Path::new(p.as_str().unwrap()).exists(), "{p} left behind");
+        assert!(gone_after_teardown(p), "{p} left behind");
     }
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
@@ -277,7 +295,7 @@ fn no_cgroup_left_after_runs() {
         let st = c.wait().unwrap();
         assert_eq!(st.code(), Some(130));
     }
-    let left = leaves_under(&parent);
+    let left = leaves_after_teardown(&parent);
     remove_parent(&parent);
     assert!(left.is_empty(), "cgroups left behind: {left:?}");
 }

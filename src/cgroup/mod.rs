@@ -23,6 +23,7 @@ pub mod freeze;
 mod fs;
 pub mod gc;
 mod hooks;
+pub mod leftover;
 pub mod limits;
 pub mod nested;
 pub mod probe;
@@ -33,6 +34,7 @@ mod v1;
 mod v2;
 
 pub use hooks::{CgroupJoin, GroupKill};
+pub use leftover::Leftover;
 pub use limits::{Limits, Source, Swap};
 pub use probe::{CgroupHost, CgroupMode, Controller};
 pub use report::{Adaptation, Adapted, AppliedLimits, CgroupReport, LimitsReport, Usage, explain};
@@ -399,6 +401,9 @@ trait Cgroup {
     fn join_files(&self) -> &[OwnedFd];
     fn usage(&self) -> Usage;
     fn remove(&mut self) -> Result<(), CgroupError>;
+    /// Closes every file of the cgroup and gives up its removal, which
+    /// the returned `Leftover` does later.
+    fn disown(&mut self) -> Leftover;
     /// Its directories, for a long-lived sandbox's state (`nested::Tree`).
     fn dirs(&self) -> Vec<Dir>;
 }
@@ -419,6 +424,16 @@ impl SandboxCgroup {
         usage.group_killed = self.group_killed.get();
         let cleanup = self.cg.remove().err().map(|e| e.to_string());
         CgroupReport { limits: std::mem::take(&mut self.limits), usage, cleanup }
+    }
+
+    /// Reads the accounting now and leaves the removal to the returned
+    /// `Leftover` (`backend::native::teardown`): the report's `cleanup` is
+    /// for whoever removes it to fill in.
+    pub fn read_and_leave(mut self) -> (CgroupReport, Leftover) {
+        let mut usage = self.cg.usage();
+        usage.group_killed = self.group_killed.get();
+        let leftover = self.cg.disown();
+        (CgroupReport { limits: std::mem::take(&mut self.limits), usage, cleanup: None }, leftover)
     }
 
     pub fn limits(&self) -> &LimitsReport {

@@ -341,6 +341,16 @@ impl Cgroup for V1Cgroup {
         v1.chain(unified).collect()
     }
 
+    fn disown(&mut self) -> super::Leftover {
+        self.tasks.clear();
+        self.stats.clear();
+        self.live = false;
+        let unified = self.unified.take().map(|(d, _)| d);
+        let mut dirs: Vec<PathBuf> = self.nodes.iter().map(|(_, d)| d.clone()).collect();
+        dirs.extend(unified.clone());
+        super::Leftover::new(dirs, unified, self.kill)
+    }
+
     fn remove(&mut self) -> Result<(), CgroupError> {
         if !self.live {
             return Ok(());

@@ -292,6 +292,12 @@ impl Cgroup for V2Cgroup {
         vec![super::Dir { path: self.dir.clone(), unified: true, controllers: Vec::new() }]
     }
 
+    fn disown(&mut self) -> super::Leftover {
+        self.stats.clear();
+        self.live = false;
+        super::Leftover::new(vec![self.dir.clone()], Some(self.dir.clone()), self.kill)
+    }
+
     fn remove(&mut self) -> Result<(), CgroupError> {
         if !self.live {
             return Ok(());

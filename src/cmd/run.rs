@@ -31,6 +31,11 @@ pub fn run(args: RunArgs, paths: &Result<Paths, PathsError>, state_dir: Option<&
     };
     // The one pipeline of run and create (sandbox/prepare.rs).
     let host = host_for(paths);
+    // This run's teardown may finish after it exits, in a reaper whose
+    // lock slots live in the state dir (backend/native/teardown.rs).
+    if let Ok(p) = paths {
+        crate::backend::native::teardown::detach_in(&p.state);
+    }
     let state = || crate::backend::runsc::config::state_dir(state_dir);
     let Prepared { backend, note, plan, lease, .. } = match prepare(spec, &host, paths, state, InitRole::Run) {
         Ok(p) => p,

@@ -38,6 +38,21 @@ pub fn hold() -> ! {
     }
 }
 
+/// Reaps every zombie left; true when no child is left at all. The init
+/// is the reaper of every orphan of its pid namespace, so once the command
+/// is gone, "no child" means no other process of the sandbox is alive (an
+/// outsider who setns'd into it is not the sandbox's, and still dies with
+/// the namespace).
+fn reap_the_rest() -> bool {
+    loop {
+        match reap_any_nohang() {
+            Ok(Some(_)) => continue,
+            Ok(None) => return false,
+            Err(e) => return e == nix::errno::Errno::ECHILD,
+        }
+    }
+}
+
 pub fn reap(cmd: Pid, chan: &Channel) -> ! {
     let set = init_signals();
     loop {
@@ -54,8 +69,28 @@ pub fn reap(cmd: Pid, chan: &Channel) -> ! {
                         Some(ExitStatus::Signaled(signal)) => Msg::Signaled { signal },
                         None => continue,
                     };
-                    let _ = chan.send(Msg::Reaped { at: crate::spawn::now_ns() });
+                    let at = crate::spawn::now_ns();
+                    let alone = reap_the_rest();
+                    if alone {
+                        // No writer of the command's output is left but us
+                        // (stdio, and the capture pipes' ends we were given
+                        // before they were dup'ed there): the parent's reads
+                        // of it end now, not at our exit. We leave by
+                        // `exit_now`, so nothing closed here is dropped.
+                        for fd in 0..3 {
+                            let _ = nix::unistd::close(fd);
+                        }
+                        let _ = crate::sys::fd::close_all_except(&[std::os::fd::AsRawFd::as_raw_fd(&chan.fd())]);
+                    }
+                    let _ = chan.send(Msg::Reaped { at });
                     let _ = chan.send(msg);
+                    if alone && chan.send(Msg::Alone).is_ok() {
+                        // Idle until the parent has read the sandbox's
+                        // counters: our exit (the namespaces' teardown) is
+                        // then in none of them, and the parent need not
+                        // wait for it (`backend::native::teardown`).
+                        let _ = chan.recv();
+                    }
                     exit_now(0);
                 }
                 Ok(Some(_)) => continue,

@@ -126,3 +126,18 @@ pub fn close_from_except(first: u32, keep: &[RawFd]) -> SysResult<()> {
     // SAFETY: as above.
     check(unsafe { libc::syscall(libc::SYS_close_range, next, libc::c_uint::MAX, 0) }).map(|_| ())
 }
+
+/// flock(LOCK_EX | LOCK_NB) on `fd`'s open file: true when taken, false
+/// when another open file holds it. Unlike nix's `Flock`, nothing unlocks
+/// on drop: the lock lives as long as any fd of this open file (a forked
+/// child's copy keeps it after the parent closes its own).
+pub fn try_lock_exclusive(fd: std::os::fd::BorrowedFd<'_>) -> SysResult<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a borrowed, open fd; no memory is passed.
+    let ret = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    match check(ret as libc::c_long) {
+        Ok(_) => Ok(true),
+        Err(super::Errno::EWOULDBLOCK) => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -6,6 +6,7 @@ pub mod copy;
 pub mod exec;
 pub mod join;
 pub mod live;
+pub mod teardown;
 pub mod warm;
 
 use super::{Backend, Live, RunIo};
@@ -143,10 +144,27 @@ fn run_native(plan: &mut Plan, io: RunIo<'_>) -> Result<Ran, ErrorReport> {
     }
     .run();
     let t_end = now_ns();
-    let report = cgroup.map(|c| (c.finish(), setup_ms, ms(t_end, now_ns())));
+    // The verdict's counters are read here, before the handover: the
+    // command has been reaped and nothing else of the sandbox is alive (the
+    // init is either gone or idle: `Msg::Alone`), so they hold all the
+    // sandbox did and none of its teardown. The captured output is complete
+    // too (the watch drained it to EOF).
+    let (report, leftover) = match cgroup.map(crate::cgroup::SandboxCgroup::read_and_leave) {
+        Some((r, l)) => (Some(r), Some(l)),
+        None => (None, None),
+    };
     let network = egress.map(crate::net::EgressProxy::finish);
     let published = forwarder.map(|f| f.published.clone()).unwrap_or_default();
-    Ok((watched, spawned.t_clone, report, network, published))
+    let crate::spawn::Spawned { pidfd, chan, t_clone, .. } = spawned;
+    // Closing the channel lets an idle init exit.
+    drop(chan);
+    let init = (watched.alone && watched.init.is_none()).then_some(pidfd);
+    let cleanup = teardown::hand_over(teardown::Teardown { init, cgroup: leftover });
+    let report = report.map(|mut r| {
+        r.cleanup = cleanup;
+        (r, setup_ms, ms(t_end, now_ns()))
+    });
+    Ok((watched, t_clone, report, network, published))
 }
 
 /// `--publish`: binds the host ports and starts their forwarder on the
