@@ -110,6 +110,14 @@ def test_e2b_code_interpreter_contexts_and_results(sbx):
     assert ex.error.name == "ZeroDivisionError" and ex.error.value == "division by zero", ex.error
     assert errors and errors[0].name == "ZeroDivisionError"
     assert "ZeroDivisionError" in ex.error.traceback
+    assert "husk-warm-shim" not in ex.error.traceback, ex.error.traceback
+    # Results as a notebook gives them: the last expression, display(), a figure.
+    results = []
+    ex = sbx.run_code("display({'k': 1})\nx + 1", on_result=results.append)
+    assert ex.text == "42" and [r.text for r in ex.results] == ["{'k': 1}", "42"], ex
+    assert [r.is_main_result for r in results] == [False, True]
+    ex = sbx.run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
+    assert len(ex.results) == 1 and ex.results[0].png, ex
     # a bash context, in its own cwd
     c = sbx.create_code_context(language="bash", cwd="/tmp")
     assert c.language == "bash"

@@ -118,14 +118,24 @@ pub fn execute(ctx: &Ctx, head: &Head, body: &[u8], conn: &mut Conn, t: u64) -> 
     });
     drop(watcher);
     let ran = ran.map_err(crate::sandbox::SandboxError::State).and_then(|r| r);
+    use std::io::Write;
     let tail = match ran {
-        Ok(r) => error_of(&r.outcome, lang),
+        Ok(r) => {
+            // The call's notebook results (docs/warm.md, Results), as the
+            // code interpreter's `result` messages.
+            for res in r.extra.get("results").and_then(|v| v.as_array()).into_iter().flatten() {
+                let _ = conn.write_all(&line(&result_message(res)));
+            }
+            match r.extra.get("exception").filter(|e| e.is_object()) {
+                Some(e) => Some(json!({"type": "error", "name": e["name"], "value": e["value"], "traceback": e["traceback"]})),
+                None => error_of(&r.outcome, lang),
+            }
+        }
         Err(e) => {
             let e = ApiError::of_sandbox(&e);
             Some(json!({"type": "error", "name": "SandboxError", "value": e.message, "traceback": ""}))
         }
     };
-    use std::io::Write;
     if let Some(e) = tail {
         let _ = conn.write_all(&line(&e));
     }
@@ -133,6 +143,38 @@ pub fn execute(ctx: &Ctx, head: &Head, body: &[u8], conn: &mut Conn, t: u64) -> 
     let _ = conn.flush();
     conn.finish();
     Ok(Reply::Streamed)
+}
+
+/// One husk result (`{type, is_main_result, data: MIME bundle}`) as the
+/// code interpreter's `result` message: its formats under the names the
+/// SDK's `Result` takes (text, html, png, ...), the rest under `extra`.
+fn result_message(r: &Value) -> Value {
+    const NAMES: [(&str, &str); 10] = [
+        ("text/plain", "text"),
+        ("text/html", "html"),
+        ("text/markdown", "markdown"),
+        ("image/svg+xml", "svg"),
+        ("image/png", "png"),
+        ("image/jpeg", "jpeg"),
+        ("application/pdf", "pdf"),
+        ("text/latex", "latex"),
+        ("application/json", "json"),
+        ("application/javascript", "javascript"),
+    ];
+    let mut out = json!({"type": "result", "is_main_result": r["is_main_result"] == true});
+    let mut extra = serde_json::Map::new();
+    for (mime, v) in r["data"].as_object().into_iter().flatten() {
+        match NAMES.iter().find(|(m, _)| m == mime) {
+            Some((_, name)) => out[*name] = v.clone(),
+            None => {
+                extra.insert(mime.clone(), v.clone());
+            }
+        }
+    }
+    if !extra.is_empty() {
+        out["extra"] = Value::Object(extra);
+    }
+    out
 }
 
 /// The code as the interpreter's stdin, run as `python3 -` or `bash -s`.
