@@ -131,8 +131,8 @@ pub(crate) fn create_inner(
     let args_err = |e: crate::cli::spec::ArgsError| SandboxError::Setup(e.into());
     crate::cli::spec::apply_sandbox_args(&mut spec, &args.sandbox).map_err(args_err)?;
     spec.warm = match (&args.warm, &args.session) {
-        (Some(w), _) => Some(crate::spec::WarmSpec::parse_warm(w).map_err(usage)?),
-        (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),
+        (Some(w), _) => Some(crate::spec::WarmSpec::parse_warm(w).map_err(|e| usage(e.to_string()))?),
+        (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(|e| usage(e.to_string()))?),
         (None, None) => None,
     };
     if spec.warm.as_ref().is_some_and(|w| w.mode == crate::spec::WarmMode::Session) && args.concurrent {
