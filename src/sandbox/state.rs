@@ -346,6 +346,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_state_file_that_cannot_be_read_keeps_its_errno_in_the_verdict() {
+        let t = std::env::temp_dir().join(format!("husk-state-errno-{}", std::process::id()));
+        std::fs::create_dir_all(&t).unwrap();
+        // state.json is a directory: reading it fails with EISDIR.
+        std::fs::create_dir_all(t.join("state.json")).unwrap();
+        let e = read_record(&t).unwrap_err();
+        let r = e.report();
+        std::fs::remove_dir_all(&t).unwrap();
+        assert_eq!(r.errno, Some(nix::errno::Errno::EISDIR), "{e}");
+        assert_eq!(r.step, crate::step::Phase::State);
+        assert!(r.message.starts_with("sandbox state: reading ") && r.message.contains("state.json"), "{e}");
+    }
+
+    #[test]
     fn names_and_labels_are_checked() {
         assert!(check_name("build-42.x_y").is_ok());
         for bad in ["", "-x", "a/b", "0123456789ab", &"x".repeat(64)] {
