@@ -285,13 +285,29 @@ impl Language {
         }
     }
 
-    fn parse(s: &str, what: &str) -> Result<Language, String> {
+    fn parse(s: &str, flag: &'static str) -> Result<Language, WarmSpecError> {
         match s {
             "python" | "python3" => Ok(Language::Python),
             "bash" => Ok(Language::Bash),
-            other => Err(format!("{what}: unknown language {other:?}; husk knows python and bash")),
+            other => Err(WarmSpecError::UnknownLanguage { flag, given: other.to_string() }),
         }
     }
+}
+
+/// A `--warm` / `--session` value husk cannot run (the user's own words,
+/// quoted back).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WarmSpecError {
+    #[error("{flag}: unknown language {given:?}; husk knows python and bash")]
+    UnknownLanguage { flag: &'static str, given: String },
+    #[error("--warm {0}: only python has a warm interpreter; use --session {0} for a stateful one")]
+    NoZygote(String),
+    #[error("--session bash takes no modules (python:MOD,... does)")]
+    BashModules,
+    #[error("{flag}: {given:?} is not a module name (dotted identifiers, e.g. numpy or os.path)")]
+    BadModule { flag: &'static str, given: String },
+    #[error("{0}: at most 64 modules")]
+    TooManyModules(&'static str),
 }
 
 /// Fresh per call (a zygote forks a child for each) or one stateful
@@ -316,25 +332,23 @@ pub struct WarmSpec {
 impl WarmSpec {
     /// `--warm LANG[:MOD1,MOD2]`: only Python has a zygote (a shell's
     /// state is its cwd and exports, which a session keeps instead).
-    pub fn parse_warm(s: &str) -> Result<WarmSpec, String> {
+    pub fn parse_warm(s: &str) -> Result<WarmSpec, WarmSpecError> {
         let (lang, mods) = s.split_once(':').unwrap_or((s, ""));
         let language = Language::parse(lang, "--warm")?;
         if language != Language::Python {
-            return Err(format!(
-                "--warm {lang}: only python has a warm interpreter; use --session {lang} for a stateful one"
-            ));
+            return Err(WarmSpecError::NoZygote(lang.to_string()));
         }
         let modules = parse_modules(mods, "--warm")?;
         Ok(WarmSpec { mode: WarmMode::Fork, language, modules })
     }
 
     /// `--session LANG[:MOD1,MOD2]` (modules: python only).
-    pub fn parse_session(s: &str) -> Result<WarmSpec, String> {
+    pub fn parse_session(s: &str) -> Result<WarmSpec, WarmSpecError> {
         let (lang, mods) = s.split_once(':').unwrap_or((s, ""));
         let language = Language::parse(lang, "--session")?;
         let modules = parse_modules(mods, "--session")?;
         if language == Language::Bash && !modules.is_empty() {
-            return Err("--session bash takes no modules (python:MOD,... does)".into());
+            return Err(WarmSpecError::BashModules);
         }
         Ok(WarmSpec { mode: WarmMode::Session, language, modules })
     }
@@ -352,7 +366,7 @@ impl WarmSpec {
 
 /// Dotted Python module names, each part an identifier: they are imported
 /// by name inside the sandbox, never evaluated.
-fn parse_modules(s: &str, what: &str) -> Result<Vec<String>, String> {
+fn parse_modules(s: &str, flag: &'static str) -> Result<Vec<String>, WarmSpecError> {
     let mut out = Vec::new();
     for m in s.split(',').map(str::trim).filter(|m| !m.is_empty()) {
         let ok = m.split('.').all(|part| {
@@ -361,12 +375,12 @@ fn parse_modules(s: &str, what: &str) -> Result<Vec<String>, String> {
                 && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
         });
         if !ok || m.len() > 200 {
-            return Err(format!("{what}: {m:?} is not a module name (dotted identifiers, e.g. numpy or os.path)"));
+            return Err(WarmSpecError::BadModule { flag, given: m.to_string() });
         }
         out.push(m.to_string());
     }
     if out.len() > 64 {
-        return Err(format!("{what}: at most 64 modules"));
+        return Err(WarmSpecError::TooManyModules(flag));
     }
     Ok(out)
 }
@@ -382,7 +396,7 @@ mod warm_tests {
         assert_eq!(w.modules, ["numpy", "os.path"]);
         assert_eq!(w.arg(), "python:numpy,os.path");
         assert!(WarmSpec::parse_warm("python").unwrap().modules.is_empty());
-        assert!(WarmSpec::parse_warm("bash").unwrap_err().contains("--session bash"));
+        assert!(WarmSpec::parse_warm("bash").unwrap_err().to_string().contains("--session bash"));
         assert!(WarmSpec::parse_warm("ruby").is_err());
         assert!(WarmSpec::parse_warm("python:os;import x").is_err());
         assert!(WarmSpec::parse_warm("python:1abc").is_err());

@@ -6,7 +6,7 @@
 //! defence of an import again. Remote URLs are refused.
 
 use super::copy::{CopyError, CopyJob, Tree, copy};
-use super::tarw::{EntryKind, Meta, TarWriter};
+use super::layer_tar::{EntryKind, Meta, StableTar};
 use crate::image::tar::{Kind as TarKind, Stream, TarReader};
 use crate::image::whiteout::{NameLimits, components};
 use crate::rootfs::resolve::Kind;
@@ -31,7 +31,7 @@ fn is_archive(tree: &dyn Tree, rel: &str) -> bool {
 }
 
 /// Writes the ADD's entries into `tar`.
-pub fn add<W: Write>(tree: &dyn Tree, job: &CopyJob<'_>, tar: &mut TarWriter<W>) -> Result<u64, CopyError> {
+pub fn add<W: Write>(tree: &dyn Tree, job: &CopyJob<'_>, tar: &mut StableTar<W>) -> Result<u64, CopyError> {
     let mut archives = Vec::new();
     let mut others = Vec::new();
     for s in job.srcs {
@@ -60,7 +60,7 @@ fn extract<W: Write>(
     src: &str,
     dest: &str,
     job: &CopyJob<'_>,
-    tar: &mut TarWriter<W>,
+    tar: &mut StableTar<W>,
 ) -> Result<u64, CopyError> {
     let refused = |why: String| CopyError::Refused { what: job.what, src: src.to_string(), why };
     let f = tree.open(src.trim_start_matches('/')).map_err(|e| refused(e.to_string()))?;

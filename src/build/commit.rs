@@ -11,8 +11,8 @@ use super::config::State;
 use super::diff::Unshift;
 use super::export::RemoveOnDrop;
 use super::layer::{self, Hashing, LayerTar};
+use super::layer_tar::StableTar;
 use super::snapshot::{SnapshotError, SnapshotReport, write_changes};
-use super::tarw::TarWriter;
 use crate::host::HostFacts;
 use crate::image::digest::Digest;
 use crate::image::reference::Reference;
@@ -104,7 +104,7 @@ fn thaw(client: Client, id: &str) -> Result<(), CommitError> {
 
 /// Where a commit writes its layer tar.
 pub struct LayerFile {
-    tar: TarWriter<Hashing>,
+    tar: StableTar<Hashing>,
     /// The path `layer::publish` reads it back from.
     read_back: PathBuf,
     /// What an error names (the store's tmp/, or the named file).

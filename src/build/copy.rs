@@ -9,7 +9,7 @@
 //! being followed. Links inside copied directories are copied as links.
 
 use super::ignore::Ignore;
-use super::tarw::{EntryKind, Meta, TarWriter};
+use super::layer_tar::{EntryKind, Meta, StableTar};
 use crate::image::view::LayeredView;
 use crate::rootfs::resolve::{DirView, Kind, RootView, resolve};
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
@@ -252,7 +252,7 @@ fn canonical(tree: &dyn Tree, path: &str, what: &'static str, src: &str) -> Resu
 }
 
 /// Writes the COPY's entries into `tar`. Returns how many were written.
-pub fn copy<W: Write>(tree: &dyn Tree, job: &CopyJob<'_>, tar: &mut TarWriter<W>) -> Result<u64, CopyError> {
+pub fn copy<W: Write>(tree: &dyn Tree, job: &CopyJob<'_>, tar: &mut StableTar<W>) -> Result<u64, CopyError> {
     let srcs = sources(tree, job)?;
     let dest = job.dest.trim_start_matches('/');
     let into_dir = job.dest.ends_with('/')
@@ -287,7 +287,7 @@ pub fn copy<W: Write>(tree: &dyn Tree, job: &CopyJob<'_>, tar: &mut TarWriter<W>
 struct Writer<'a, 'b, W: Write> {
     tree: &'a dyn Tree,
     job: &'a CopyJob<'b>,
-    tar: &'a mut TarWriter<W>,
+    tar: &'a mut StableTar<W>,
     written: u64,
     emitted_dirs: std::collections::BTreeSet<String>,
 }

@@ -9,7 +9,7 @@
 //! its init): nothing changes it while it is read. Links are never
 //! followed (lstat, O_NOFOLLOW).
 
-use super::tarw::{EntryKind, Meta, TarWriter};
+use super::layer_tar::{EntryKind, Meta, StableTar};
 use crate::image::Owners;
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -70,7 +70,7 @@ fn opaque(dir: &File) -> bool {
 }
 
 /// Writes the layer for `upper` into `tar`.
-pub fn write_upper<W: Write>(upper: &Path, unshift: Unshift, tar: &mut TarWriter<W>) -> Result<DiffReport, DiffError> {
+pub fn write_upper<W: Write>(upper: &Path, unshift: Unshift, tar: &mut StableTar<W>) -> Result<DiffReport, DiffError> {
     let mut w = Walk { unshift, links: HashMap::new(), report: DiffReport::default() };
     w.dir(upper, b"", tar)?;
     Ok(w.report)
@@ -93,7 +93,7 @@ fn open_nofollow(path: &Path, dir: bool) -> std::io::Result<File> {
 }
 
 impl Walk {
-    fn dir<W: Write>(&mut self, host: &Path, rel: &[u8], tar: &mut TarWriter<W>) -> Result<(), DiffError> {
+    fn dir<W: Write>(&mut self, host: &Path, rel: &[u8], tar: &mut StableTar<W>) -> Result<(), DiffError> {
         let mut names: Vec<Vec<u8>> = std::fs::read_dir(host)
             .map_err(io_err(host))?
             .map(|e| e.map(|e| e.file_name().as_bytes().to_vec()))

@@ -13,7 +13,7 @@
 
 use super::diff::{DiffError, Unshift, write_upper};
 use super::layer::{self, MEDIA_TAR};
-use super::tarw::{EntryKind, Meta, TarWriter};
+use super::layer_tar::{EntryKind, Meta, StableTar};
 use crate::image::digest::Digest;
 use crate::image::oci::{ANNOTATION_CONTAINERD_NAME, ANNOTATION_REF, MEDIA_OCI_INDEX, MEDIA_OCI_MANIFEST};
 use crate::image::{ImageError, Owners, Store};
@@ -307,7 +307,7 @@ fn split_tag(name: &str) -> Option<(&str, &str)> {
 
 fn write_archive(path: &Path, members: &[Member]) -> Result<(), ExportError> {
     let f = std::fs::OpenOptions::new().write(true).create_new(true).open(path).map_err(io_at(path))?;
-    let mut tar = TarWriter::new(BufWriter::new(f), layer::epoch());
+    let mut tar = StableTar::new(BufWriter::new(f), layer::epoch());
     let meta = |name: &str, kind, mode, size| Meta {
         path: name.as_bytes().to_vec(),
         kind,

@@ -3,7 +3,7 @@
 //! for layers (`Store::ensure_layer` + `unpack_layer`), so every defence
 //! of an import applies to what a build produced.
 
-use super::tarw::TarWriter;
+use super::layer_tar::StableTar;
 use crate::image::digest::Digest;
 use crate::image::store::{Publish, Store};
 use crate::image::unpack::{LayerJob, unpack_layer};
@@ -49,19 +49,19 @@ pub fn epoch() -> u64 {
 }
 
 /// A tar writer into a new file at `path`.
-pub fn create(path: &Path) -> io::Result<TarWriter<Hashing>> {
+pub fn create(path: &Path) -> io::Result<StableTar<Hashing>> {
     let f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
-    Ok(TarWriter::new(Hashing { out: BufWriter::new(f), hash: Sha256::new(), size: 0 }, epoch()))
+    Ok(StableTar::new(Hashing { out: BufWriter::new(f), hash: Sha256::new(), size: 0 }, epoch()))
 }
 
 /// A layer tar written into `file` (already open for writing: an unnamed
 /// O_TMPFILE file, say, that nothing has to remove).
-pub fn create_in(file: File) -> TarWriter<Hashing> {
-    TarWriter::new(Hashing { out: BufWriter::new(file), hash: Sha256::new(), size: 0 }, epoch())
+pub fn create_in(file: File) -> StableTar<Hashing> {
+    StableTar::new(Hashing { out: BufWriter::new(file), hash: Sha256::new(), size: 0 }, epoch())
 }
 
 /// Ends the archive and names it by its content.
-pub fn finish(tar: TarWriter<Hashing>, path: &Path) -> io::Result<LayerTar> {
+pub fn finish(tar: StableTar<Hashing>, path: &Path) -> io::Result<LayerTar> {
     let mut h = tar.finish()?;
     h.out.flush()?;
     h.out.get_ref().sync_all()?;

@@ -4,11 +4,12 @@
 //! dockerfile    the parser (directives, continuations, instructions)
 //! words         splitting and $VAR expansion
 //! ignore        .dockerignore
-//! exec          the build: stages and instructions in order
+//! stages        the build: stages and instructions in order
 //! run           a RUN step in a sandbox whose upper directory is kept
 //! diff          that upper as a layer tar (whiteouts, opaque dirs, ids)
 //! copy, add     COPY / ADD from the context or an earlier stage
-//! tarw, layer   deterministic tar, published through Store::ensure_layer
+//! layer_tar     copy::tarw at one fixed mtime (same tree, same bytes);
+//! layer         its tars published through Store::ensure_layer
 //! config        the image config, manifest and history
 //! export        a stored image as OCI blobs again (export, push)
 //! push          those blobs and the manifest to a registry
@@ -24,13 +25,13 @@ pub mod config;
 pub mod copy;
 pub mod diff;
 pub mod dockerfile;
-pub mod exec;
 pub mod export;
 pub mod fork;
 pub mod ignore;
 pub mod layer;
+pub mod layer_tar;
 pub mod push;
 pub mod run;
 pub mod snapshot;
-pub mod tarw;
+pub mod stages;
 pub mod words;

@@ -22,7 +22,7 @@
 //! image's tree), only changed files are read.
 
 use super::diff::Unshift;
-use super::tarw::{EntryKind, Meta, TarWriter};
+use super::layer_tar::{EntryKind, Meta, StableTar};
 use crate::image::view::LayeredView;
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -105,7 +105,7 @@ pub fn write_changes<W: Write>(
     mounts: BTreeSet<String>,
     image: &LayeredView,
     unshift: Unshift,
-    tar: &mut TarWriter<W>,
+    tar: &mut StableTar<W>,
 ) -> Result<SnapshotReport, SnapshotError> {
     let mut w = Walk {
         image,
@@ -137,7 +137,7 @@ fn open_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 impl Walk<'_> {
-    fn flush<W: Write>(&mut self, tar: &mut TarWriter<W>, at: &Path) -> Result<(), SnapshotError> {
+    fn flush<W: Write>(&mut self, tar: &mut StableTar<W>, at: &Path) -> Result<(), SnapshotError> {
         for (meta, written) in self.pending.iter_mut() {
             if !*written {
                 tar.append(meta).map_err(write_err(at))?;
@@ -148,7 +148,7 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn dir<W: Write>(&mut self, host: &Path, rel: &[u8], tar: &mut TarWriter<W>) -> Result<(), SnapshotError> {
+    fn dir<W: Write>(&mut self, host: &Path, rel: &[u8], tar: &mut StableTar<W>) -> Result<(), SnapshotError> {
         let mut names: Vec<Vec<u8>> = std::fs::read_dir(host)
             .map_err(io_err(host))?
             .map(|e| e.map(|e| e.file_name().as_bytes().to_vec()))

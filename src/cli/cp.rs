@@ -59,25 +59,35 @@ pub struct CopyOut {
     pub host: String,
 }
 
-pub fn copy_in(s: &str) -> Result<CopyIn, String> {
+/// A `--copy-in` / `--copy-out` operand without its two halves (the
+/// user's own text, quoted back).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CopyOperandError {
+    #[error(
+        "expected HOST:PATH (a host file or directory, then where it goes in the sandbox), e.g. ./src:/workspace/, not {0:?}"
+    )]
+    In(String),
+    #[error(
+        "expected PATH:HOST (a path in the sandbox, then where it goes on the host), e.g. /workspace/out:./out, not {0:?}"
+    )]
+    Out(String),
+}
+
+pub fn copy_in(s: &str) -> Result<CopyIn, CopyOperandError> {
     match s.rsplit_once(':') {
         Some((host, path)) if !host.is_empty() && !path.is_empty() => {
             Ok(CopyIn { host: host.into(), path: path.into() })
         }
-        _ => Err(format!(
-            "expected HOST:PATH (a host file or directory, then where it goes in the sandbox), e.g. ./src:/workspace/, not {s:?}"
-        )),
+        _ => Err(CopyOperandError::In(s.to_string())),
     }
 }
 
-pub fn copy_out(s: &str) -> Result<CopyOut, String> {
+pub fn copy_out(s: &str) -> Result<CopyOut, CopyOperandError> {
     match s.split_once(':') {
         Some((path, host)) if !path.is_empty() && !host.is_empty() => {
             Ok(CopyOut { path: path.into(), host: host.into() })
         }
-        _ => Err(format!(
-            "expected PATH:HOST (a path in the sandbox, then where it goes on the host), e.g. /workspace/out:./out, not {s:?}"
-        )),
+        _ => Err(CopyOperandError::Out(s.to_string())),
     }
 }
 

@@ -1,8 +1,8 @@
-//! `husk build`: arguments -> BuildOptions -> build::exec, printing one
+//! `husk build`: arguments -> BuildOptions -> build::stages, printing one
 //! line per step (or `--json` events) and the result.
 
-use crate::build::exec::{BuildOptions, StepEvent, build as run_build};
 use crate::build::run::StepOutput;
+use crate::build::stages::{BuildOptions, StepEvent, build as run_build};
 use crate::cli::BuildArgs;
 use crate::outcome::EXIT_HUSK_FAILED;
 use crate::paths::{Paths, PathsError};

@@ -78,7 +78,8 @@ fn trial(host: &HostFacts, no_cgroup: bool, backend: &dyn Backend) -> Result<f64
             (what, e.report.hint)
         })?;
     let redact = crate::redact::Redaction::none();
-    let o = backend.run(plan, RunIo { capture: Some(4096), tap: None, redact: &redact, t_start: crate::spawn::now_ns() });
+    let o =
+        backend.run(plan, RunIo { capture: Some(4096), tap: None, redact: &redact, t_start: crate::spawn::now_ns() });
     match o.termination {
         Termination::Exited if o.status == Some(0) => Ok(o.duration_ms),
         _ => {

@@ -224,6 +224,8 @@ pub fn relay(input: &mut dyn std::io::Read, out: &mut dyn std::io::Write, limits
             EntryKind::File => report.files += 1,
             EntryKind::Dir => report.dirs += 1,
             EntryKind::Symlink => report.symlinks += 1,
+            // Skipped above: a copy carries no hard links.
+            EntryKind::Hardlink => {}
         }
         let e = Entry {
             name: &name,

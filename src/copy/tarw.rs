@@ -1,7 +1,10 @@
-//! A small tar writer: ustar headers, with a PAX record set in front of a
-//! member whose name or link target does not fit ustar's fields (or holds
-//! bytes a ustar field cannot: none but NUL, which a path never has) or
-//! whose size is past ustar's 8 GiB. Read back by `image::tar`.
+//! husk's one tar writer: ustar headers, with a PAX record set in front of
+//! a member whose name or link target does not fit ustar's fields (or
+//! holds bytes a ustar field cannot: none but NUL, which a path never has)
+//! or whose size is past ustar's 8 GiB; numeric ids, no user or group
+//! names, no atime/ctime, so the same members give the same bytes. Read
+//! back by `image::tar`. `husk cp` packs with it; built layers go through
+//! `build::layer_tar` (one fixed mtime) on top of it.
 
 use std::io::{self, Write};
 
@@ -10,6 +13,7 @@ pub enum EntryKind {
     File,
     Dir,
     Symlink,
+    Hardlink,
 }
 
 /// One member's header.
@@ -54,7 +58,7 @@ impl<W: Write> TarWriter<W> {
             pax_record(&mut pax, b"size", e.size.to_string().as_bytes());
         }
         if !pax.is_empty() {
-            let h = block(b"././@PaxHeader", b'x', 0o644, 0, 0, pax.len() as u64, 0, b"");
+            let h = block(b"././@PaxHeader", b'x', 0o644, 0, 0, pax.len() as u64, e.mtime, b"");
             self.out.write_all(&h)?;
             self.out.write_all(&pax)?;
             self.pad(pax.len() as u64)?;
@@ -63,6 +67,7 @@ impl<W: Write> TarWriter<W> {
             EntryKind::File => b'0',
             EntryKind::Dir => b'5',
             EntryKind::Symlink => b'2',
+            EntryKind::Hardlink => b'1',
         };
         let size = if e.kind == EntryKind::File { e.size.min(MAX_USTAR_SIZE) } else { 0 };
         let h = block(&name, flag, e.mode, e.uid, e.gid, size, e.mtime, e.link);

@@ -198,5 +198,6 @@ fn not_made(step: Phase, why: impl std::fmt::Display) -> Reply {
 /// A run that failed before its sandbox started, as its verdict.
 fn failed(e: crate::outcome::ErrorReport, backend: &str) -> Result<Value, ToolError> {
     let none = crate::redact::Redaction::none();
-    serde_json::to_value(Verdict::new("", backend, &Outcome::setup_failed(e), None, true, &none)).map_err(ToolError::Verdict)
+    serde_json::to_value(Verdict::new("", backend, &Outcome::setup_failed(e), None, true, &none))
+        .map_err(ToolError::Verdict)
 }

@@ -1,4 +1,4 @@
-//! config.json -> a validated `Plan`. Everything the container's setup
+//! config.json -> a validated `OciPlan`. Everything the container's setup
 //! needs is checked and pre-built here, in the caller, before any clone:
 //! the child only executes. Unknown fields are ignored (as runc does);
 //! fields husk understands but cannot honour, where that would weaken
@@ -109,7 +109,7 @@ pub struct Seccomp {
 
 /// The container's process (init's, or an exec's), pre-built.
 #[derive(Debug, Clone)]
-pub struct ProcessPlan {
+pub struct OciProcess {
     pub args: Vec<CString>,
     pub env: Vec<CString>,
     /// The PATH the command is looked up in (from env).
@@ -189,7 +189,7 @@ impl Ns {
 
 /// One mount of the spec, classified.
 #[derive(Debug, Clone)]
-pub struct MountPlan {
+pub struct OciMount {
     /// Absolute inside the container.
     pub destination: String,
     pub kind: MountKind,
@@ -220,7 +220,7 @@ pub enum MountKind {
 }
 
 #[derive(Debug, Clone)]
-pub struct DevicePlan {
+pub struct OciDevice {
     pub path: String,
     pub kind: char,
     pub major: u64,
@@ -242,11 +242,11 @@ pub struct Hooks {
 
 /// Everything `create` needs, validated.
 #[derive(Debug)]
-pub struct Plan {
+pub struct OciPlan {
     pub bundle: PathBuf,
     pub rootfs: PathBuf,
     pub root_readonly: bool,
-    pub process: ProcessPlan,
+    pub process: OciProcess,
     pub hostname: Option<String>,
     pub domainname: Option<String>,
     /// Namespaces made new by clone.
@@ -256,8 +256,8 @@ pub struct Plan {
     /// "0 100000 65536\n" lines, when a new user namespace is made.
     pub uid_map: Option<String>,
     pub gid_map: Option<String>,
-    pub mounts: Vec<MountPlan>,
-    pub devices: Vec<DevicePlan>,
+    pub mounts: Vec<OciMount>,
+    pub devices: Vec<OciDevice>,
     pub cgroups_path: Option<String>,
     pub resources: Resources,
     pub sysctl: Vec<(String, String)>,
@@ -269,7 +269,7 @@ pub struct Plan {
     pub annotations: BTreeMap<String, String>,
 }
 
-impl Plan {
+impl OciPlan {
     pub fn has_new(&self, ns: Ns) -> bool {
         self.new_ns.contains(&ns)
     }
@@ -297,7 +297,7 @@ pub fn load(bundle: &Path) -> Result<(RawSpec, serde_json::Value), ConfigError> 
 }
 
 /// Validates the spec into a plan.
-pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
+pub fn plan(bundle: &Path, spec: RawSpec) -> Result<OciPlan, ConfigError> {
     let bundle = std::fs::canonicalize(bundle).map_err(|source| ConfigError::Read { path: bundle.into(), source })?;
     if !spec.oci_version.starts_with("1.") {
         return Err(invalid("ociVersion", format!("{:?}: husk runs runtime-spec 1.x configs", spec.oci_version)));
@@ -437,7 +437,7 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
     if let Some(sc) = &linux.seccomp {
         process.seccomp = Some(seccomp(sc, process.caps.bounding)?);
     }
-    Ok(Plan {
+    Ok(OciPlan {
         bundle,
         rootfs,
         root_readonly: root.readonly,
@@ -465,7 +465,7 @@ pub fn plan(bundle: &Path, spec: RawSpec) -> Result<Plan, ConfigError> {
 /// devices) stay usable whatever the spec's device rules deny, or a
 /// "deny all" first rule would make init's own mknod and every open of
 /// /dev/null fail.
-fn allow_container_devices(r: &mut Resources, devices: &[DevicePlan]) {
+fn allow_container_devices(r: &mut Resources, devices: &[OciDevice]) {
     let c = |major, minor: Option<i64>| DeviceRule {
         allow: true,
         kind: 'c',
@@ -561,7 +561,7 @@ fn cstring(field: &str, s: &str) -> Result<CString, ConfigError> {
 }
 
 /// A `process` object (config.json's, or `exec --process`'s) into its plan.
-pub fn process_plan(p: &RawProcess, at: &str) -> Result<ProcessPlan, ConfigError> {
+pub fn process_plan(p: &RawProcess, at: &str) -> Result<OciProcess, ConfigError> {
     if p.args.is_empty() {
         return Err(invalid(format!("{at}.args"), "empty: nothing to run"));
     }
@@ -610,7 +610,7 @@ pub fn process_plan(p: &RawProcess, at: &str) -> Result<ProcessPlan, ConfigError
         .unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     let path_dirs =
         path.split(':').filter(|d| d.starts_with('/')).map(|d| cstring("PATH", d)).collect::<Result<_, _>>()?;
-    Ok(ProcessPlan {
+    Ok(OciProcess {
         args,
         env,
         path_dirs,
@@ -721,7 +721,7 @@ fn add_recursive(acc: (u64, u64), set: u64, clear: u64) -> (u64, u64) {
     ((acc.0 & !touched) | set, (acc.1 & !set) | clear)
 }
 
-fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, ConfigError> {
+fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<OciMount, ConfigError> {
     let field = format!("mounts[{i}] ({})", m.destination);
     if !m.destination.starts_with('/') || m.destination.split('/').any(|c| c == "..") {
         return Err(invalid(field, "destination must be absolute without '..'"));
@@ -776,7 +776,7 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
         }
         _ => PathBuf::from(m.source.clone().unwrap_or_else(|| kind_s.clone())),
     };
-    Ok(MountPlan {
+    Ok(OciMount {
         destination: m.destination.clone(),
         kind,
         source,
@@ -788,7 +788,7 @@ fn mount_plan(m: &RawMount, bundle: &Path, i: usize) -> Result<MountPlan, Config
     })
 }
 
-fn device_plan(d: &RawDevice, i: usize) -> Result<DevicePlan, ConfigError> {
+fn device_plan(d: &RawDevice, i: usize) -> Result<OciDevice, ConfigError> {
     let field = format!("linux.devices[{i}] ({})", d.path);
     if !d.path.starts_with("/dev/") || d.path.split('/').any(|c| c == "..") {
         return Err(invalid(field, "path must be under /dev without '..'"));
@@ -802,7 +802,7 @@ fn device_plan(d: &RawDevice, i: usize) -> Result<DevicePlan, ConfigError> {
     if d.major < 0 || d.minor < 0 {
         return Err(invalid(field, "major and minor must be given"));
     }
-    Ok(DevicePlan {
+    Ok(OciDevice {
         path: d.path.clone(),
         kind,
         major: d.major as u64,

@@ -9,7 +9,7 @@
 //! reports ready (it then waits on exec.fifo for `start`).
 
 use super::channel::{self, Msg};
-use super::config::{self, Ns, Plan};
+use super::config::{self, Ns, OciPlan};
 use super::init::{self, InitCtx};
 use super::state::{Record, Status, Store};
 use super::{CreateArgs, OciError, RunArgs, cgroups, hooks, lifecycle, log};
@@ -198,7 +198,7 @@ fn init_failed(step: Step, errno: nix::errno::Errno, detail: String) -> OciError
     OciError::Init { step: step.name(), errno, detail }
 }
 
-fn resources_empty(plan: &Plan) -> bool {
+fn resources_empty(plan: &OciPlan) -> bool {
     let r = &plan.resources;
     r.memory.is_none()
         && r.pids_limit.is_none()
@@ -230,7 +230,7 @@ fn write_maps(pid: i32, uid_map: &str, gid_map: &str) -> Result<(), OciError> {
 /// The intermediate: joins namespaces by path, clones init into the new
 /// ones (the cgroup namespace is unshared by init once it is in its
 /// cgroup), reports init's pid and exits.
-fn intermediate(plan: &Plan, ctx: InitCtx, one: SingleThreaded) -> ! {
+fn intermediate(plan: &OciPlan, ctx: InitCtx, one: SingleThreaded) -> ! {
     if let Err(e) = init::join_namespaces(&plan.join_ns) {
         ctx.chan.fail(e, "");
         crate::sys::process::exit_now(1);

@@ -8,7 +8,7 @@
 //! execs (console.rs).
 
 use super::channel::{self, Msg};
-use super::config::{self, Ns, ProcessPlan, RawProcess};
+use super::config::{self, Ns, OciProcess, RawProcess};
 use super::state::{Status, Store};
 use super::{ExecArgs, OciError, cgroups, console, init};
 use crate::step::Step;
@@ -162,7 +162,7 @@ pub fn exec(store: &Store, a: &ExecArgs) -> Result<i32, OciError> {
 
 /// --process FILE, or the command line's CMD with --cwd/--env/--user/--cap
 /// over the container's own process settings.
-fn process_of(a: &ExecArgs, defaults: &serde_json::Value) -> Result<ProcessPlan, OciError> {
+fn process_of(a: &ExecArgs, defaults: &serde_json::Value) -> Result<OciProcess, OciError> {
     let raw: RawProcess = match &a.process {
         Some(path) => {
             let text =

@@ -17,7 +17,7 @@
 //! (the host binary) or fds.
 
 use super::channel::{Channel, Msg};
-use super::config::{Ns, Plan, ProcessPlan};
+use super::config::{Ns, OciPlan, OciProcess};
 use super::{LogFormat, console, hooks, mounts};
 use crate::step::{AtStep, Step, StepError};
 use crate::sys::Errno;
@@ -48,7 +48,7 @@ pub struct InitCtx {
 }
 
 /// Runs init; never returns.
-pub fn run(plan: &Plan, mut ctx: InitCtx) -> ! {
+pub fn run(plan: &OciPlan, mut ctx: InitCtx) -> ! {
     match setup(plan, &mut ctx) {
         Ok(never) => match never {},
         Err(Failure::Before(e, detail)) => {
@@ -83,7 +83,7 @@ impl From<mounts::MountFail> for Failure {
     }
 }
 
-fn setup(plan: &Plan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Failure> {
+fn setup(plan: &OciPlan, ctx: &mut InitCtx) -> Result<std::convert::Infallible, Failure> {
     await_go(&ctx.chan)?;
     // After create wrote the id maps (a non-dumpable task's /proc files
     // belong to root), before anything of the container's is mounted.
@@ -193,7 +193,7 @@ fn become_root() -> Result<(), StepError> {
     nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).at(Step::BecomeRoot)
 }
 
-fn set_rlimits(p: &ProcessPlan) -> Result<(), StepError> {
+fn set_rlimits(p: &OciProcess) -> Result<(), StepError> {
     for (res, soft, hard) in &p.rlimits {
         crate::sys::process::set_rlimit(*res, *soft, *hard).at(Step::Rlimits)?;
     }
@@ -202,7 +202,7 @@ fn set_rlimits(p: &ProcessPlan) -> Result<(), StepError> {
 
 /// prestart/createRuntime run by create (in the host's namespaces, now
 /// that ours exist); createContainer here, before pivot_root.
-fn run_create_hooks(plan: &Plan, chan: &Channel) -> Result<serde_json::Value, Failure> {
+fn run_create_hooks(plan: &OciPlan, chan: &Channel) -> Result<serde_json::Value, Failure> {
     chan.send(&Msg::Hooks).map_err(|e| StepError::new(Step::ContainerHooks, e))?;
     let state = match chan.recv() {
         Ok(Msg::State(s)) => serde_json::from_str(&s).unwrap_or(serde_json::Value::Null),
@@ -216,7 +216,7 @@ fn run_create_hooks(plan: &Plan, chan: &Channel) -> Result<serde_json::Value, Fa
     Ok(state)
 }
 
-fn set_sysctls(plan: &Plan) -> Result<(), Failure> {
+fn set_sysctls(plan: &OciPlan) -> Result<(), Failure> {
     let all = plan
         .sysctl
         .iter()
@@ -255,7 +255,7 @@ pub struct Confined {
 /// The process's fds, identity, capabilities, cwd and executable: every
 /// step that can fail for a reason the engine should report. `keep` are
 /// fds above the preserved ones that stay open (all close-on-exec).
-pub fn confine(p: &ProcessPlan, keep: &[RawFd], preserve_fds: u32, last_cap: u32) -> Result<Confined, StepError> {
+pub fn confine(p: &OciProcess, keep: &[RawFd], preserve_fds: u32, last_cap: u32) -> Result<Confined, StepError> {
     if let Some(adj) = p.oom_score_adj {
         let rel = format!("{}/oom_score_adj", nix::unistd::getpid());
         super::verify::write_proc(super::verify::private_proc().as_ref(), &rel, &adj.to_string())
@@ -306,7 +306,7 @@ pub fn confine(p: &ProcessPlan, keep: &[RawFd], preserve_fds: u32, last_cap: u32
 /// The executable's in runc's words, which engines match (docker run exits
 /// 127 on "executable file not found"/"no such file or directory", 126 on
 /// "permission denied").
-pub fn what_failed(p: &ProcessPlan, e: StepError) -> String {
+pub fn what_failed(p: &OciProcess, e: StepError) -> String {
     let arg0 = p.args[0].to_string_lossy();
     let lower = e.errno.desc().to_lowercase();
     match e.step {
@@ -324,7 +324,7 @@ pub fn what_failed(p: &ProcessPlan, e: StepError) -> String {
 
 /// no_new_privs and the filter that needs it, then execve. Returns only on
 /// failure.
-pub fn exec_confined(p: &ProcessPlan, c: Confined) -> StepError {
+pub fn exec_confined(p: &OciProcess, c: Confined) -> StepError {
     if p.no_new_privs {
         if let Err(e) = nix::sys::prctl::set_no_new_privs().at(Step::NoNewPrivs) {
             return e;
@@ -339,7 +339,7 @@ pub fn exec_confined(p: &ProcessPlan, c: Confined) -> StepError {
 /// The first candidate that is an executable file, as a shell's lookup
 /// (and runc's) finds it: ENOENT when there is none, EACCES when one
 /// exists but cannot be executed.
-fn look_up(p: &ProcessPlan) -> Result<CString, Errno> {
+fn look_up(p: &OciProcess) -> Result<CString, Errno> {
     let mut err = Errno::ENOENT;
     for path in candidates(p) {
         match nix::sys::stat::stat(path.as_c_str()) {
@@ -357,7 +357,7 @@ fn look_up(p: &ProcessPlan) -> Result<CString, Errno> {
     Err(err)
 }
 
-fn install_seccomp(p: &ProcessPlan) -> Result<(), StepError> {
+fn install_seccomp(p: &OciProcess) -> Result<(), StepError> {
     if let Some(sc) = &p.seccomp {
         crate::sys::seccomp::install_filter(&sc.filter, sc.flags).at(Step::Seccomp)?;
     }
@@ -365,7 +365,7 @@ fn install_seccomp(p: &ProcessPlan) -> Result<(), StepError> {
 }
 
 /// args[0] as a path, or each PATH directory joined with it.
-fn candidates(p: &ProcessPlan) -> Vec<CString> {
+fn candidates(p: &OciProcess) -> Vec<CString> {
     let arg0 = p.args[0].as_bytes();
     if arg0.contains(&b'/') {
         return vec![p.args[0].clone()];

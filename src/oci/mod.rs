@@ -12,7 +12,7 @@
 //! log.rs      --log / --log-format: JSON lines {"level","msg","time"}; errors also on stderr
 //! state.rs    the state store under --root: <root>/<id>/state.json + exec.fifo (documented there)
 //! spec.rs     the runtime-spec subset as serde reads it (unknown keys ignored)
-//! config.rs   config.json -> a validated Plan (refusals name the field)
+//! config.rs   config.json -> a validated OciPlan (refusals name the field)
 //! create.rs   create/run: clone init in its namespaces, hand it to the caller, wait on exec.fifo
 //! init.rs     the container's init: the named setup steps, then exec.fifo, then execve
 //! lifecycle.rs start/state/kill/delete/list

@@ -5,7 +5,7 @@
 //! through /proc/self/fd, so an image's symlink (`/dev -> /`) cannot
 //! redirect a mount to the host (CVE-2019-19921 class).
 
-use super::config::{DevicePlan, MountKind, MountPlan, Plan};
+use super::config::{MountKind, OciDevice, OciMount, OciPlan};
 use crate::rootfs::mount::open_in_root;
 use crate::step::{AtStep, Step, StepError};
 use crate::sys::Errno;
@@ -68,7 +68,7 @@ fn ensure_in_root(root: &OwnedFd, dest: &str, file: bool) -> Result<OwnedFd, Err
 /// Before pivot_root: propagation, the rootfs as a mount of its own, the
 /// spec's mounts and the device nodes. `cgroup_dirs` are the container's
 /// cgroup directories (controller -> host dir) for `cgroup` mounts.
-pub fn prepare_root(plan: &Plan, cgroup_dirs: &[(String, PathBuf)], in_userns: bool) -> Result<(), MountFail> {
+pub fn prepare_root(plan: &OciPlan, cgroup_dirs: &[(String, PathBuf)], in_userns: bool) -> Result<(), MountFail> {
     mount(NONE, "/", NONE, MsFlags::from_bits_truncate(plan.rootfs_propagation), NONE).at(Step::RootfsPropagation)?;
     // With rootfsPropagation rshared (Kubernetes' Bidirectional volumes)
     // the mount holding the rootfs is a peer of the host's: the rootfs bind
@@ -108,7 +108,7 @@ fn mount_point_of(path: &Path) -> PathBuf {
     best
 }
 
-fn mount_one(root: &OwnedFd, m: &MountPlan, cgroup_dirs: &[(String, PathBuf)], in_userns: bool) -> R<()> {
+fn mount_one(root: &OwnedFd, m: &OciMount, cgroup_dirs: &[(String, PathBuf)], in_userns: bool) -> R<()> {
     let step = Step::MountFilesystems;
     let is_file_bind = matches!(m.kind, MountKind::Bind { .. }) && !m.source.is_dir();
     let target = ensure_in_root(root, &m.destination, is_file_bind).at(step)?;
@@ -213,7 +213,7 @@ const DEFAULT_DEVICES: &[(&str, u64, u64)] = &[
     ("/dev/tty", 5, 0),
 ];
 
-fn make_devices(root: &OwnedFd, plan: &Plan, in_userns: bool) -> R<()> {
+fn make_devices(root: &OwnedFd, plan: &OciPlan, in_userns: bool) -> R<()> {
     let step = Step::CreateDevices;
     // Only a /dev the spec mounts fresh is filled; a bound host /dev
     // (privileged containers) already has its nodes.
@@ -221,7 +221,7 @@ fn make_devices(root: &OwnedFd, plan: &Plan, in_userns: bool) -> R<()> {
     {
         return Ok(());
     }
-    let defaults = DEFAULT_DEVICES.iter().map(|(p, ma, mi)| DevicePlan {
+    let defaults = DEFAULT_DEVICES.iter().map(|(p, ma, mi)| OciDevice {
         path: p.to_string(),
         kind: 'c',
         major: *ma,
@@ -315,7 +315,7 @@ pub fn pivot(rootfs: &Path) -> Result<(), MountFail> {
 
 /// After pivot_root (paths now resolve inside the container only):
 /// maskedPaths hidden, readonlyPaths bound read-only.
-pub fn mask_and_protect(plan: &Plan) -> Result<(), MountFail> {
+pub fn mask_and_protect(plan: &OciPlan) -> Result<(), MountFail> {
     let step = Step::MaskPaths;
     // The image's /dev/null may be a symlink to a file it wants bound over
     // a masked path (CVE-2025-31133): only the real null device masks.

@@ -294,8 +294,8 @@ pub fn create_spec(o: &CreateOptions) -> Result<(Spec, Vec<crate::redact::Secret
     apply_sandbox(&mut spec, &o.sandbox)?;
     spec.warm = match (&o.warm, &o.session) {
         (Some(_), Some(_)) => return Err(usage("--warm and --session do not go together: pick one".into())),
-        (Some(w), None) => Some(crate::spec::WarmSpec::parse_warm(w).map_err(usage)?),
-        (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(usage)?),
+        (Some(w), None) => Some(crate::spec::WarmSpec::parse_warm(w).map_err(|e| usage(e.to_string()))?),
+        (None, Some(s)) => Some(crate::spec::WarmSpec::parse_session(s).map_err(|e| usage(e.to_string()))?),
         (None, None) => None,
     };
     // A session in a --concurrent sandbox: its calls take turns

@@ -186,7 +186,7 @@ pub fn exec_code(
 ) -> Result<ExecResult, SandboxError> {
     let rec = super::registry::live_record(store, &req.target)?;
     let Some(w) = rec.spec.warm.clone() else { return cold_code(store, req, code, language, t_start, tap) };
-    crate::warm::language_fits(&w, language).map_err(SandboxError::Usage)?;
+    crate::warm::language_fits(&w, language).map_err(|e| SandboxError::Usage(e.to_string()))?;
     if req.exec.user.is_some() || req.exec.tty {
         return Err(SandboxError::Usage(
             "--user and -t do not go with --code in a warm sandbox: its interpreter runs as the sandbox's user, without a terminal; run a command instead (husk exec ID -- python3 -)".into(),

@@ -74,10 +74,37 @@ pub enum SandboxError {
     Paused { id: String },
     #[error("sandbox {id} is {state}{}", why.as_deref().map(|w| format!(": {w}")).unwrap_or_default())]
     Gone { id: String, state: &'static str, why: Option<String> },
+    /// A composed message about the state on disk that no syscall failed
+    /// for (a directory locked by another, a record that is not one).
     #[error("sandbox state: {0}")]
     State(String),
+    /// A file of the state on disk could not be made, read or written:
+    /// its errno reaches the verdict.
+    #[error("sandbox state: {what} {}: {source}", path.display())]
+    StateIo {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A state.json husk cannot read back, or a record it cannot encode.
+    #[error("sandbox state: {what} {}: {source}", path.display())]
+    StateJson {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The state directory itself (`--state-dir`).
+    #[error("sandbox state: {0}")]
+    Paths(#[from] crate::paths::PathsError),
+    /// The supervisor's answer (a refusal it composed, carried as text by
+    /// the wire's `Reply.error`) or a composed message about it.
     #[error("sandbox supervisor: {0}")]
     Supervisor(String),
+    /// The supervisor's socket failed: its errno reaches the verdict.
+    #[error("sandbox supervisor: {what} {}: {errno}", path.display())]
+    Socket { what: &'static str, path: PathBuf, errno: nix::errno::Errno },
     /// A failure the verdict names by step, with the kernel's errno.
     #[error("{}", .0.message)]
     Setup(ErrorReport),
@@ -93,8 +120,11 @@ impl SandboxError {
             | SandboxError::Gone { .. }
             | SandboxError::NameTaken { .. } => Phase::Sandbox,
             SandboxError::Busy { .. } | SandboxError::Paused { .. } => Phase::Busy,
-            SandboxError::State(_) => Phase::State,
-            SandboxError::Supervisor(_) => Phase::Supervisor,
+            SandboxError::State(_)
+            | SandboxError::StateIo { .. }
+            | SandboxError::StateJson { .. }
+            | SandboxError::Paths(_) => Phase::State,
+            SandboxError::Supervisor(_) | SandboxError::Socket { .. } => Phase::Supervisor,
             SandboxError::Setup(e) => e.step,
         }
     }
@@ -106,11 +136,22 @@ impl SandboxError {
         }
     }
 
+    /// The kernel's errno behind it, when a syscall failed.
+    pub fn errno(&self) -> Option<nix::errno::Errno> {
+        match self {
+            SandboxError::StateIo { source, .. } => crate::step::io_errno(source),
+            SandboxError::Paths(crate::paths::PathsError::Io { source, .. }) => crate::step::io_errno(source),
+            SandboxError::Socket { errno, .. } => Some(*errno),
+            SandboxError::Setup(e) => e.errno,
+            _ => None,
+        }
+    }
+
     /// The failure as the verdict's `error` reports it.
     pub fn report(&self) -> ErrorReport {
         match self {
             SandboxError::Setup(e) => e.clone(),
-            e => ErrorReport::new(e.step(), e.to_string()),
+            e => ErrorReport::new(e.step(), e.to_string()).with_errno(e.errno()),
         }
     }
 }

@@ -187,8 +187,8 @@ fn seqpacket() -> nix::Result<OwnedFd> {
     socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)
 }
 
-fn sock_err(what: &str, dir: &Path, e: nix::errno::Errno) -> SandboxError {
-    SandboxError::Supervisor(format!("{what} {}: {e}", dir.join("sock").display()))
+fn sock_err(what: &'static str, dir: &Path, errno: nix::errno::Errno) -> SandboxError {
+    SandboxError::Socket { what, path: dir.join("sock"), errno }
 }
 
 /// Sends one message with `fds` attached.

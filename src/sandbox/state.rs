@@ -196,14 +196,20 @@ pub struct Store {
     pub root: PathBuf,
 }
 
-fn io_err(what: &str, path: &Path, e: impl std::fmt::Display) -> SandboxError {
-    SandboxError::State(format!("{what} {}: {e}", path.display()))
+/// A file of the state that could not be made, read or written; its
+/// errno is kept for the verdict.
+pub(crate) fn io_err(what: &'static str, path: &Path, source: std::io::Error) -> SandboxError {
+    SandboxError::StateIo { what, path: path.to_path_buf(), source }
+}
+
+fn json_err(what: &'static str, path: &Path, source: serde_json::Error) -> SandboxError {
+    SandboxError::StateJson { what, path: path.to_path_buf(), source }
 }
 
 impl Store {
     /// Opens (creating) `<state>/sandboxes`, private to the caller.
     pub fn open(state: &Path) -> Result<Store, SandboxError> {
-        crate::paths::ensure_private_dir("state dir", state).map_err(|e| SandboxError::State(e.to_string()))?;
+        crate::paths::ensure_private_dir("state dir", state)?;
         let root = state.join("sandboxes");
         for d in [root.clone(), root.join("names")] {
             match std::fs::DirBuilder::new().mode(0o700).create(&d) {
@@ -308,14 +314,14 @@ impl Store {
 pub fn read_record(dir: &Path) -> Result<Record, SandboxError> {
     let path = dir.join("state.json");
     let bytes = std::fs::read(&path).map_err(|e| io_err("reading", &path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| io_err("parsing", &path, e))
+    serde_json::from_slice(&bytes).map_err(|e| json_err("parsing", &path, e))
 }
 
 /// Writes the record whole: a temp file beside it, then rename, so a reader
 /// never sees half of one.
 pub fn write_record(dir: &Path, rec: &Record) -> Result<(), SandboxError> {
     let tmp = dir.join(format!(".state.json.{}", std::process::id()));
-    let data = serde_json::to_vec_pretty(rec).map_err(|e| io_err("encoding", &tmp, e))?;
+    let data = serde_json::to_vec_pretty(rec).map_err(|e| json_err("encoding", &tmp, e))?;
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         f.write_all(&data)?;
@@ -342,7 +348,7 @@ pub fn try_lock(dir: &Path) -> Result<Option<Flock<File>>, SandboxError> {
     match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(Some(l)),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(io_err("locking", &path, e)),
+        Err((_, e)) => Err(io_err("locking", &path, e.into())),
     }
 }
 
@@ -354,6 +360,20 @@ pub fn supervised(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_file_that_cannot_be_read_keeps_its_errno_in_the_verdict() {
+        let t = std::env::temp_dir().join(format!("husk-state-errno-{}", std::process::id()));
+        std::fs::create_dir_all(&t).unwrap();
+        // state.json is a directory: reading it fails with EISDIR.
+        std::fs::create_dir_all(t.join("state.json")).unwrap();
+        let e = read_record(&t).unwrap_err();
+        let r = e.report();
+        std::fs::remove_dir_all(&t).unwrap();
+        assert_eq!(r.errno, Some(nix::errno::Errno::EISDIR), "{e}");
+        assert_eq!(r.step, crate::step::Phase::State);
+        assert!(r.message.starts_with("sandbox state: reading ") && r.message.contains("state.json"), "{e}");
+    }
 
     #[test]
     fn names_and_labels_are_checked() {

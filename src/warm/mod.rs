@@ -379,24 +379,26 @@ pub fn attribute(warm: &mut serde_json::Value, outcome: &mut crate::outcome::Out
 }
 
 /// The languages a `--code` call may name for a sandbox warmed as `w`.
-pub fn language_fits(w: &WarmSpec, asked: Option<&str>) -> Result<(), String> {
+pub fn language_fits(w: &WarmSpec, asked: Option<&str>) -> Result<(), LanguageMismatch> {
     let Some(asked) = asked else { return Ok(()) };
     let ok = match w.language {
         Language::Python => matches!(asked, "python" | "python3"),
         Language::Bash => asked == "bash",
     };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "--language {asked}: this sandbox's {} interpreter runs {} code",
-            match w.mode {
-                WarmMode::Fork => "warm",
-                WarmMode::Session => "session",
-            },
-            w.language.name()
-        ))
-    }
+    if ok { Ok(()) } else { Err(LanguageMismatch { asked: asked.to_string(), mode: w.mode, runs: w.language }) }
+}
+
+/// `--language` names another language than the sandbox's interpreter runs.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "--language {asked}: this sandbox's {} interpreter runs {} code",
+    match mode { WarmMode::Fork => "warm", WarmMode::Session => "session" },
+    runs.name()
+)]
+pub struct LanguageMismatch {
+    pub asked: String,
+    pub mode: WarmMode,
+    pub runs: Language,
 }
 
 #[cfg(test)]

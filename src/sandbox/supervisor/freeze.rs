@@ -7,6 +7,7 @@
 //! wait for the thaw (hold.rs), which the deadlines bound.
 
 use super::Supervisor;
+use super::refusal::Refusal;
 use crate::cgroup::freeze::{Frozen, freeze};
 use crate::sandbox::state::now_ms;
 
@@ -27,12 +28,12 @@ pub(super) struct Hold {
 
 impl Supervisor {
     /// Freezes (or joins a freeze under way) for at most `for_ms`.
-    pub(super) fn hold_freeze(&mut self, for_ms: u64) -> Result<Hold, String> {
+    pub(super) fn hold_freeze(&mut self, for_ms: u64) -> Result<Hold, Refusal> {
         let Some(tree) = &self.rec.cgroup else {
-            return Err(format!("sandbox {} has no cgroup, so it cannot be frozen", self.rec.id));
+            return Err(Refusal::NoCgroup(self.rec.id.clone()));
         };
         if for_ms == 0 {
-            return Err("a freeze must last longer than 0 ms".into());
+            return Err(Refusal::ZeroFreeze);
         }
         let dirs = tree.dirs.clone();
         self.join_freeze(&dirs)?;
@@ -41,11 +42,11 @@ impl Supervisor {
 
     /// One more holder of the freeze (`husk pause` is one, with no
     /// deadline): the first freezes the tree.
-    pub(super) fn join_freeze(&mut self, dirs: &[crate::cgroup::Dir]) -> Result<(), String> {
+    pub(super) fn join_freeze(&mut self, dirs: &[crate::cgroup::Dir]) -> Result<(), Refusal> {
         match &mut self.frozen {
             Some(held) => held.holders += 1,
             None => {
-                let cg = freeze(dirs).map_err(|e| format!("freezing sandbox {}: {e}", self.rec.id))?;
+                let cg = freeze(dirs).map_err(|source| Refusal::Freeze { id: self.rec.id.clone(), source })?;
                 self.frozen = Some(Held { cg, holders: 1 });
             }
         }

@@ -2,6 +2,7 @@
 //! pidfd, its signals, its socket (exec, renew, status, rm), husk create's
 //! handover and the lease deadline; each request answered in turn.
 
+use super::refusal::Refusal;
 use super::{End, Init, Supervisor};
 use crate::backend::Live;
 use crate::sandbox::events::EventKind;
@@ -301,7 +302,7 @@ impl Supervisor {
                         c.freeze = Some(hold);
                         self.answer(c, Reply { ok: true, ..self.lease() })
                     }
-                    Err(why) => self.answer(c, Reply { error: Some(why), ..self.lease() }),
+                    Err(why) => self.answer(c, Reply { error: Some(why.to_string()), ..self.lease() }),
                 }
             }
             Request::Thaw => {
@@ -363,7 +364,7 @@ impl Supervisor {
             }
             Request::Claim { pool, labels, ttl_ms, name } => match self.claim(&pool, labels, ttl_ms, name, active) {
                 Ok(()) => self.answer(c, Reply { ok: true, ..self.lease() }),
-                Err(why) => self.answer(c, Reply { error: Some(why), ..self.lease() }),
+                Err(why) => self.answer(c, Reply { error: Some(why.to_string()), ..self.lease() }),
             },
             Request::Destroy => {
                 let _ = proto::send(c.fd.as_fd(), &Reply { ok: true, ..self.lease() }, &[]);
@@ -428,20 +429,20 @@ impl Supervisor {
         ttl_ms: u64,
         name: Option<String>,
         active: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refusal> {
         use crate::sandbox::pool::POOL_LABEL;
         if self.rec.labels.get(POOL_LABEL).map(String::as_str) != Some(pool) {
-            return Err(format!("sandbox {} is not an unclaimed member of pool {pool:?}", self.rec.id));
+            return Err(Refusal::NotPoolMember { id: self.rec.id.clone(), pool: pool.to_string() });
         }
         if active > 0 || self.rec.execs > 0 {
-            return Err(format!("sandbox {} has run execs: not fresh, not handed out", self.rec.id));
+            return Err(Refusal::NotFresh(self.rec.id.clone()));
         }
         // A claimer gets a sandbox that runs commands, not a frozen one.
         if self.is_paused() {
-            return Err(format!("sandbox {} is paused: not handed out", self.rec.id));
+            return Err(Refusal::PausedNotHandedOut(self.rec.id.clone()));
         }
         if ttl_ms == 0 {
-            return Err("a claim's ttl must be longer than 0".into());
+            return Err(Refusal::ZeroTtl);
         }
         // The claimer reserved the name for this id (sandbox::pool::claim);
         // the record names it so the sandbox's end releases it.
@@ -470,7 +471,7 @@ impl Supervisor {
             None => None,
             Some(Ok(fd)) => Some(fd),
             Some(Err(why)) => {
-                let _ = proto::send(c.fd.as_fd(), &Reply { error: Some(why), ..self.lease() }, &[]);
+                let _ = proto::send(c.fd.as_fd(), &Reply { error: Some(why.to_string()), ..self.lease() }, &[]);
                 return false;
             }
         };

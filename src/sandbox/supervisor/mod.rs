@@ -18,6 +18,7 @@
 mod freeze;
 mod hold;
 mod pause;
+mod refusal;
 mod warm;
 
 use super::SandboxError;
@@ -138,10 +139,7 @@ pub fn begin(
     let tmp = store.root.join(format!(".{id}.new"));
     let dir = store.dir(&id);
     let made = (|| {
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&tmp)
-            .map_err(|e| SandboxError::State(format!("creating {}: {e}", tmp.display())))?;
+        std::fs::DirBuilder::new().mode(0o700).create(&tmp).map_err(|e| state::io_err("creating", &tmp, e))?;
         let lock = state::try_lock(&tmp)?.ok_or_else(|| SandboxError::State(format!("{} is locked", tmp.display())))?;
         let rec = initial_record(&plan, inputs, &req);
         if let Some(p) = &plan.seccomp {
@@ -155,11 +153,11 @@ pub fn begin(
                     .open(&path)?
                     .write_all(&p.to_bytes())
             };
-            write().map_err(|e| SandboxError::State(format!("writing {}: {e}", path.display())))?;
+            write().map_err(|e| state::io_err("writing", &path, e))?;
         }
         state::write_record(&tmp, &rec)?;
-        std::fs::rename(&tmp, &dir)
-            .map_err(|e| SandboxError::State(format!("renaming {} to {}: {e}", tmp.display(), dir.display())))?;
+        // The errno is what matters; the message names the target.
+        std::fs::rename(&tmp, &dir).map_err(|e| state::io_err("renaming the new sandbox's directory to", &dir, e))?;
         Ok((lock, rec))
     })();
     let (lock, rec) = match made {

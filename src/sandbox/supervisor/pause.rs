@@ -62,8 +62,8 @@ pub(super) enum PauseError {
     NoCgroup(String),
     #[error(transparent)]
     Reclaim(#[from] ReclaimError),
-    #[error("{0}")]
-    Freeze(String),
+    #[error(transparent)]
+    Freeze(#[from] super::refusal::Refusal),
 }
 
 impl Supervisor {
@@ -85,7 +85,7 @@ impl Supervisor {
         // Refused before anything is frozen: a refusal leaves it running.
         let target = if reclaim { Some(reclaim::target(&tree.dirs)?) } else { None };
         if !self.paused {
-            self.join_freeze(&tree.dirs).map_err(PauseError::Freeze)?;
+            self.join_freeze(&tree.dirs)?;
             self.paused = true;
             self.renew(None);
         }

@@ -6,6 +6,7 @@
 //! exec's leaf here, on a thread of the supervisor, so the ~10 ms RCU wait
 //! of a cgroup migration after an idle spell is off every call's path.
 
+use super::refusal::{PlaceError, Refusal};
 use super::{Supervisor, cgroup_err};
 use crate::backend::Live;
 use crate::cgroup::nested::Leaf;
@@ -18,25 +19,25 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 pub(super) struct Placing {
     seq: u64,
     pub(super) done: OwnedFd,
-    thread: std::thread::JoinHandle<Result<(), String>>,
+    thread: std::thread::JoinHandle<Result<(), PlaceError>>,
 }
 
 impl Placing {
-    fn start(seq: u64, leaf: Leaf, pid: i32) -> Result<Placing, String> {
-        let (done, tell) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    fn start(seq: u64, leaf: Leaf, pid: i32) -> Result<Placing, PlaceError> {
+        let (done, tell) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(PlaceError::Pipe)?;
         let thread = std::thread::Builder::new()
             .name("husk-place".into())
             .spawn(move || {
-                let r = leaf.adopt(nix::unistd::Pid::from_raw(pid)).map_err(|e| e.to_string());
+                let r = leaf.adopt(nix::unistd::Pid::from_raw(pid)).map_err(PlaceError::Adopt);
                 let _ = nix::unistd::write(&tell, b"x");
                 r
             })
-            .map_err(|e| format!("a thread for the move: {e}"))?;
+            .map_err(PlaceError::Thread)?;
         Ok(Placing { seq, done, thread })
     }
 
-    fn join(self) -> Result<(), String> {
-        self.thread.join().unwrap_or_else(|_| Err("the move's thread panicked".into()))
+    fn join(self) -> Result<(), PlaceError> {
+        self.thread.join().unwrap_or(Err(PlaceError::Panicked))
     }
 }
 
@@ -113,8 +114,8 @@ impl Supervisor {
             }
         };
         let leaf = crate::sys::process::pidfd_pid(pidfd.as_fd())
-            .ok_or_else(|| "the spare is gone".to_string())
-            .and_then(|pid| Ok((pid, tree.open_leaf(&name).map_err(|e| e.to_string())?)));
+            .ok_or(PlaceError::SpareGone)
+            .and_then(|pid| Ok((pid, tree.open_leaf(&name).map_err(PlaceError::Leaf)?)));
         self.warm_spare = Some(SpareLeaf { leaf: name, placed: false });
         self.finish_placing();
         let started = leaf.and_then(|(pid, leaf)| Placing::start(seq, leaf, pid));
@@ -181,7 +182,7 @@ impl Supervisor {
     /// interpreter that could not be restarted when it ended is tried once
     /// more for each call: what stopped it (a call's processes holding
     /// every pid, `fork: EAGAIN`) dies with that call's leaf.
-    pub(super) fn warm_socket(&mut self, init: &dyn Live) -> Result<RawFd, String> {
+    pub(super) fn warm_socket(&mut self, init: &dyn Live) -> Result<RawFd, Refusal> {
         if self.warm.is_none() && self.rec.spec.warm.is_some() && self.warm_error.is_some() {
             self.finish_placing();
             if let Err(e) = self.start_warm(init) {
@@ -190,9 +191,9 @@ impl Supervisor {
         }
         match (&self.warm, &self.rec.spec.warm, &self.warm_error) {
             (Some(w), _, _) => Ok(w.ctl.as_raw_fd()),
-            (None, None, _) => Err("the sandbox was created without --warm or --session".into()),
-            (None, Some(_), Some(e)) => Err(e.clone()),
-            (None, Some(_), None) => Err("it is not running".into()),
+            (None, None, _) => Err(Refusal::NotWarm),
+            (None, Some(_), Some(e)) => Err(Refusal::WarmDown(e.clone())),
+            (None, Some(_), None) => Err(Refusal::WarmNotRunning),
         }
     }
 }

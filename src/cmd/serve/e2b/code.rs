@@ -127,7 +127,9 @@ pub fn execute(ctx: &Ctx, head: &Head, body: &[u8], conn: &mut Conn, t: u64) -> 
                 let _ = conn.write_all(&line(&result_message(res)));
             }
             match r.extra.get("exception").filter(|e| e.is_object()) {
-                Some(e) => Some(json!({"type": "error", "name": e["name"], "value": e["value"], "traceback": e["traceback"]})),
+                Some(e) => {
+                    Some(json!({"type": "error", "name": e["name"], "value": e["value"], "traceback": e["traceback"]}))
+                }
                 None => error_of(&r.outcome, lang),
             }
         }

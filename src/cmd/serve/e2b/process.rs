@@ -135,7 +135,9 @@ fn start(ctx: &Ctx, head: &Head, id: &str, req: &Value, conn: &mut Conn, t: u64)
     stream.send(&json!({"event": {"start": {"pid": me}}}));
     let watcher = super::super::cancel::Watcher::start(stream.conn());
     let out = stream.conn().fd().try_clone_to_owned();
-    let ran = super::run::tapped(out, data_event, &exec.redact, |tap| crate::sandbox::exec::exec_to(store, &exec, t, Some(tap)));
+    let ran = super::run::tapped(out, data_event, &exec.redact, |tap| {
+        crate::sandbox::exec::exec_to(store, &exec, t, Some(tap))
+    });
     drop(watcher);
     drop(listed);
     let end = match ran {

@@ -670,8 +670,17 @@ impl Build<'_> {
     }
 }
 
+/// A `--chown` name the image does not know.
+#[derive(Debug, thiserror::Error)]
+enum NoSuchOwner {
+    #[error("no user {0:?} in the image's /etc/passwd")]
+    User(String),
+    #[error("no group {0:?} in the image's /etc/group")]
+    Group(String),
+}
+
 /// `--chown=USER[:GROUP]`: numbers, or names from the image's passwd/group.
-fn chown(spec: &str, view: &LayeredView) -> Result<(u32, u32), String> {
+fn chown(spec: &str, view: &LayeredView) -> Result<(u32, u32), NoSuchOwner> {
     let (u, g) = match spec.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (spec, None),
@@ -685,15 +694,13 @@ fn chown(spec: &str, view: &LayeredView) -> Result<(u32, u32), String> {
     };
     let (uid, primary) = match u.parse::<u32>() {
         Ok(n) => (n, n),
-        Err(_) => lookup("/etc/passwd", u).ok_or_else(|| format!("no user {u:?} in the image's /etc/passwd"))?,
+        Err(_) => lookup("/etc/passwd", u).ok_or_else(|| NoSuchOwner::User(u.to_string()))?,
     };
     let gid = match g {
         None => primary,
         Some(g) => match g.parse::<u32>() {
             Ok(n) => n,
-            Err(_) => lookup("/etc/group", g)
-                .map(|(gid, _)| gid)
-                .ok_or_else(|| format!("no group {g:?} in the image's /etc/group"))?,
+            Err(_) => lookup("/etc/group", g).map(|(gid, _)| gid).ok_or_else(|| NoSuchOwner::Group(g.to_string()))?,
         },
     };
     Ok((uid, gid))
