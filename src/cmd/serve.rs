@@ -56,7 +56,7 @@ pub const SERVE_LABEL: &str = "husk-serve";
 struct Ctx {
     root: Option<PathBuf>,
     state_dir: Option<PathBuf>,
-    store: Result<Store, String>,
+    store: Result<Store, crate::sandbox::SandboxError>,
     token: Option<Vec<u8>>,
     limits: Limits,
     address: String,
@@ -196,8 +196,7 @@ fn serve_inner(
             (server::Listener::Tcp(l), None, bound)
         }
     };
-    let store =
-        paths.as_ref().map_err(|e| e.to_string()).and_then(|p| Store::open(&p.state).map_err(|e| e.to_string()));
+    let store = crate::sandbox::lifecycle::store_of(&paths);
     let mut specs = Vec::new();
     if let Some(f) = &args.pool_file {
         specs.extend(spec::parse_file(f)?);
@@ -497,7 +496,7 @@ fn files_route(ctx: &Ctx, head: &Head, what: &str, body: &[u8]) -> Result<Reply,
 }
 
 fn store(ctx: &Ctx) -> Result<&Store, ApiError> {
-    ctx.store.as_ref().map_err(|e| ApiError::new(500, "state", e.clone()))
+    ctx.store.as_ref().map_err(|e| ApiError::new(500, "state", e.to_string()))
 }
 
 /// The id of a live sandbox named by `what` (id, name, or id prefix).

@@ -70,43 +70,56 @@ fn is_sealed(exe: &OwnedFd) -> bool {
     ro || seals.is_some_and(|s| s.contains(SealFlag::F_SEAL_WRITE))
 }
 
+/// A step of making the sealed copy that failed: what, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {err}")]
+struct SealFailed {
+    what: String,
+    err: std::io::Error,
+}
+
+fn step<E: Into<std::io::Error>>(what: impl Into<String>) -> impl FnOnce(E) -> SealFailed {
+    let what = what.into();
+    move |e| SealFailed { what, err: e.into() }
+}
+
 /// The binary opened in a detached read-only overlayfs of its directory.
-fn overlay_copy() -> Result<OwnedFd, String> {
-    let path = std::fs::read_link("/proc/self/exe").map_err(|e| format!("readlink /proc/self/exe: {e}"))?;
+fn overlay_copy() -> Result<OwnedFd, SealFailed> {
+    let path = std::fs::read_link("/proc/self/exe").map_err(step("readlink /proc/self/exe"))?;
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(format!("{}: no directory", path.display()));
+        return Err(SealFailed { what: path.display().to_string(), err: std::io::Error::other("no directory") });
     };
-    let ctx = FsContext::open(c"overlay").map_err(|e| format!("fsopen overlay: {e}"))?;
-    ctx.set_flag(c"ro").map_err(|e| format!("ro: {e}"))?;
+    let ctx = FsContext::open(c"overlay").map_err(step("fsopen overlay"))?;
+    ctx.set_flag(c"ro").map_err(step("ro"))?;
     // No upper layer: a read-only overlay with nothing to copy up into.
     // Without one the kernel wants two lower layers; the second is an
     // empty read-only tmpfs, mounted detached like the overlay.
     let empty = FsContext::open(c"tmpfs")
         .and_then(|t| t.mount(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID))
-        .map_err(|e| format!("an empty tmpfs: {e}"))?;
+        .map_err(step("an empty tmpfs"))?;
     let mut lower = dir.as_os_str().as_bytes().to_vec();
     lower.extend_from_slice(format!(":/proc/self/fd/{}", empty.as_raw_fd()).as_bytes());
-    ctx.set_string(c"lowerdir", &cstring(&lower)).map_err(|e| format!("lowerdir {}: {e}", dir.display()))?;
+    ctx.set_string(c"lowerdir", &cstring(&lower)).map_err(step(format!("lowerdir {}", dir.display())))?;
     let mnt = ctx
         .mount(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID)
-        .map_err(|e| format!("mounting the overlay of {}: {e}", dir.display()))?;
+        .map_err(step(format!("mounting the overlay of {}", dir.display())))?;
     let fd = nix::fcntl::openat(&mnt, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW, Mode::empty())
-        .map_err(|e| format!("opening {} in the overlay: {e}", name.to_string_lossy()))?;
+        .map_err(step(format!("opening {} in the overlay", name.to_string_lossy())))?;
     if !is_sealed(&fd) {
-        return Err("the overlay is not read-only".into());
+        return Err(SealFailed { what: "the overlay".into(), err: std::io::Error::other("not read-only") });
     }
     Ok(fd)
 }
 
 /// A memfd holding a copy of the binary, sealed.
-fn memfd_copy(exe: OwnedFd) -> Result<OwnedFd, String> {
+fn memfd_copy(exe: OwnedFd) -> Result<OwnedFd, SealFailed> {
     use nix::sys::memfd::{MFdFlags, memfd_create};
     let fd = memfd_create(c"husk-sealed", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
-        .map_err(|e| format!("memfd_create: {e}"))?;
+        .map_err(step("memfd_create"))?;
     let mut from = std::fs::File::from(exe);
     let mut to = std::fs::File::from(fd);
-    std::io::copy(&mut from, &mut to).map_err(|e| format!("copying the binary: {e}"))?;
+    std::io::copy(&mut from, &mut to).map_err(step("copying the binary"))?;
     let seals = SealFlag::F_SEAL_SEAL | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_WRITE;
-    fcntl(&to, FcntlArg::F_ADD_SEALS(seals)).map_err(|e| format!("sealing: {e}"))?;
+    fcntl(&to, FcntlArg::F_ADD_SEALS(seals)).map_err(step("sealing"))?;
     Ok(OwnedFd::from(to))
 }

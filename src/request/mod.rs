@@ -210,14 +210,23 @@ pub mod duration_text {
         v.map(|v| parse(&v).map_err(serde::de::Error::custom)).transpose()
     }
 
+    /// Why a JSON value is not a duration.
+    #[derive(Debug, thiserror::Error)]
+    pub enum DurationError {
+        #[error("expected a duration (\"30s\", \"10m\") or seconds, got {0}")]
+        NotText(serde_json::Value),
+        #[error(transparent)]
+        Unit(#[from] crate::units::UnitError),
+    }
+
     /// A string (`"10m"`) or a number of seconds.
-    pub fn parse(v: &serde_json::Value) -> Result<Duration, String> {
+    pub fn parse(v: &serde_json::Value) -> Result<Duration, DurationError> {
         let text = match v {
             serde_json::Value::String(s) => s.clone(),
             serde_json::Value::Number(n) => n.to_string(),
-            other => return Err(format!("expected a duration (\"30s\", \"10m\") or seconds, got {other}")),
+            other => return Err(DurationError::NotText(other.clone())),
         };
-        crate::units::parse_duration(&text).map_err(|e| e.to_string())
+        Ok(crate::units::parse_duration(&text)?)
     }
 
     /// A duration that is always there.

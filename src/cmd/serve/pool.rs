@@ -519,7 +519,7 @@ impl Pools {
                         self.refills.push(r);
                     }
                     Err(e) => {
-                        p.failed(e, now);
+                        p.failed(e.to_string(), now);
                         break;
                     }
                 }
@@ -696,15 +696,25 @@ fn sweep_refill_files(work: &std::path::Path) {
 /// the same store and state dir).
 pub type Dirs = (Option<PathBuf>, Option<PathBuf>);
 
+/// Why a member's create could not be started.
+#[derive(Debug, thiserror::Error)]
+enum RefillError {
+    #[error("creating {}: {err}", .path.display())]
+    File { path: PathBuf, err: std::io::Error },
+    #[error(transparent)]
+    Spawn(#[from] super::isolated::SpawnError),
+}
+
 /// One member's create, in a child of the loop's (isolated.rs: the
 /// supervisor must not keep the listening socket or pending connections),
 /// its answer and complaints in files the loop reads when it has been
 /// reaped.
-fn spawn_create(dirs: &Dirs, address: &str, work: &std::path::Path, p: &Pool, n: u64) -> Result<Refill, String> {
+fn spawn_create(dirs: &Dirs, address: &str, work: &std::path::Path, p: &Pool, n: u64) -> Result<Refill, RefillError> {
     use std::os::fd::AsFd;
     let out = work.join(format!(".refill-{}-{n}.out", std::process::id()));
     let err = work.join(format!(".refill-{}-{n}.err", std::process::id()));
-    let file = |path: &PathBuf| std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()));
+    let file =
+        |path: &PathBuf| std::fs::File::create(path).map_err(|e| RefillError::File { path: path.clone(), err: e });
     let mut o = p.options.clone();
     o.ttl = MEMBER_TTL;
     o.labels.insert(POOL_LABEL.into(), p.spec.name.clone());
@@ -712,7 +722,7 @@ fn spawn_create(dirs: &Dirs, address: &str, work: &std::path::Path, p: &Pool, n:
     o.labels.insert(super::SERVE_LABEL.into(), address.into());
     let paths = crate::paths::Paths::from_cli(dirs.0.as_deref(), dirs.1.as_deref());
     let (out_f, err_f) = (file(&out)?, file(&err)?);
-    let pid = super::isolated::spawn(&o, &paths, out_f.as_fd(), err_f.as_fd()).map_err(|e| e.to_string())?;
+    let pid = super::isolated::spawn(&o, &paths, out_f.as_fd(), err_f.as_fd())?;
     // Reaped by the loop (waitpid(-1)), not here.
     Ok(Refill { pid: pid.as_raw(), pool: p.spec.name.clone(), out, err })
 }

@@ -339,7 +339,7 @@ impl Supervisor {
                 }
                 Err(why) => {
                     self.sync_state(active);
-                    self.answer(c, Reply { error: Some(why), paused: true, ..self.lease() })
+                    self.answer(c, Reply { error: Some(why.to_string()), paused: true, ..self.lease() })
                 }
             },
             Request::SaveMemory { tag } => match self.save_memory(init, active, &tag) {
@@ -349,7 +349,7 @@ impl Supervisor {
                 }
                 Err(why) => {
                     self.sync_state(active);
-                    self.answer(c, Reply { error: Some(why), paused: self.is_paused(), ..self.lease() })
+                    self.answer(c, Reply { error: Some(why.to_string()), paused: self.is_paused(), ..self.lease() })
                 }
             },
             Request::Secrets => {

@@ -64,6 +64,18 @@ pub(super) enum PauseError {
     Reclaim(#[from] ReclaimError),
     #[error(transparent)]
     Freeze(#[from] super::refusal::Refusal),
+    #[error("opening the sandbox's cgroup: {0}")]
+    Cgroup(crate::cgroup::CgroupError),
+    #[error("restoring sandbox {id} from {}: {why}", .image.display())]
+    Restore { id: String, image: std::path::PathBuf, why: String },
+    #[error(
+        "sandbox {0} runs on the native backend, whose processes husk cannot save: that needs process checkpointing (CRIU), and Debian's CRIU 3.17 fails `criu check` on this kernel (6.13+ changed the vDSO layout); create the sandbox with --runtime runsc to fork it with its memory, or fork its files only (husk fork without --memory)"
+    )]
+    NativeMemory(String),
+    #[error("not a fork tag: {0:?}")]
+    BadTag(String),
+    #[error("sandbox {0} is paused; `husk resume {0}` first, then fork it")]
+    Paused(String),
 }
 
 impl Supervisor {
@@ -121,23 +133,26 @@ impl Supervisor {
     /// lease restarts from now. Err: a checkpointed sandbox could not be
     /// restored; it stays paused, its image kept (resume may be retried,
     /// or the sandbox removed).
-    pub(super) fn resume(&mut self, init: &mut Init) -> Result<(), String> {
+    pub(super) fn resume(&mut self, init: &mut Init) -> Result<(), PauseError> {
         self.resume_keeping(init, false)
     }
 
     /// `resume`; `keep_image`: the image stays on disk (`save_memory`'s).
-    fn resume_keeping(&mut self, init: &mut Init, keep_image: bool) -> Result<(), String> {
+    fn resume_keeping(&mut self, init: &mut Init, keep_image: bool) -> Result<(), PauseError> {
         if !self.paused {
             return Ok(());
         }
         if let Some(cp) = self.rec.checkpoint.clone() {
             let leaf = match &self.rec.cgroup {
-                Some(tree) => Some(tree.open_leaf("init").map_err(|e| format!("opening the sandbox's cgroup: {e}"))?),
+                Some(tree) => Some(tree.open_leaf("init").map_err(PauseError::Cgroup)?),
                 None => None,
             };
             let join = leaf.as_ref().map(|l| l as &dyn CgroupJoin);
-            init.restore(&mut self.plan, &cp.path, join)
-                .map_err(|e| format!("restoring sandbox {} from {}: {}", self.rec.id, cp.path.display(), e.message))?;
+            init.restore(&mut self.plan, &cp.path, join).map_err(|e| PauseError::Restore {
+                id: self.rec.id.clone(),
+                image: cp.path.clone(),
+                why: e.message,
+            })?;
             self.rec.checkpoint = None;
             self.rec.init = ProcRef::of(init.pid());
             if !keep_image {
@@ -164,34 +179,32 @@ impl Supervisor {
         init: &mut Init,
         active: usize,
         tag: &str,
-    ) -> Result<CheckpointRecord, String> {
+    ) -> Result<CheckpointRecord, PauseError> {
         let id = self.rec.id.clone();
         if init.pause_kind() != PauseKind::Checkpoint {
-            return Err(format!(
-                "sandbox {id} runs on the native backend, whose processes husk cannot save: that needs process checkpointing (CRIU), and Debian's CRIU 3.17 fails `criu check` on this kernel (6.13+ changed the vDSO layout); create the sandbox with --runtime runsc to fork it with its memory, or fork its files only (husk fork without --memory)"
-            ));
+            return Err(PauseError::NativeMemory(id));
         }
         if self.checking {
-            return Err(PauseError::Creating(id).to_string());
+            return Err(PauseError::Creating(id));
         }
         if !crate::sandbox::state::is_id(tag) {
-            return Err(format!("not a fork tag: {tag:?}"));
+            return Err(PauseError::BadTag(tag.to_string()));
         }
         if self.paused {
-            return Err(format!("sandbox {id} is paused; `husk resume {id}` first, then fork it"));
+            return Err(PauseError::Paused(id));
         }
         if active > 0 {
-            return Err(PauseError::ExecsRunning(id, active).to_string());
+            return Err(PauseError::ExecsRunning(id, active));
         }
         if self.is_frozen() {
-            return Err(PauseError::Frozen(id).to_string());
+            return Err(PauseError::Frozen(id));
         }
         let dir = self.dir.join(format!("memfork-{tag}"));
         let saved = match init.checkpoint(&self.plan, &dir) {
             Ok(s) => s,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(e.message);
+                return Err(PauseError::Checkpoint(e.message));
             }
         };
         let cp = CheckpointRecord { path: saved.dir, bytes: saved.bytes, taken_ms: now_ms(), took_ms: saved.ms };

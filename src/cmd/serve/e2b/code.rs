@@ -117,7 +117,7 @@ pub fn execute(ctx: &Ctx, head: &Head, body: &[u8], conn: &mut Conn, t: u64) -> 
         }
     });
     drop(watcher);
-    let ran = ran.map_err(crate::sandbox::SandboxError::State).and_then(|r| r);
+    let ran = ran.map_err(|e| crate::sandbox::SandboxError::State(e.to_string())).and_then(|r| r);
     use std::io::Write;
     let tail = match ran {
         Ok(r) => {

@@ -143,7 +143,7 @@ fn start(ctx: &Ctx, head: &Head, id: &str, req: &Value, conn: &mut Conn, t: u64)
     let end = match ran {
         Ok(Ok(r)) => end_event(&r.outcome),
         Ok(Err(e)) => return Ok(stream.end(Some(ApiError::of_sandbox(&e).into()))),
-        Err(e) => return Ok(stream.end(Some(RpcError::new(Code::Internal, e)))),
+        Err(e) => return Ok(stream.end(Some(RpcError::new(Code::Internal, e.to_string())))),
     };
     stream.send(&json!({"event": {"end": end}}));
     Ok(stream.end(None))

@@ -82,9 +82,9 @@ pub fn tapped<R>(
     event: Event,
     redact: &crate::redact::Redaction,
     run: impl FnOnce(&crate::stream::Tap) -> R,
-) -> Result<R, String> {
-    let out = out.map_err(|e| format!("dup: {e}"))?;
-    let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+) -> Result<R, RelayError> {
+    let out = out.map_err(RelayError::Dup)?;
+    let (rx, tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(RelayError::Pipe)?;
     let (relay, tx) = Relay::start(out, rx, tx, event)?;
     let tap = crate::stream::Tap::new(tx, redact);
     let r = run(&tap);
@@ -92,6 +92,19 @@ pub fn tapped<R>(
     drop(tap);
     relay.wait();
     Ok(r)
+}
+
+/// Why the relay of an exec's output could not start (nothing ran).
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("duplicating the connection for the relay: {0}")]
+    Dup(std::io::Error),
+    #[error("the relay's pipe: {0}")]
+    Pipe(nix::errno::Errno),
+    #[error("the relay: {0}")]
+    Threads(#[from] crate::sys::process::ThreadsError),
+    #[error("forking the relay: {0}")]
+    Fork(nix::errno::Errno),
 }
 
 /// How a relay words one chunk of output ("stdout" or "stderr").
@@ -105,9 +118,9 @@ pub struct Relay {
 }
 
 impl Relay {
-    fn start(out: OwnedFd, rx: OwnedFd, tx: OwnedFd, event: Event) -> Result<(Relay, OwnedFd), String> {
-        let one = crate::sys::process::SingleThreaded::check().map_err(|e| format!("relay: {e}"))?;
-        match crate::sys::process::fork(&one).map_err(|e| format!("fork: {e}"))? {
+    fn start(out: OwnedFd, rx: OwnedFd, tx: OwnedFd, event: Event) -> Result<(Relay, OwnedFd), RelayError> {
+        let one = crate::sys::process::SingleThreaded::check()?;
+        match crate::sys::process::fork(&one).map_err(RelayError::Fork)? {
             crate::sys::process::Forked::Child(_) => {
                 // Only the tap writes: the relay reads to the end.
                 drop(tx);
