@@ -196,7 +196,7 @@ fn serve_inner(
             (server::Listener::Tcp(l), None, bound)
         }
     };
-    let store = crate::sandbox::lifecycle::store_of(&paths);
+    let store = crate::sandbox::lifecycle::store_of(paths);
     let mut specs = Vec::new();
     if let Some(f) = &args.pool_file {
         specs.extend(spec::parse_file(f)?);
