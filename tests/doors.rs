@@ -50,9 +50,11 @@ const OPS: [&str; 20] = [
 /// differences between a door and the CLI that are known and meant (or
 /// not yet closed: issue 30).
 const EXPECTED: &[(&str, &str, &str, &str)] = &[
-    ("list", "mcp", "*", "MCP has no list tool: a session sees only the sandboxes it made"),
-    ("inspect", "mcp", "*", "MCP has no inspect tool"),
-    ("renew", "mcp", "*", "MCP has no renew tool: every exec renews the lease"),
+    ("list", "mcp", "name", "the sandbox create_sandbox made has no name"),
+    ("list", "mcp", "labels", "the sandbox create_sandbox made has no labels"),
+    ("inspect", "mcp", "name", "the sandbox create_sandbox made has no name"),
+    ("inspect", "mcp", "labels", "the sandbox create_sandbox made has no labels"),
+    ("inspect", "mcp", "env", "the sandbox create_sandbox made has no env"),
     ("create", "mcp", "name", "create_sandbox takes no name (the session names sandboxes by id)"),
     ("create", "mcp", "labels", "create_sandbox takes no labels"),
     ("create", "mcp", "env", "create_sandbox takes no env"),
@@ -156,7 +158,9 @@ fn lines(t: &str) -> String {
 /// What one door made of one operation.
 enum Got {
     Is(Value),
-    /// The door has no such operation.
+    /// The door has no such operation (none lacks one today: MCP got
+    /// list, inspect and renew; kept for the next door).
+    #[allow(dead_code)]
     Gap,
 }
 
@@ -599,7 +603,22 @@ impl Door for Mcp {
                 json!({"content": text})
             }
             "list_files" => Ctx::listing(&self.tool("list_files", json!({"sandbox_id": sid})).2["entries"]),
-            "list" | "inspect" | "renew" => return Got::Gap,
+            "list" => {
+                let (is_error, text, s) = self.tool("list_sandboxes", json!({}));
+                assert!(!is_error, "{text}");
+                let me = s["sandboxes"].as_array().unwrap().iter().find(|r| r["id"] == id).cloned();
+                list_entry(&me.unwrap_or(Value::Null))
+            }
+            "inspect" => {
+                let (is_error, text, s) = self.tool("inspect_sandbox", json!({"sandbox_id": sid}));
+                assert!(!is_error, "{text}");
+                ctx.norm_record(&s["sandbox"])
+            }
+            "renew" => {
+                let (is_error, text, s) = self.tool("renew_sandbox", json!({"sandbox_id": sid, "ttl": "5m"}));
+                assert!(!is_error, "{text}");
+                json!({"ttl_ms": s["ttl_ms"]})
+            }
             "fork" => {
                 let r = self.tool("fork_sandbox", json!({"sandbox_id": sid}));
                 let (is_error, _, s) = &r;

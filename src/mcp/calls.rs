@@ -127,6 +127,67 @@ impl Tools {
         Ok(Reply::ok(text, json!({"sandbox_id": id, "paused": paused})))
     }
 
+    /// list_sandboxes: this session's live sandboxes, as `husk ls --json`
+    /// summarises them (a session sees only the sandboxes it made).
+    pub(super) fn list_sandboxes(&mut self) -> Result<Reply, ToolError> {
+        let store = match self.store() {
+            Ok(s) => s,
+            Err(e) => return Ok(Reply::failed(e.step(), format!("listing: {e}"))),
+        };
+        let recs: Vec<_> = crate::sandbox::lifecycle::list(&store, &[])
+            .into_iter()
+            .filter(|r| self.sandboxes.contains(&r.id))
+            .collect();
+        let text = match recs.len() {
+            0 => "no sandboxes (create one with create_sandbox)".to_string(),
+            _ => recs.iter().map(|r| format!("{} {}", r.id, r.state.name())).collect::<Vec<_>>().join("\n"),
+        };
+        let all: Vec<Value> = recs.iter().map(crate::sandbox::lifecycle::summary).collect();
+        Ok(Reply::ok(text, json!({"sandboxes": all})))
+    }
+
+    /// inspect_sandbox: `husk inspect ID` (environment values hidden).
+    pub(super) fn inspect_sandbox(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        match self.store().and_then(|s| crate::sandbox::lifecycle::inspect(&s, &id, false)) {
+            Ok(rec) => {
+                let text = serde_json::to_string_pretty(&rec).unwrap_or_default();
+                Ok(Reply::ok(text, json!({"sandbox": rec})))
+            }
+            Err(e) => {
+                self.forget_if_gone(&id, &e);
+                Ok(Reply::failed(e.step(), format!("inspect of {id}: {e}")))
+            }
+        }
+    }
+
+    /// renew_sandbox: `husk renew ID [--ttl T]`, the ttl bounded by ten
+    /// times the server's longest call.
+    pub(super) fn renew_sandbox(&mut self, args: &Value) -> Result<Reply, ToolError> {
+        let id = self.sandbox(args)?.to_string();
+        let ttl = match super::args::str_arg(args, "ttl")? {
+            None => None,
+            Some(t) => {
+                let d = crate::units::parse_duration(t).map_err(|e| ToolError::BadArgs(format!("ttl: {e}")))?;
+                let most = self.config.max_timeout * 10;
+                if d.is_zero() || d > most {
+                    return Err(ToolError::BadArgs(format!("ttl must be more than 0 and at most {}s", most.as_secs())));
+                }
+                Some(d)
+            }
+        };
+        match self.store().and_then(|s| crate::sandbox::lifecycle::renew(&s, &id, ttl)) {
+            Ok(r) => Ok(Reply::ok(
+                format!("sandbox {id}'s lease runs {} s from now", r.lease_remaining_ms / 1000),
+                json!({"sandbox_id": r.id, "ttl_ms": r.ttl_ms, "expires_ms": r.expires_ms, "lease_remaining_ms": r.lease_remaining_ms}),
+            )),
+            Err(e) => {
+                self.forget_if_gone(&id, &e);
+                Ok(Reply::failed(e.step(), format!("renew of {id}: {e}")))
+            }
+        }
+    }
+
     /// A sandbox husk says is gone (its lease ran out, say) is forgotten.
     pub(super) fn forget_if_gone(&mut self, id: &str, e: &SandboxError) {
         if matches!(e, SandboxError::Unknown { .. } | SandboxError::Ended { .. } | SandboxError::Gone { .. }) {

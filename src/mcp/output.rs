@@ -69,6 +69,27 @@ pub fn paused() -> Value {
     object(json!({"sandbox_id": {"type": "string"}, "paused": {"type": "boolean"}}))
 }
 
+pub fn sandboxes() -> Value {
+    object(
+        json!({"sandboxes": {"type": "array", "items": {"type": "object"}, "description": "Each: id, name, labels, state, backend, workdir, lease_remaining_ms, execs (as `husk ls --json`)"}}),
+    )
+}
+
+pub fn inspected() -> Value {
+    object(
+        json!({"sandbox": {"type": "object", "description": "The record as `husk inspect` prints it (environment values hidden)"}}),
+    )
+}
+
+pub fn renewed() -> Value {
+    object(json!({
+        "sandbox_id": {"type": "string"},
+        "ttl_ms": {"type": "integer", "description": "The lease's length"},
+        "expires_ms": {"type": "integer", "description": "When it runs out (ms since the epoch)"},
+        "lease_remaining_ms": {"type": "integer"},
+    }))
+}
+
 pub fn destroyed() -> Value {
     object(json!({"sandbox_id": {"type": "string"}, "destroyed": {"type": "boolean"}}))
 }

@@ -152,6 +152,27 @@ pub fn list() -> Value {
             }, "required": ["sandbox_id", "tag"]},
             "outputSchema": output::committed(),
         },
+        {
+            "name": "list_sandboxes",
+            "description": "List the sandboxes this session made that still live: id, state, lease left, exec count.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "outputSchema": output::sandboxes(),
+        },
+        {
+            "name": "inspect_sandbox",
+            "description": "A sandbox's record: its state, limits, root, workdir, lease (environment values hidden).",
+            "inputSchema": {"type": "object", "properties": {"sandbox_id": id}, "required": ["sandbox_id"]},
+            "outputSchema": output::inspected(),
+        },
+        {
+            "name": "renew_sandbox",
+            "description": "Restart a sandbox's lease from now (every exec renews it too), optionally with a new length.",
+            "inputSchema": {"type": "object", "properties": {
+                "sandbox_id": id,
+                "ttl": {"type": "string", "description": "The lease's new length, e.g. 10m (at most the server's --max-timeout x 10; default: the sandbox's own)"},
+            }, "required": ["sandbox_id"]},
+            "outputSchema": output::renewed(),
+        },
     ])
 }
 
@@ -183,6 +204,9 @@ impl Tools {
             "resume_sandbox" => self.pause(args, false),
             "fork_sandbox" => self.fork_sandbox(args),
             "commit_sandbox" => self.commit_sandbox(args),
+            "list_sandboxes" => self.list_sandboxes(),
+            "inspect_sandbox" => self.inspect_sandbox(args),
+            "renew_sandbox" => self.renew_sandbox(args),
             _ => Err(ToolError::BadArgs(format!("no tool {name:?}"))),
         }
     }

@@ -22,6 +22,9 @@ TOOLS = {
     "destroy_sandbox",
     "fork_sandbox",
     "commit_sandbox",
+    "list_sandboxes",
+    "inspect_sandbox",
+    "renew_sandbox",
 }
 
 
@@ -287,6 +290,9 @@ def test_mcp_tools_with_structured_content_declare_output_schema(husk_bin, state
             "list_files": await s.call_tool("list_files", {"sandbox_id": sid}),
             "pause_sandbox": await s.call_tool("pause_sandbox", {"sandbox_id": sid}),
             "resume_sandbox": await s.call_tool("resume_sandbox", {"sandbox_id": sid}),
+            "list_sandboxes": await s.call_tool("list_sandboxes", {}),
+            "inspect_sandbox": await s.call_tool("inspect_sandbox", {"sandbox_id": sid}),
+            "renew_sandbox": await s.call_tool("renew_sandbox", {"sandbox_id": sid, "ttl": "5m"}),
             "destroy_sandbox": await s.call_tool("destroy_sandbox", {"sandbox_id": sid}),
         }
         return tools, results
