@@ -34,6 +34,19 @@ pub enum Durability {
     Synced,
 }
 
+/// A lock file opened (made if missing, 0600, never through a symlink,
+/// never truncated) for `flock`: the state dir's, the image store's.
+pub fn open_lock(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Writes `data` to a unique temp file beside `path`, then renames it over.
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     replace(path, data, Durability::Rename)

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 const SUBDIRS: &[&str] = &["images", "blobs", "layers", "tmp", "locks"];
@@ -266,15 +266,7 @@ impl Store {
 
     fn lock_file(&self, name: &str) -> Result<File, ImageError> {
         let p = self.root.join("locks").join(name);
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&p)
-            .map_err(|e| store_err(&p, e))
+        crate::files::open_lock(&p).map_err(|e| store_err(&p, e))
     }
 
     fn lock(&self, name: &str, arg: FlockArg) -> Result<Flock<File>, ImageError> {

@@ -244,17 +244,9 @@ pub fn exec_code(
 /// sandbox's directory, waited for (`--wait`) or refused as busy.
 fn session_turn(dir: &Path, id: &str, wait: bool) -> Result<nix::fcntl::Flock<std::fs::File>, SandboxError> {
     use nix::fcntl::{Flock, FlockArg};
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join("session.lock");
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| SandboxError::State(format!("opening {}: {e}", path.display())))?;
+    let f =
+        crate::files::open_lock(&path).map_err(|e| SandboxError::State(format!("opening {}: {e}", path.display())))?;
     let how = if wait { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
     match Flock::lock(f, how) {
         Ok(l) => Ok(l),

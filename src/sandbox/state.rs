@@ -336,15 +336,7 @@ pub fn write_record(dir: &Path, rec: &Record) -> Result<(), SandboxError> {
 /// The supervisor's lifetime lock, `Ok(None)` when someone holds it.
 pub fn try_lock(dir: &Path) -> Result<Option<Flock<File>>, SandboxError> {
     let path = dir.join("lock");
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| io_err("opening", &path, e))?;
+    let f = crate::files::open_lock(&path).map_err(|e| io_err("opening", &path, e))?;
     match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(Some(l)),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
