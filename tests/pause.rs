@@ -33,17 +33,6 @@ fn frozen(dir: &Path) -> bool {
     events.lines().any(|l| l == "frozen 1")
 }
 
-fn ok(out: &std::process::Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed ({:?}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// `husk exec --code -` with `code` on stdin: stdout, exit code.
 fn code(s: &Sbx, id: &str, code: &str) -> (String, i32) {
     let mut child = s.husk(&["exec", id, "--code", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
@@ -64,13 +53,13 @@ fn pause_resume_keeps_session_variables() {
     let s = Sbx::new();
     let id = s.create_with(&["--session", "python"]);
     assert_eq!(code(&s, &id, "import os\nx = 42\npid = os.getpid()"), (String::new(), 0));
-    let out = ok(&s.out(&["pause", "--json", &id]), "pause");
+    let out = stdout_ok(&s.out(&["pause", "--json", &id]), "pause");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!((v["id"].as_str(), v["state"].as_str()), (Some(id.as_str()), Some("paused")), "{v}");
     let rec = s.inspect(&id);
     assert_eq!(rec["state"], "paused");
     assert!(frozen(&unified(&rec)), "the sandbox's cgroup is not frozen while paused");
-    let out = ok(&s.out(&["resume", "--json", &id]), "resume");
+    let out = stdout_ok(&s.out(&["resume", "--json", &id]), "resume");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["state"], "ready", "{v}");
     assert!(!frozen(&unified(&rec)), "the sandbox's cgroup is still frozen after resume");
@@ -92,7 +81,7 @@ fn paused_sandbox_uses_no_cpu_and_keeps_its_lease_state() {
     let cg = unified(&rec);
     let before = cpu_usec(&cg);
     assert!(wait_until(Duration::from_secs(5), || cpu_usec(&cg) > before + 10_000), "the busy loop uses no CPU");
-    ok(&s.out(&["pause", &id]), "pause");
+    stdout_ok(&s.out(&["pause", &id]), "pause");
     let a = cpu_usec(&cg);
     // Longer than the TTL: an unpaused sandbox would have expired.
     std::thread::sleep(Duration::from_millis(3000));
@@ -104,7 +93,7 @@ fn paused_sandbox_uses_no_cpu_and_keeps_its_lease_state() {
     let listed = s.out(&["ls", "--json"]);
     let ls: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(ls[0]["state"], "paused", "{ls:#}");
-    ok(&s.out(&["resume", &id]), "resume");
+    stdout_ok(&s.out(&["resume", &id]), "resume");
     let c = cpu_usec(&cg);
     assert!(wait_until(Duration::from_secs(5), || cpu_usec(&cg) > c), "the busy loop did not run again");
     // Resumed, its lease runs again: it expires with nothing to do.
@@ -120,21 +109,21 @@ fn exec_into_paused_sandbox_says_so() {
     require_root!();
     let s = Sbx::new();
     let id = s.create(&[]);
-    ok(&s.out(&["pause", &id]), "pause");
+    stdout_ok(&s.out(&["pause", &id]), "pause");
     let out = s.out(&["exec", "--json", &id, "--", "sh", "-c", "echo ran > /tmp/ran"]);
     let v = verdict_of(&out);
     assert_eq!(out.status.code(), Some(125), "{v:#}");
     assert_eq!(v["error"]["step"], "busy", "{v:#}");
     let msg = v["error"]["message"].as_str().unwrap_or_default();
     assert!(msg.contains(&format!("husk resume {id}")), "{v:#}");
-    ok(&s.out(&["resume", &id]), "resume");
+    stdout_ok(&s.out(&["resume", &id]), "resume");
     let (o, code) = s.sh(&id, "cat /tmp/ran 2>/dev/null; echo after");
     assert_eq!((o.as_str(), code), ("after\n", 0), "the refused exec ran");
     // Pausing twice, resuming twice: no-ops, not errors.
-    ok(&s.out(&["pause", &id]), "pause");
-    ok(&s.out(&["pause", &id]), "second pause");
-    ok(&s.out(&["resume", &id]), "resume");
-    ok(&s.out(&["resume", &id]), "second resume");
+    stdout_ok(&s.out(&["pause", &id]), "pause");
+    stdout_ok(&s.out(&["pause", &id]), "second pause");
+    stdout_ok(&s.out(&["resume", &id]), "resume");
+    stdout_ok(&s.out(&["resume", &id]), "second resume");
     assert_eq!(s.sh(&id, "echo up"), ("up\n".into(), 0));
 }
 
@@ -169,18 +158,18 @@ fn gc_leaves_a_paused_sandbox_alone() {
     let s = Sbx::new();
     let id = s.create(&["--ttl", "1s"]);
     let cg = unified(&s.inspect(&id));
-    ok(&s.out(&["pause", &id]), "pause");
+    stdout_ok(&s.out(&["pause", &id]), "pause");
     // Past the lease and gc's 10 s of grace for a stuck supervisor.
     std::thread::sleep(Duration::from_millis(12_000));
     // Its own image store and OCI root: this gc touches nothing of others'.
     let own = TempDir::new("pause-gc");
     let oci = own.join("oci");
     let gc = s.husk(&["gc", "--oci-root", oci.to_str().unwrap()]).env("HUSK_ROOT", own.join("store")).output();
-    ok(&gc.unwrap(), "gc");
+    stdout_ok(&gc.unwrap(), "gc");
     assert!(s.dir(&id).exists(), "gc removed a paused sandbox");
     assert_eq!(s.inspect(&id)["state"], "paused");
     assert!(frozen(&cg));
-    ok(&s.out(&["resume", &id]), "resume");
+    stdout_ok(&s.out(&["resume", &id]), "resume");
     assert_eq!(s.sh(&id, "echo up"), ("up\n".into(), 0));
 }
 
@@ -192,7 +181,7 @@ fn paused_sandbox_ends_at_its_max_lifetime() {
     let s = Sbx::new();
     let id = s.create(&["--max-lifetime", "3s"]);
     let rec = s.inspect(&id);
-    ok(&s.out(&["pause", &id]), "pause");
+    stdout_ok(&s.out(&["pause", &id]), "pause");
     assert!(
         wait_until(Duration::from_secs(20), || !s.dir(&id).exists()),
         "the paused sandbox outlived its max lifetime"

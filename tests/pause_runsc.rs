@@ -53,17 +53,6 @@ fn ask(s: &Sbx, id: &str) -> String {
     out.trim().to_string()
 }
 
-fn ok(out: &std::process::Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed ({:?}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Live (not zombie) runsc processes (runsc, gofer, sentry) naming `id`.
 fn runsc_processes_of(id: &str) -> Vec<i32> {
     let mut found = Vec::new();
@@ -129,7 +118,7 @@ fn pause_resume_keeps_session_variables_under_runsc() {
     let before = ask(&s, &id);
     assert_eq!(before.split(' ').nth(1), Some("499999500000"), "{before}");
 
-    let out = ok(&s.out(&["pause", "--json", &id]), "pause");
+    let out = stdout_ok(&s.out(&["pause", "--json", &id]), "pause");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!((v["id"].as_str(), v["state"].as_str()), (Some(id.as_str()), Some("paused")), "{v}");
     let image_dir = assert_checkpointed(&s, &id, &v);
@@ -137,7 +126,7 @@ fn pause_resume_keeps_session_variables_under_runsc() {
     assert_eq!(out.status.code(), Some(125), "an exec into a paused sandbox was not refused");
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("husk resume {id}")));
 
-    let out = ok(&s.out(&["resume", "--json", &id]), "resume");
+    let out = stdout_ok(&s.out(&["resume", "--json", &id]), "resume");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["state"], "ready", "{v}");
     assert_eq!(ask(&s, &id), before, "the interpreter's memory changed across pause/resume");
@@ -177,7 +166,7 @@ fn runsc_pause_survives_husk_restart() {
     assert_eq!(rec["state"], "paused", "the lease ended a paused sandbox: {rec:#}");
     assert!(runsc_processes_of(&id).is_empty());
 
-    ok(&s.out(&["resume", &id]), "resume by a new husk");
+    stdout_ok(&s.out(&["resume", &id]), "resume by a new husk");
     assert_eq!(ask(&s, &id), before, "the shell's variable changed across pause/resume");
     assert!(wait_until(Duration::from_secs(15), || !s.dir(&id).exists()), "the resumed sandbox's lease never ran out");
     assert!(wait_until(Duration::from_secs(10), || runsc_processes_of(&id).is_empty()));
@@ -225,7 +214,7 @@ fn runsc_fork_with_memory_keeps_session_state() {
     let before = ask(&s, &id);
 
     let out = fork_memory(&s, &id, "3");
-    let text = ok(&out, "fork --memory");
+    let text = stdout_ok(&out, "fork --memory");
     let forks: Vec<String> = text.lines().map(str::to_string).collect();
     assert_eq!(forks.len(), 3, "{text}");
     for f in &forks {

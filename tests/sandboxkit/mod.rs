@@ -284,3 +284,16 @@ pub fn python3() -> &'static str {
     );
     "/usr/bin/python3"
 }
+
+/// The stdout of a husk command that must have succeeded (`what` names it
+/// in the failure, with both streams).
+pub fn stdout_ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
